@@ -1,0 +1,129 @@
+"""Accounting of an ingest: what was read, kept, dropped as a duplicate or quarantined.
+
+Invariant, per batch and per file: every span read is in exactly one of kept, duplicate or
+quarantined. A record that cannot be parsed at all (a truncated line, a corrupt frame) is
+quarantined as a record; the spans it held cannot be counted, so it adds to
+``records_quarantined`` and to no span count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["EXCERPT_BYTES", "FileLog", "IngestLog", "QuarantineEntry", "excerpt"]
+
+#: How much of a rejected record is kept in the quarantine list.
+EXCERPT_BYTES = 200
+
+
+def excerpt(raw: bytes | str | None) -> str:
+    """The first `EXCERPT_BYTES` of a rejected record, with every non-printable byte escaped."""
+    if raw is None:
+        return ""
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8", "surrogatepass")
+    text = raw[:EXCERPT_BYTES].decode("utf-8", "backslashreplace")
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
+
+
+@dataclass(frozen=True)
+class QuarantineEntry:
+    """One rejected record or span: where it was, why, and what it started with."""
+
+    file: str
+    position: str  # "line 12", "byte 4096", "span 3", "file"
+    reason: str
+    excerpt: str
+    spans: int = 0  # spans lost with it, when they could be counted
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "file": self.file,
+            "position": self.position,
+            "reason": self.reason,
+            "excerpt": self.excerpt,
+            "spans": self.spans,
+        }
+
+
+@dataclass
+class FileLog:
+    """What one file yielded; readers update it as they go."""
+
+    path: str
+    format: str = "unknown"
+    sha256: str = ""
+    size: int = 0
+    records: int = 0  # lines, frames, documents or span objects read
+    spans_read: int = 0  # spans found, including those quarantined one by one
+    records_quarantined: int = 0
+    spans_quarantined: int = 0
+    spans_kept: int = 0  # filled after de-duplication
+    duplicates: int = 0  # filled after de-duplication
+    quarantine: list[QuarantineEntry] = field(default_factory=list)
+
+    def quarantine_record(self, position: str, reason: str, raw: bytes | str | None) -> None:
+        """Reject a whole record that could not be parsed (its spans are not counted)."""
+        self.records_quarantined += 1
+        self.quarantine.append(QuarantineEntry(self.path, position, reason, excerpt(raw)))
+
+    def quarantine_span(self, position: str, reason: str, raw: bytes | str | None) -> None:
+        """Reject one span that was read (and counted in ``spans_read``)."""
+        self.spans_quarantined += 1
+        self.quarantine.append(QuarantineEntry(self.path, position, reason, excerpt(raw), 1))
+
+
+@dataclass
+class IngestLog:
+    """The accounting of a whole batch of files."""
+
+    files: list[FileLog] = field(default_factory=list)
+    orphans: int = 0  # kept spans whose parent is in no file of the batch
+    runs: int = 0
+
+    @property
+    def records(self) -> int:
+        return sum(f.records for f in self.files)
+
+    @property
+    def spans_read(self) -> int:
+        return sum(f.spans_read for f in self.files)
+
+    @property
+    def spans_kept(self) -> int:
+        return sum(f.spans_kept for f in self.files)
+
+    @property
+    def duplicates(self) -> int:
+        return sum(f.duplicates for f in self.files)
+
+    @property
+    def spans_quarantined(self) -> int:
+        return sum(f.spans_quarantined for f in self.files)
+
+    @property
+    def records_quarantined(self) -> int:
+        return sum(f.records_quarantined for f in self.files)
+
+    @property
+    def quarantine(self) -> list[QuarantineEntry]:
+        return [q for f in self.files for q in f.quarantine]
+
+    def balanced(self) -> bool:
+        """True when every span read is kept, a duplicate or quarantined."""
+        return self.spans_read == self.spans_kept + self.duplicates + self.spans_quarantined
+
+    def as_dict(self) -> dict[str, object]:
+        """The ``ingest`` block of summary.json."""
+        return {
+            "files": len(self.files),
+            "records_read": self.records,
+            "spans_read": self.spans_read,
+            "spans_kept": self.spans_kept,
+            "duplicate_spans": self.duplicates,
+            "spans_quarantined": self.spans_quarantined,
+            "records_quarantined": self.records_quarantined,
+            "orphan_spans": self.orphans,
+            "runs": self.runs,
+            "quarantine": [q.as_dict() for q in self.quarantine],
+        }

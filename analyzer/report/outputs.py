@@ -1,0 +1,54 @@
+"""The files `report --out DIR` writes: summary, runs and steps Parquet, quarantine, manifest."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+__all__ = ["write_outputs"]
+
+
+def _json(path: Path, data: Any) -> None:
+    path.write_text(
+        json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+
+
+def write_outputs(analysis, summary: dict[str, Any], out: Path, *, command: list[str]) -> None:
+    """Write every output file of a report into `out` (created if needed)."""
+    from analyzer import __version__
+
+    out.mkdir(parents=True, exist_ok=True)
+    _json(out / "summary.json", summary)
+    runs = analysis.runs.runs.with_columns(
+        started_at=pl.from_epoch("started_ns", time_unit="ns").dt.replace_time_zone("UTC")
+    )
+    runs.write_parquet(out / "runs.parquet", compression="zstd")
+    analysis.runs.steps.write_parquet(out / "steps.parquet", compression="zstd")
+    log = analysis.ingested.log
+    with (out / "quarantine.jsonl").open("w", encoding="utf-8") as fh:
+        for entry in log.quarantine:
+            fh.write(json.dumps(entry.as_dict(), sort_keys=True, ensure_ascii=False) + "\n")
+    manifest = {
+        "agenttrace_version": __version__,
+        "command": command,
+        "inputs": [
+            {
+                "path": f.path,
+                "sha256": f.sha256,
+                "bytes": f.size,
+                "format": f.format,
+                "spans_read": f.spans_read,
+                "spans_kept": f.spans_kept,
+            }
+            for f in log.files
+        ],
+        "outputs": {},
+    }
+    for name in ("summary.json", "runs.parquet", "steps.parquet", "quarantine.jsonl"):
+        manifest["outputs"][name] = hashlib.sha256((out / name).read_bytes()).hexdigest()
+    _json(out / "manifest.json", manifest)

@@ -1,0 +1,714 @@
+"""From normalized spans to runs: run keys, ordered steps, answers, sources, totals, config hash.
+
+The run model of the contract (section 2), computed column-wise with polars:
+
+- **run**: one per trace; where a trace holds several top-level agent spans (agent spans with
+  no agent above them), one per such span, ``run_id = TRACEID:SPANID``. With ``run_key`` the
+  value of that attribute (first found on the trace's spans, root first, then the resource)
+  groups traces into runs; traces without it keep the default. Only groups holding at least one
+  agent, model-call or tool-call span are runs.
+- **steps**: model calls and tool calls in start order (ties: end, then span id). A tool call a
+  model requested in its output and that no tool-execution span ran is still a step
+  (``executed = False``); requests and executions are joined by tool call id, else by tool
+  name in order.
+- **answer**: see `_answers`.
+- **sources**: one row per text the run had seen, with the time from which it was available
+  (`sources_before` selects those of a step).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "ANSWER_CAP",
+    "DEFAULT_CASE_KEYS",
+    "TOOL_FINISH_REASONS",
+    "RunSet",
+    "build_runs",
+    "sources_before",
+]
+
+#: Characters of the answer kept in runs.parquet (the full text stays in the span table).
+ANSWER_CAP = 4000
+#: Run attributes read as the case id when no --case-key is given, first found wins.
+DEFAULT_CASE_KEYS = ("app.case_id", "case_id", "case.id")
+#: Finish reasons meaning "the model asked for tools" (providers spell it several ways).
+TOOL_FINISH_REASONS = ("tool_calls", "tool_call", "function_call", "tool_use", "tool-calls")
+_MAX_DEPTH_DOUBLINGS = 40  # 2**40 levels: only a parent-id cycle gets that far
+
+
+@dataclass
+class RunSet:
+    """Runs, their steps and the texts each run had seen, as polars frames."""
+
+    runs: pl.DataFrame  # one row per run
+    steps: pl.DataFrame  # one row per step, ordered by run_id, index
+    sources: pl.DataFrame  # run_id, available_ns, origin, span_id, text
+    span_runs: pl.DataFrame  # trace_id, span_id, run_id for every span that belongs to a run
+
+    def run(self, run_id: str) -> tuple[dict, pl.DataFrame]:
+        """One run's row (as a dict) and its steps."""
+        row = self.runs.filter(pl.col("run_id") == run_id)
+        if row.is_empty():
+            raise KeyError(run_id)
+        return row.row(0, named=True), self.steps.filter(pl.col("run_id") == run_id)
+
+
+def sources_before(sources: pl.DataFrame, run_id: str, at_ns: int) -> list[str]:
+    """The texts run `run_id` had seen at time `at_ns` (inputs and tool results ended by then)."""
+    return (
+        sources.filter((pl.col("run_id") == run_id) & (pl.col("available_ns") <= at_ns))
+        .get_column("text")
+        .to_list()
+    )
+
+
+def build_runs(
+    spans: pa.Table,
+    calls: pa.Table,
+    *,
+    run_key: str | None = None,
+    case_key: str | None = None,
+) -> RunSet:
+    """Reconstruct every run from the span table and its normalized rows (same order)."""
+    frame = pl.from_arrow(calls)
+    assert isinstance(frame, pl.DataFrame)
+    frame = frame.with_row_index("_i")
+    frame = frame.with_columns(run_id=_run_ids(frame, spans, run_key))
+    frame = frame.filter(pl.col("run_id").is_not_null())
+    in_runs = (
+        frame.group_by("run_id")
+        .agg(pl.col("role").is_in(["agent", "model_call", "tool_call"]).any().alias("_real"))
+        .filter("_real")
+        .select("run_id")
+    )
+    frame = frame.join(in_runs, on="run_id", how="semi")
+    steps = _steps(frame)
+    sources = _sources(frame, steps)
+    runs = _runs(frame, steps, spans, case_key)
+    span_runs = frame.select("trace_id", "span_id", "run_id").sort("trace_id", "span_id")
+    return RunSet(runs=runs, steps=steps, sources=sources, span_runs=span_runs)
+
+
+# --- run assignment ---------------------------------------------------------------------------
+
+
+def _run_ids(frame: pl.DataFrame, spans: pa.Table, run_key: str | None) -> pl.Series:
+    """The run id of every span (null for spans of traces that hold no run)."""
+    parent = _parent_index(frame)
+    is_agent = pa.array((frame.get_column("role") == "agent").to_arrow())
+    nearest = _nearest_marked_ancestor(parent, is_agent)
+    top = _topmost(nearest, is_agent)
+    frame = frame.with_columns(
+        _top=pl.Series(top, dtype=pl.Int64),
+        _is_top=pl.Series(pc.and_(is_agent, pc.is_null(nearest))),
+    )
+    span_id = frame.get_column("span_id")
+    frame = frame.with_columns(_top_span=span_id.gather(frame.get_column("_top")))
+    tops = frame.group_by("trace_id").agg(pl.col("_is_top").sum().alias("_tops"))
+    frame = frame.join(tops, on="trace_id", how="left").sort("_i")
+    default = (
+        pl.when((pl.col("_tops") >= 2) & pl.col("_top_span").is_not_null())
+        .then(pl.concat_str("trace_id", pl.lit(":"), "_top_span"))
+        .otherwise(pl.col("trace_id"))
+    )
+    ids = frame.select(default.alias("run_id")).get_column("run_id")
+    if run_key is None:
+        return ids
+    keyed = _trace_attribute(spans, run_key)
+    per_trace = frame.select("trace_id").join(keyed, on="trace_id", how="left").get_column("_value")
+    return pl.select(pl.coalesce(per_trace, ids)).to_series().alias("run_id")
+
+
+def _parent_index(frame: pl.DataFrame) -> pa.Array:
+    """Row index of each span's parent within the frame (null for roots and orphans)."""
+    ids = frame.select(
+        "trace_id", pl.col("span_id").alias("parent_span_id"), pl.col("_i").alias("_p")
+    )
+    ids = ids.unique(subset=["trace_id", "parent_span_id"], keep="first")
+    joined = frame.select("_i", "trace_id", "parent_span_id").join(
+        ids, on=["trace_id", "parent_span_id"], how="left"
+    )
+    joined = joined.sort("_i")
+    return joined.get_column("_p").cast(pl.Int64).to_arrow()
+
+
+def _nearest_marked_ancestor(parent: pa.Array, marked: pa.Array) -> pa.Array:
+    """For each row, the nearest strict ancestor whose `marked` is true (pointer doubling)."""
+    found = pc.if_else(
+        pc.fill_null(pc.take(marked, parent), False), parent, pa.nulls(len(parent), pa.int64())
+    )
+    jump = parent
+    for _ in range(_MAX_DEPTH_DOUBLINGS):
+        need = pc.and_(pc.is_null(found), pc.is_valid(jump))
+        if not pc.any(need).as_py():
+            break
+        found, jump = (
+            pc.if_else(need, pc.take(found, jump), found),
+            pc.if_else(need, pc.take(jump, jump), pa.nulls(len(jump), pa.int64())),
+        )
+    return found
+
+
+def _topmost(nearest: pa.Array, marked: pa.Array) -> pa.Array:
+    """For each row, its topmost marked ancestor-or-self (null when none)."""
+    top = pc.if_else(
+        pc.and_(marked, pc.is_null(nearest)), pa.array(range(len(marked)), pa.int64()), nearest
+    )
+    for _ in range(_MAX_DEPTH_DOUBLINGS):
+        up = pc.take(nearest, pc.fill_null(top, 0))
+        move = pc.and_(pc.is_valid(top), pc.is_valid(up))
+        move = pc.fill_null(move, False)
+        if not pc.any(move).as_py():
+            break
+        top = pc.if_else(move, up, top)
+    return top
+
+
+def _trace_attribute(spans: pa.Table, key: str) -> pl.DataFrame:
+    """trace_id -> the first value of attribute `key` on the trace (root spans first)."""
+    values = _span_attribute(spans, key)
+    frame = pl.from_arrow(spans.select(["trace_id", "parent_span_id", "start_ns", "span_id"]))
+    assert isinstance(frame, pl.DataFrame)
+    frame = frame.with_columns(_value=values)
+    return (
+        frame.filter(pl.col("_value").is_not_null())
+        .sort(["trace_id", pl.col("parent_span_id").is_not_null(), "start_ns", "span_id"])
+        .group_by("trace_id", maintain_order=True)
+        .first()
+        .select("trace_id", "_value")
+    )
+
+
+def _span_attribute(spans: pa.Table, key: str) -> pl.Series:
+    """The value of attribute `key` on each span as text, else on its resource, else null."""
+    out = None
+    for column in ("attributes", "resource_attributes"):
+        lists = spans.column(column).combine_chunks()
+        flat = pc.list_flatten(lists)
+        owner = pc.list_parent_indices(lists)
+        hit = pc.equal(flat.field("key"), key)
+        rows = pc.filter(owner, hit)
+        vals = pc.filter(flat, hit)
+        text = pc.coalesce(
+            vals.field("str"),
+            pc.cast(vals.field("int"), pa.string()),
+            pc.cast(vals.field("float"), pa.string()),
+            pc.cast(vals.field("bool"), pa.string()),
+            vals.field("json"),
+        )
+        found = pl.DataFrame({"_row": pl.Series(rows), "_v": pl.Series(text)}).unique(
+            "_row", keep="first"
+        )
+        series = (
+            pl.DataFrame({"_row": pl.int_range(0, spans.num_rows, eager=True, dtype=pl.Int64)})
+            .join(found.with_columns(pl.col("_row").cast(pl.Int64)), on="_row", how="left")
+            .sort("_row")
+            .get_column("_v")
+        )
+        out = series if out is None else pl.select(pl.coalesce(out, series)).to_series()
+    assert out is not None
+    return out.alias("_value")
+
+
+# --- steps -------------------------------------------------------------------------------------
+
+_STEP_ORDER = ["run_id", "start_ns", "end_ns", "span_id", "_req_pos"]
+
+
+def _steps(frame: pl.DataFrame) -> pl.DataFrame:
+    model = frame.filter(pl.col("role") == "model_call")
+    tools = frame.filter(pl.col("role") == "tool_call")
+    requests = (
+        model.select(
+            "run_id",
+            pl.col("span_id").alias("requested_by"),
+            pl.col("start_ns").alias("_req_start"),
+            pl.col("end_ns").alias("_req_end"),
+            "requested_calls",
+        )
+        .with_columns(pl.int_ranges(0, pl.col("requested_calls").list.len()).alias("_req_pos"))
+        .explode("requested_calls", "_req_pos")
+        .filter(pl.col("requested_calls").is_not_null())
+        .unnest("requested_calls")
+        .rename({"id": "_req_id", "name": "_req_name", "arguments": "_req_args"})
+        .with_row_index("_r")
+    )
+    execs = tools.select(
+        "run_id", "span_id", "tool_call_id", "tool_name", "start_ns"
+    ).with_row_index("_t")
+
+    by_id = (
+        requests.filter(pl.col("_req_id").is_not_null())
+        .join(
+            execs.filter(pl.col("tool_call_id").is_not_null()),
+            left_on=["run_id", "_req_id"],
+            right_on=["run_id", "tool_call_id"],
+        )
+        .unique("_r", keep="first", maintain_order=True)
+        .unique("_t", keep="first", maintain_order=True)
+        .select("_r", "_t")
+    )
+    left_req = requests.join(by_id, on="_r", how="anti").sort("run_id", "_req_start", "_req_pos")
+    left_exec = execs.join(by_id, on="_t", how="anti").sort("run_id", "start_ns", "span_id")
+    left_req = left_req.with_columns(_rank=pl.int_range(pl.len()).over("run_id", "_req_name"))
+    left_exec = left_exec.with_columns(_rank=pl.int_range(pl.len()).over("run_id", "tool_name"))
+    by_name = (
+        left_req.join(
+            left_exec,
+            left_on=["run_id", "_req_name", "_rank"],
+            right_on=["run_id", "tool_name", "_rank"],
+        )
+        .filter(pl.col("start_ns") >= pl.col("_req_start"))
+        .select("_r", "_t")
+    )
+    pairs = pl.concat([by_id, by_name])
+    matched = pairs.join(requests.select("_r", "requested_by", "_req_args"), on="_r").join(
+        execs.select("_t", "span_id"), on="_t"
+    )
+
+    executed = tools.join(
+        matched.select("span_id", "requested_by", "_req_args"), on="span_id", how="left"
+    )
+    executed = executed.with_columns(
+        arguments=pl.coalesce("arguments", "_req_args"),
+        executed=pl.lit(True),
+        _req_pos=pl.lit(None, dtype=pl.Int64),
+    ).drop("_req_args")
+
+    unmatched = requests.join(pairs.select("_r"), on="_r", how="anti")
+    synthetic = unmatched.select(
+        "run_id",
+        pl.lit(None, dtype=pl.String).alias("span_id"),
+        pl.col("_req_name").alias("tool_name"),
+        pl.col("_req_id").alias("tool_call_id"),
+        pl.col("_req_args").alias("arguments"),
+        pl.col("_req_end").alias("start_ns"),
+        pl.lit(None, dtype=pl.Int64).alias("end_ns"),
+        pl.lit("unset").alias("status"),
+        "requested_by",
+        pl.lit(False).alias("executed"),
+        pl.col("_req_pos").cast(pl.Int64),
+        pl.lit("tool_call").alias("role"),
+    )
+    models = model.with_columns(
+        requested_by=pl.lit(None, dtype=pl.String),
+        executed=pl.lit(True),
+        _req_pos=pl.lit(None, dtype=pl.Int64),
+    )
+    steps = pl.concat([models, executed, synthetic], how="diagonal_relaxed")
+    steps = steps.sort(_STEP_ORDER, nulls_last=True)
+    steps = steps.with_columns(
+        index=pl.int_range(pl.len()).over("run_id").cast(pl.Int32),
+        kind=pl.col("role"),
+        name=pl.when(pl.col("role") == "model_call").then("model").otherwise("tool_name"),
+    )
+    return steps.select(
+        "run_id",
+        "index",
+        "kind",
+        "span_id",
+        "name",
+        "start_ns",
+        "end_ns",
+        "status",
+        "error_type",
+        "executed",
+        "model",
+        "input_tokens",
+        "output_tokens",
+        "cached_input_tokens",
+        "recorded_cost_usd",
+        "temperature",
+        "tool_name",
+        "tool_call_id",
+        "arguments",
+        "result",
+        "requested_by",
+        "requested_calls",
+        "finish_reasons",
+        "output_text",
+        "http_resend_count",
+        "has_content",
+        "trace_id",
+        "parent_span_id",
+    )
+
+
+# --- sources -----------------------------------------------------------------------------------
+
+
+def _sources(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """Every text a run had seen, with the time it became available to the agent.
+
+    Input messages (system, user, and tool results fed back) of model calls and agent spans are
+    available from the span's start; a tool result from the end of its execution. The model's
+    own (assistant) messages are not sources: an id the model made up does not ground itself.
+    """
+    messages = (
+        frame.filter(pl.col("role").is_in(["model_call", "agent"]))
+        .select("run_id", pl.col("start_ns").alias("available_ns"), "span_id", "input_messages")
+        .explode("input_messages")
+        .filter(pl.col("input_messages").is_not_null())
+        .unnest("input_messages")
+        .filter(pl.col("role").is_in(["system", "user", "tool"]) & pl.col("content").is_not_null())
+        .select(
+            "run_id",
+            "available_ns",
+            pl.concat_str(pl.lit("message:"), "role").alias("origin"),
+            "span_id",
+            pl.col("content").alias("text"),
+        )
+    )
+    results = steps.filter(
+        (pl.col("kind") == "tool_call") & pl.col("executed") & pl.col("result").is_not_null()
+    ).select(
+        "run_id",
+        pl.coalesce("end_ns", "start_ns").alias("available_ns"),
+        pl.lit("tool_result").alias("origin"),
+        "span_id",
+        pl.col("result").alias("text"),
+    )
+    both = pl.concat([messages, results], how="vertical_relaxed")
+    return (
+        both.sort("run_id", "available_ns", "origin", "span_id", "text")
+        .unique(["run_id", "text"], keep="first", maintain_order=True)
+        .sort("run_id", "available_ns", "origin", "span_id")
+    )
+
+
+# --- runs --------------------------------------------------------------------------------------
+
+
+def _requests_tools(steps: pl.DataFrame) -> pl.DataFrame:
+    """Model-call steps with a flag saying whether the call asked for tools.
+
+    A call asked for tools when its output requested any, when its finish reason says so, or,
+    where it recorded no content at all, when a tool ran after it and before the next model call.
+    """
+    model = steps.filter(pl.col("kind") == "model_call")
+    matched = (
+        steps.filter(pl.col("requested_by").is_not_null())
+        .select("run_id", pl.col("requested_by").alias("span_id"), pl.lit(True).alias("_matched"))
+        .unique()
+    )
+    model = model.join(matched, on=["run_id", "span_id"], how="left")
+    next_start = pl.col("start_ns").shift(-1).over("run_id", order_by="index")
+    model = model.with_columns(_next_model=next_start)
+    tools = steps.filter(pl.col("kind") == "tool_call").select(
+        "run_id", pl.col("start_ns").alias("_tool_start")
+    )
+    followed = (
+        model.select("run_id", "span_id", "end_ns", "_next_model")
+        .join(tools, on="run_id")
+        .filter(
+            (pl.col("_tool_start") >= pl.col("end_ns"))
+            & (pl.col("_next_model").is_null() | (pl.col("_tool_start") < pl.col("_next_model")))
+        )
+        .select("run_id", "span_id", pl.lit(True).alias("_followed"))
+        .unique()
+    )
+    model = model.join(followed, on=["run_id", "span_id"], how="left")
+    asked = (
+        (pl.col("requested_calls").list.len().fill_null(0) > 0)
+        | pl.col("finish_reasons")
+        .list.eval(pl.element().str.to_lowercase().is_in(TOOL_FINISH_REASONS))
+        .list.any()
+        .fill_null(False)
+        | pl.col("_matched").fill_null(False)
+        | (~pl.col("has_content").fill_null(False) & pl.col("_followed").fill_null(False))
+    )
+    return model.with_columns(asks_tools=asked)
+
+
+def _answers(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """run_id -> has_answer, answer, answer_ns, answer_span_id.
+
+    The answer is the output of the last successful model call that requested no tool, at that
+    call's end; its text is the run's top agent span output where recorded. A run whose last
+    model call requested tools, or with no successful tool-free call, has no answer. A run with
+    no model call answers with its agent span's recorded output, at the agent span's end.
+    """
+    model = _requests_tools(steps)
+    last = (
+        model.sort("run_id", "index")
+        .group_by("run_id")
+        .last()
+        .select("run_id", pl.col("asks_tools").alias("_last_asks"))
+    )
+    final = (
+        model.filter(~pl.col("asks_tools") & (pl.col("status") != "error"))
+        .sort("run_id", "index")
+        .group_by("run_id")
+        .last()
+        .select(
+            "run_id",
+            pl.col("span_id").alias("_a_span"),
+            pl.col("end_ns").alias("_a_end"),
+            pl.col("output_text").alias("_a_text"),
+        )
+    )
+    agent = _top_agent(frame).select(
+        "run_id",
+        pl.col("span_id").alias("_g_span"),
+        pl.col("end_ns").alias("_g_end"),
+        pl.col("output_text").alias("_g_text"),
+        pl.col("status").alias("_g_status"),
+    )
+    runs = frame.select("run_id").unique()
+    out = runs.join(last, on="run_id", how="left").join(final, on="run_id", how="left")
+    out = out.join(agent, on="run_id", how="left")
+    has_model = pl.col("_last_asks").is_not_null()
+    via_model = has_model & ~pl.col("_last_asks") & pl.col("_a_span").is_not_null()
+    via_agent = ~has_model & pl.col("_g_text").is_not_null() & (pl.col("_g_status") != "error")
+    return out.select(
+        "run_id",
+        (via_model | via_agent).fill_null(False).alias("has_answer"),
+        pl.when(via_model)
+        .then(pl.coalesce("_g_text", "_a_text"))
+        .when(via_agent)
+        .then("_g_text")
+        .alias("answer"),
+        pl.when(via_model).then("_a_end").when(via_agent).then("_g_end").alias("answer_ns"),
+        pl.when(via_model).then("_a_span").when(via_agent).then("_g_span").alias("answer_span_id"),
+    )
+
+
+def _top_agent(frame: pl.DataFrame) -> pl.DataFrame:
+    """The outermost agent span of each run (earliest start among those with no agent above)."""
+    agents = frame.filter(pl.col("role") == "agent")
+    parent_agents = agents.select("trace_id", pl.col("span_id").alias("parent_span_id"))
+    outer = agents.join(parent_agents, on=["trace_id", "parent_span_id"], how="anti")
+    return (
+        outer.sort("run_id", "start_ns", "span_id").group_by("run_id", maintain_order=True).first()
+    )
+
+
+def _runs(
+    frame: pl.DataFrame, steps: pl.DataFrame, spans: pa.Table, case_key: str | None
+) -> pl.DataFrame:
+    model = steps.filter(pl.col("kind") == "model_call")
+    tool = steps.filter(pl.col("kind") == "tool_call")
+
+    def tokens(col: str) -> pl.Expr:
+        return pl.when(pl.col(col).is_not_null().any()).then(pl.col(col).sum()).alias(col)
+
+    model_totals = model.group_by("run_id").agg(
+        pl.len().alias("model_calls"),
+        tokens("input_tokens"),
+        tokens("output_tokens"),
+        tokens("cached_input_tokens"),
+        pl.when(pl.col("recorded_cost_usd").is_not_null().any())
+        .then(pl.col("recorded_cost_usd").sum())
+        .alias("recorded_cost_usd"),
+        pl.col("model").drop_nulls().unique().sort().alias("models"),
+        pl.col("temperature").drop_nulls().unique().sort().alias("temperatures"),
+        (pl.col("status") == "error").sum().alias("failed_model_calls"),
+    )
+    tool_totals = tool.group_by("run_id").agg(
+        pl.len().alias("tool_calls"),
+        (~pl.col("executed")).sum().alias("unexecuted_tool_calls"),
+        (pl.col("status") == "error").sum().alias("failed_tool_calls"),
+        pl.col("tool_name").drop_nulls().alias("tool_sequence"),
+    )
+    extent = frame.group_by("run_id").agg(
+        pl.col("trace_id").min().alias("trace_id"),
+        pl.col("start_ns").min().alias("started_ns"),
+        pl.col("end_ns").max().alias("_last_end"),
+        pl.col("has_content").any().alias("has_content"),
+        pl.col("agent_name").drop_nulls().first().alias("_any_agent"),
+        pl.col("agent_version").drop_nulls().first().alias("agent_version"),
+        pl.col("prompt_id").drop_nulls().unique().sort().alias("_prompts"),
+        pl.col("tool_definitions").drop_nulls().unique().sort().alias("_tool_defs"),
+        pl.col("conversation_id").drop_nulls().first().alias("conversation_id"),
+        pl.col("trace_id").n_unique().alias("traces"),
+    )
+    top = _top_agent(frame).select(
+        "run_id",
+        pl.col("span_id").alias("agent_span_id"),
+        pl.col("agent_name").alias("_top_name"),
+        pl.col("span_name").alias("_top_span_name"),
+        (pl.col("end_ns") - pl.col("start_ns")).alias("_agent_ns"),
+    )
+    runs = (
+        extent.join(model_totals, on="run_id", how="left")
+        .join(tool_totals, on="run_id", how="left")
+        .join(top, on="run_id", how="left")
+        .join(_answers(frame, steps), on="run_id", how="left")
+    )
+    runs = runs.with_columns(
+        pl.col("model_calls").fill_null(0),
+        pl.col("tool_calls").fill_null(0),
+        pl.col("unexecuted_tool_calls").fill_null(0),
+        pl.col("failed_model_calls").fill_null(0),
+        pl.col("failed_tool_calls").fill_null(0),
+        pl.col("models").fill_null([]),
+        pl.col("tool_sequence").fill_null([]),
+        agent=pl.coalesce("_top_name", "_any_agent"),
+        temperature=pl.when(pl.col("temperatures").list.len() == 1).then(
+            pl.col("temperatures").list.first()
+        ),
+        duration_s=(pl.coalesce("_agent_ns", pl.col("_last_end") - pl.col("started_ns"))) / 1e9,
+        answer=pl.col("answer").str.slice(0, ANSWER_CAP),
+    )
+    attrs = _run_attributes(frame, spans, runs)
+    runs = runs.join(attrs, on="run_id", how="left")
+    runs = runs.with_columns(
+        agent=pl.coalesce("agent", "_service"),
+        case_id=_case_id(case_key),
+    )
+    runs = runs.with_columns(config_hash=_config_hash(runs))
+    return runs.select(
+        "run_id",
+        "trace_id",
+        "traces",
+        "case_id",
+        "agent",
+        "agent_version",
+        "agent_span_id",
+        "service_name",
+        "service_version",
+        "conversation_id",
+        "models",
+        "temperature",
+        "temperatures",
+        "config_hash",
+        "has_answer",
+        "answer",
+        "answer_ns",
+        "answer_span_id",
+        "model_calls",
+        "tool_calls",
+        "unexecuted_tool_calls",
+        "failed_model_calls",
+        "failed_tool_calls",
+        "tool_sequence",
+        "input_tokens",
+        "output_tokens",
+        "cached_input_tokens",
+        "recorded_cost_usd",
+        "duration_s",
+        "started_ns",
+        "has_content",
+        "attributes",
+    ).sort("run_id")
+
+
+def _run_attributes(frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame) -> pl.DataFrame:
+    """run_id -> attributes (JSON object: resource attributes overlaid by the root span's)."""
+    roots = (
+        frame.sort("run_id", pl.col("parent_span_id").is_not_null(), "start_ns", "span_id")
+        .group_by("run_id", maintain_order=True)
+        .first()
+        .select("run_id", "_i")
+    )
+    top = runs.select("run_id", "agent_span_id").join(
+        frame.select(pl.col("span_id").alias("agent_span_id"), "run_id", pl.col("_i").alias("_ai")),
+        on=["run_id", "agent_span_id"],
+        how="left",
+    )
+    # For runs split per agent span, that span is the run's root.
+    roots = roots.join(top.select("run_id", "_ai"), on="run_id", how="left").with_columns(
+        _row=pl.when(pl.col("run_id").str.contains(":"))
+        .then(pl.coalesce("_ai", "_i"))
+        .otherwise("_i")
+    )
+    indices = roots.get_column("_row").to_list()
+    picked = spans.take(pa.array(indices, pa.int64())).select(["attributes", "resource_attributes"])
+    records = []
+    for resource_attrs, span_attrs in zip(
+        picked.column("resource_attributes").to_pylist(),
+        picked.column("attributes").to_pylist(),
+        strict=True,
+    ):
+        # The root span's own attributes win over its resource's.
+        merged = {a["key"]: _attr_value(a) for a in (resource_attrs or []) + (span_attrs or [])}
+        records.append(merged)
+    service_names = [
+        str(r.get("service.name")) if r.get("service.name") is not None else None for r in records
+    ]
+    service_versions = [
+        str(r.get("service.version")) if r.get("service.version") is not None else None
+        for r in records
+    ]
+    return pl.DataFrame(
+        {
+            "run_id": roots.get_column("run_id"),
+            "attributes": [
+                json.dumps(r, sort_keys=True, ensure_ascii=False, default=str) for r in records
+            ],
+            "service_name": service_names,
+            "service_version": service_versions,
+            "_service": service_names,
+        },
+        schema={
+            "run_id": pl.String,
+            "attributes": pl.String,
+            "service_name": pl.String,
+            "service_version": pl.String,
+            "_service": pl.String,
+        },
+    )
+
+
+def _attr_value(attr: dict) -> object:
+    for field in ("str", "int", "float", "bool"):
+        if attr.get(field) is not None:
+            return attr[field]
+    raw = attr.get("json")
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _case_id(case_key: str | None) -> pl.Expr:
+    keys = (case_key,) if case_key else DEFAULT_CASE_KEYS
+    found = [pl.col("attributes").str.json_path_match(f"$['{key}']") for key in keys]
+    return pl.coalesce(found).alias("case_id")
+
+
+def _config_hash(runs: pl.DataFrame) -> pl.Series:
+    """A short stable hash of (agent, version, prompts, tool definitions, models, temperatures)."""
+    out = []
+    for row in runs.select(
+        "agent", "agent_version", "_prompts", "_tool_defs", "models", "temperatures"
+    ).iter_rows():
+        payload = json.dumps(
+            {
+                "agent": row[0],
+                "agent_version": row[1],
+                "prompts": row[2] or [],
+                "tools": _tool_signature(row[3] or []),
+                "models": row[4] or [],
+                "temperatures": row[5] or [],
+            },
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+        out.append(hashlib.sha256(payload.encode()).hexdigest()[:12])
+    return pl.Series("config_hash", out, dtype=pl.String)
+
+
+def _tool_signature(definitions: list[str]) -> list[object]:
+    """Tool definitions reduced to a canonical, order-free form."""
+    tools: dict[str, object] = {}
+    for raw in definitions:
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            tools[raw] = raw
+            continue
+        for tool in parsed if isinstance(parsed, list) else [parsed]:
+            if isinstance(tool, dict):
+                tools[str(tool.get("name"))] = tool
+    return [tools[k] for k in sorted(tools)]

@@ -1,0 +1,175 @@
+"""The span table: one Arrow row per span, whatever file format or convention it came from.
+
+Every reader yields record batches of `SPAN_SCHEMA`. Ids are lowercase hex (32 chars for
+traces, 16 for spans), times are integer nanoseconds since the epoch, attributes keep their
+OTLP type: exactly one of ``str``/``int``/``float``/``bool``/``json`` is set per attribute,
+``json`` holding arrays and key-value lists as plain JSON text (bytes as a base64 JSON string).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+__all__ = [
+    "ATTR",
+    "ATTRS",
+    "KINDS",
+    "SPAN_SCHEMA",
+    "STATUSES",
+    "SpanBatchBuilder",
+    "attrs_from_mapping",
+    "empty_span_table",
+]
+
+ATTR = pa.struct(
+    [
+        ("key", pa.string()),
+        ("str", pa.string()),
+        ("int", pa.int64()),
+        ("float", pa.float64()),
+        ("bool", pa.bool_()),
+        ("json", pa.string()),
+    ]
+)
+ATTRS = pa.list_(ATTR)
+EVENT = pa.struct([("time_ns", pa.int64()), ("name", pa.string()), ("attributes", ATTRS)])
+LINK = pa.struct([("trace_id", pa.string()), ("span_id", pa.string()), ("attributes", ATTRS)])
+
+#: Span kinds, as OTLP names them without the SPAN_KIND_ prefix, lower case.
+KINDS = ("unspecified", "internal", "server", "client", "producer", "consumer")
+#: Status codes, lower case.
+STATUSES = ("unset", "ok", "error")
+
+SPAN_SCHEMA = pa.schema(
+    [
+        ("trace_id", pa.string()),
+        ("span_id", pa.string()),
+        ("parent_span_id", pa.string()),  # null for a root
+        ("name", pa.string()),
+        ("kind", pa.string()),  # one of KINDS
+        ("start_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("status_code", pa.string()),  # one of STATUSES
+        ("status_message", pa.string()),
+        ("scope_name", pa.string()),
+        ("scope_version", pa.string()),
+        ("attributes", ATTRS),
+        ("resource_attributes", ATTRS),
+        ("events", pa.list_(EVENT)),
+        ("links", pa.list_(LINK)),
+        ("source_file", pa.string()),  # the path as given (after walking folders)
+        ("source_pos", pa.int64()),  # line (1-based) for text formats, byte offset for frames
+    ]
+)
+
+
+def empty_span_table() -> pa.Table:
+    """A span table with no rows."""
+    return SPAN_SCHEMA.empty_table()
+
+
+def _attr(key: str, value: Any) -> dict[str, Any] | None:
+    row: dict[str, Any] = {
+        "key": key,
+        "str": None,
+        "int": None,
+        "float": None,
+        "bool": None,
+        "json": None,
+    }
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        row["bool"] = value
+    elif isinstance(value, int):
+        if -(2**63) <= value < 2**63:
+            row["int"] = value
+        else:
+            row["str"] = str(value)
+    elif isinstance(value, float):
+        row["float"] = value
+    elif isinstance(value, str):
+        row["str"] = value
+    elif isinstance(value, bytes):
+        row["json"] = orjson.dumps(__import__("base64").b64encode(value).decode()).decode()
+    else:
+        row["json"] = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+    return row
+
+
+def attrs_from_mapping(mapping: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Typed attribute rows from a plain ``{key: value}`` mapping (SDK JSON, dumps).
+
+    Keys are sorted so the same mapping always gives the same rows.
+    """
+    if not mapping:
+        return []
+    rows = (_attr(str(k), v) for k, v in sorted(mapping.items(), key=lambda kv: str(kv[0])))
+    return [r for r in rows if r is not None]
+
+
+class SpanBatchBuilder:
+    """Collects spans as Python values and emits `SPAN_SCHEMA` record batches.
+
+    For the small and irregular formats (SDK console JSON, framework dumps) and for the records
+    the columnar decoder refuses; the bulk OTLP path builds Arrow columns directly.
+    """
+
+    def __init__(self) -> None:
+        self._cols: dict[str, list[Any]] = {name: [] for name in SPAN_SCHEMA.names}
+
+    def __len__(self) -> int:
+        return len(self._cols["trace_id"])
+
+    def add(
+        self,
+        *,
+        trace_id: str,
+        span_id: str,
+        parent_span_id: str | None,
+        name: str,
+        kind: str,
+        start_ns: int,
+        end_ns: int,
+        status_code: str = "unset",
+        status_message: str | None = None,
+        scope_name: str | None = None,
+        scope_version: str | None = None,
+        attributes: Iterable[Mapping[str, Any]] = (),
+        resource_attributes: Iterable[Mapping[str, Any]] = (),
+        events: Iterable[Mapping[str, Any]] = (),
+        links: Iterable[Mapping[str, Any]] = (),
+        source_file: str,
+        source_pos: int,
+    ) -> None:
+        """Add one span; ids must already be lowercase hex, times int ns."""
+        c = self._cols
+        c["trace_id"].append(trace_id)
+        c["span_id"].append(span_id)
+        c["parent_span_id"].append(parent_span_id or None)
+        c["name"].append(name)
+        c["kind"].append(kind)
+        c["start_ns"].append(start_ns)
+        c["end_ns"].append(end_ns)
+        c["status_code"].append(status_code)
+        c["status_message"].append(status_message or None)
+        c["scope_name"].append(scope_name)
+        c["scope_version"].append(scope_version)
+        c["attributes"].append(list(attributes))
+        c["resource_attributes"].append(list(resource_attributes))
+        c["events"].append(list(events))
+        c["links"].append(list(links))
+        c["source_file"].append(source_file)
+        c["source_pos"].append(source_pos)
+
+    def flush(self) -> pa.RecordBatch | None:
+        """The spans added since the last flush as one batch (None when there are none)."""
+        if not len(self):
+            return None
+        batch = pa.RecordBatch.from_pydict(self._cols, schema=SPAN_SCHEMA)
+        self._cols = {name: [] for name in SPAN_SCHEMA.names}
+        return batch

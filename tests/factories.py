@@ -1,0 +1,61 @@
+"""Small builders for span tables and normalized tables used across tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from analyzer.conventions.schema import NORMALIZED_SCHEMA
+from analyzer.spans import SpanBatchBuilder, attrs_from_mapping
+
+TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+_SPAN_KEYS = {"trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "status"}
+
+
+def tables(rows: list[dict[str, Any]]) -> tuple[pa.Table, pa.Table]:
+    """A span table and its normalized table from rows of normalized fields.
+
+    Each row needs span_id, start_ns, end_ns; `attrs` / `resource` give raw span attributes.
+    Unnamed normalized fields are null; role defaults to "other".
+    """
+    builder = SpanBatchBuilder()
+    normalized = []
+    for pos, row in enumerate(rows):
+        trace = row.get("trace_id", TRACE)
+        builder.add(
+            trace_id=trace,
+            span_id=row["span_id"],
+            parent_span_id=row.get("parent_span_id"),
+            name=row.get("span_name", row.get("role", "span")),
+            kind="internal",
+            start_ns=row["start_ns"],
+            end_ns=row["end_ns"],
+            status_code=row.get("status", "unset"),
+            attributes=attrs_from_mapping(row.get("attrs", {})),
+            resource_attributes=attrs_from_mapping(row.get("resource", {"service.name": "svc"})),
+            source_file="mem",
+            source_pos=pos,
+        )
+        out = {name: None for name in NORMALIZED_SCHEMA.names}
+        out.update({k: v for k, v in row.items() if k in NORMALIZED_SCHEMA.names})
+        out["trace_id"] = trace
+        out["span_name"] = row.get("span_name", row.get("role", "span"))
+        out["role"] = row.get("role", "other")
+        out["status"] = row.get("status", "unset")
+        out.setdefault("convention", "test")
+        for listy in ("input_messages", "requested_calls", "finish_reasons"):
+            out[listy] = row.get(listy, [])
+        out["has_content"] = row.get("has_content", True)
+        normalized.append(out)
+    spans = pa.Table.from_batches([builder.flush()])
+    return spans, pa.Table.from_pylist(normalized, schema=NORMALIZED_SCHEMA)
+
+
+def msg(role: str, content: str, tool_call_id: str | None = None) -> dict[str, Any]:
+    return {"role": role, "content": content, "tool_call_id": tool_call_id, "name": None}
+
+
+def call(name: str, arguments: str = "{}", id: str | None = None) -> dict[str, Any]:
+    return {"id": id, "name": name, "arguments": arguments}

@@ -1,0 +1,292 @@
+"""The run model: run keys, step order, requested calls, answers, sources, totals."""
+
+from __future__ import annotations
+
+from factories import TRACE, call, msg, tables
+
+from analyzer.runs import build_runs, sources_before
+
+T2 = "1" * 32
+
+
+def kyc_rows(**overrides):
+    rows = [
+        dict(
+            span_id="a" * 16,
+            role="agent",
+            start_ns=0,
+            end_ns=100,
+            agent_name="kyc",
+            input_tokens=999,
+            output_tokens=999,
+            attrs={"app.case_id": "K-1"},
+        ),
+        dict(
+            span_id="b" * 16,
+            parent_span_id="a" * 16,
+            role="model_call",
+            start_ns=10,
+            end_ns=20,
+            model="gpt-4.1",
+            input_tokens=100,
+            output_tokens=10,
+            cached_input_tokens=40,
+            temperature=0.0,
+            input_messages=[msg("system", "You review files."), msg("user", "Review ACC-1")],
+            requested_calls=[call("fetch_documents", '{"id": "ACC-1"}', "c1")],
+        ),
+        dict(
+            span_id="c" * 16,
+            parent_span_id="a" * 16,
+            role="tool_call",
+            start_ns=21,
+            end_ns=30,
+            tool_name="fetch_documents",
+            tool_call_id="c1",
+            result="passport of ACC-778821",
+        ),
+        dict(
+            span_id="d" * 16,
+            parent_span_id="a" * 16,
+            role="model_call",
+            start_ns=31,
+            end_ns=40,
+            model="gpt-4.1",
+            input_tokens=200,
+            output_tokens=20,
+            temperature=0.0,
+            input_messages=[msg("assistant", "I invent ACC-999"), msg("tool", "passport", "c1")],
+            output_text='{"decision": "approve"}',
+            finish_reasons=["stop"],
+        ),
+    ]
+    for span_id, fields in overrides.items():
+        for row in rows:
+            if row["span_id"] == span_id * 16:
+                row.update(fields)
+    return rows
+
+
+def test_one_trace_is_one_run_with_ordered_steps_and_model_only_tokens():
+    rs = build_runs(*tables(kyc_rows()))
+    assert rs.runs.height == 1
+    run = rs.runs.row(0, named=True)
+    assert run["run_id"] == TRACE
+    assert run["case_id"] == "K-1"
+    assert run["agent"] == "kyc"
+    assert (run["model_calls"], run["tool_calls"]) == (2, 1)
+    # 100 + 200 and 10 + 20: the agent span's 999 aggregate is never added.
+    assert (run["input_tokens"], run["output_tokens"], run["cached_input_tokens"]) == (300, 30, 40)
+    assert run["models"] == ["gpt-4.1"]
+    assert run["temperature"] == 0.0
+    assert run["duration_s"] == 100 / 1e9
+    steps = rs.steps
+    assert steps.get_column("span_id").to_list() == ["b" * 16, "c" * 16, "d" * 16]
+    assert steps.get_column("index").to_list() == [0, 1, 2]
+    assert steps.get_column("kind").to_list() == ["model_call", "tool_call", "model_call"]
+    assert steps.get_column("name").to_list() == ["gpt-4.1", "fetch_documents", "gpt-4.1"]
+    tool = steps.row(1, named=True)
+    assert tool["requested_by"] == "b" * 16
+    # The execution span recorded no arguments: those the model requested fill in.
+    assert tool["arguments"] == '{"id": "ACC-1"}'
+
+
+def test_answer_is_last_tool_free_model_output_at_its_end():
+    run = build_runs(*tables(kyc_rows())).runs.row(0, named=True)
+    assert run["has_answer"] is True
+    assert run["answer"] == '{"decision": "approve"}'
+    assert run["answer_ns"] == 40
+    assert run["answer_span_id"] == "d" * 16
+
+
+def test_agent_output_is_the_answer_text_when_recorded():
+    run = build_runs(*tables(kyc_rows(a={"output_text": "final verdict"}))).runs.row(0, named=True)
+    assert (run["answer"], run["answer_ns"]) == ("final verdict", 40)
+
+
+def test_no_answer_when_last_model_call_requested_tools():
+    rows = kyc_rows(
+        d={"requested_calls": [call("screen_sanctions", "{}", "c2")], "output_text": None}
+    )
+    run = build_runs(*tables(rows)).runs.row(0, named=True)
+    assert run["has_answer"] is False
+    assert run["answer"] is None and run["answer_ns"] is None
+
+
+def test_finish_reason_alone_marks_a_tool_request():
+    rows = kyc_rows(d={"finish_reasons": ["tool_calls"], "output_text": None})
+    assert build_runs(*tables(rows)).runs.row(0, named=True)["has_answer"] is False
+
+
+def test_failed_last_call_falls_back_to_earlier_answer_and_error_only_run_has_none():
+    rows = kyc_rows(b={"requested_calls": [], "output_text": "first answer"})
+    rows[3].update(status="error", output_text=None)
+    run = build_runs(*tables(rows)).runs.row(0, named=True)
+    assert (run["has_answer"], run["answer"], run["answer_ns"]) == (True, "first answer", 20)
+    rows = kyc_rows()
+    rows[3].update(status="error", output_text=None)
+    assert build_runs(*tables(rows)).runs.row(0, named=True)["has_answer"] is False
+
+
+def test_content_off_model_call_followed_by_a_tool_counts_as_asking_for_tools():
+    rows = kyc_rows(b={"requested_calls": [], "has_content": False, "input_messages": []})
+    rows = rows[:3]  # the run stops after the tool: its last model call asked for tools
+    run = build_runs(*tables(rows)).runs.row(0, named=True)
+    assert run["has_answer"] is False
+    # Near miss: a content-off call with nothing after it is an answer.
+    only = [rows[0], {**rows[1], "span_id": "e" * 16}]
+    assert build_runs(*tables(only)).runs.row(0, named=True)["has_answer"] is True
+
+
+def test_requested_call_without_execution_is_a_step():
+    rows = kyc_rows(
+        b={
+            "requested_calls": [
+                call("fetch_documents", '{"id": "ACC-1"}', "c1"),
+                call("screen_sanctions", '{"name": "X"}', "c9"),
+            ]
+        }
+    )
+    rs = build_runs(*tables(rows))
+    steps = rs.steps
+    assert steps.height == 4
+    ghost = steps.filter(~steps["executed"]).row(0, named=True)
+    assert ghost["name"] == "screen_sanctions"
+    assert ghost["span_id"] is None and ghost["requested_by"] == "b" * 16
+    assert ghost["start_ns"] == 20  # requested at the end of the model call
+    assert ghost["index"] == 1  # after the model call, before the execution at 21
+    run = rs.runs.row(0, named=True)
+    assert (run["tool_calls"], run["unexecuted_tool_calls"]) == (2, 1)
+
+
+def test_requests_and_executions_join_by_name_in_order_without_ids():
+    rows = [
+        dict(span_id="a" * 16, role="agent", start_ns=0, end_ns=100),
+        dict(
+            span_id="b" * 16,
+            parent_span_id="a" * 16,
+            role="model_call",
+            start_ns=1,
+            end_ns=2,
+            requested_calls=[call("lookup", '{"n": 1}'), call("lookup", '{"n": 2}')],
+        ),
+        dict(
+            span_id="c" * 16,
+            parent_span_id="a" * 16,
+            role="tool_call",
+            start_ns=3,
+            end_ns=4,
+            tool_name="lookup",
+        ),
+        dict(
+            span_id="e" * 16,
+            parent_span_id="a" * 16,
+            role="tool_call",
+            start_ns=5,
+            end_ns=6,
+            tool_name="lookup",
+        ),
+    ]
+    steps = build_runs(*tables(rows)).steps
+    tools = steps.filter(steps["kind"] == "tool_call")
+    assert tools.get_column("arguments").to_list() == ['{"n": 1}', '{"n": 2}']
+    assert tools.get_column("executed").to_list() == [True, True]
+
+
+def test_two_top_level_agents_in_a_trace_are_two_runs_and_nested_agents_are_not():
+    rows = [
+        dict(span_id="1" * 16, role="other", start_ns=0, end_ns=100),
+        dict(span_id="2" * 16, parent_span_id="1" * 16, role="agent", start_ns=1, end_ns=50),
+        dict(span_id="3" * 16, parent_span_id="2" * 16, role="agent", start_ns=2, end_ns=40),
+        dict(span_id="4" * 16, parent_span_id="3" * 16, role="model_call", start_ns=3, end_ns=4),
+        dict(span_id="5" * 16, parent_span_id="1" * 16, role="agent", start_ns=60, end_ns=90),
+        dict(span_id="6" * 16, parent_span_id="5" * 16, role="model_call", start_ns=61, end_ns=62),
+    ]
+    rs = build_runs(*tables(rows))
+    assert rs.runs.get_column("run_id").to_list() == [f"{TRACE}:{'2' * 16}", f"{TRACE}:{'5' * 16}"]
+    assert rs.runs.get_column("model_calls").to_list() == [1, 1]
+    # A single outer agent with a nested one: one run keyed by the trace id.
+    nested = build_runs(*tables(rows[:4]))
+    assert nested.runs.get_column("run_id").to_list() == [TRACE]
+
+
+def test_run_key_groups_traces_into_one_run():
+    rows = [
+        dict(
+            span_id="a" * 16,
+            role="agent",
+            start_ns=0,
+            end_ns=10,
+            attrs={"gen_ai.conversation.id": "conv-9"},
+        ),
+        dict(span_id="b" * 16, parent_span_id="a" * 16, role="model_call", start_ns=1, end_ns=2),
+        dict(
+            trace_id=T2,
+            span_id="c" * 16,
+            role="agent",
+            start_ns=20,
+            end_ns=30,
+            attrs={"gen_ai.conversation.id": "conv-9"},
+        ),
+        dict(
+            trace_id=T2,
+            span_id="d" * 16,
+            parent_span_id="c" * 16,
+            role="model_call",
+            start_ns=21,
+            end_ns=22,
+        ),
+    ]
+    assert build_runs(*tables(rows)).runs.height == 2
+    rs = build_runs(*tables(rows), run_key="gen_ai.conversation.id")
+    assert rs.runs.get_column("run_id").to_list() == ["conv-9"]
+    assert rs.runs.row(0, named=True)["model_calls"] == 2
+    assert rs.runs.row(0, named=True)["traces"] == 2
+
+
+def test_orphan_span_becomes_a_root_and_parent_cycles_terminate():
+    rows = [
+        dict(
+            span_id="b" * 16,
+            parent_span_id="f" * 16,
+            role="model_call",
+            start_ns=1,
+            end_ns=2,
+            output_text="hi",
+        ),
+    ]
+    rs = build_runs(*tables(rows))
+    assert rs.runs.row(0, named=True)["has_answer"] is True
+    cycle = [
+        dict(span_id="a" * 16, parent_span_id="b" * 16, role="agent", start_ns=0, end_ns=10),
+        dict(span_id="b" * 16, parent_span_id="a" * 16, role="model_call", start_ns=1, end_ns=2),
+    ]
+    assert build_runs(*tables(cycle)).runs.height == 1
+
+
+def test_trace_without_agent_model_or_tool_spans_is_no_run():
+    rows = [dict(span_id="a" * 16, role="other", start_ns=0, end_ns=10)]
+    assert build_runs(*tables(rows)).runs.height == 0
+
+
+def test_sources_hold_inputs_from_call_start_and_results_from_tool_end_never_assistant_text():
+    rs = build_runs(*tables(kyc_rows()))
+    at_tool = sources_before(rs.sources, TRACE, 21)
+    assert "Review ACC-1" in at_tool and "You review files." in at_tool
+    assert "passport of ACC-778821" not in at_tool  # the result ends at 30
+    at_answer = sources_before(rs.sources, TRACE, 40)
+    assert "passport of ACC-778821" in at_answer
+    assert not any("ACC-999" in s for s in at_answer)
+
+
+def test_case_key_option_and_config_hash():
+    spans, calls = tables(kyc_rows(a={"attrs": {"app.case_id": "K-1", "ticket": 42}}))
+    assert build_runs(spans, calls, case_key="ticket").runs.row(0, named=True)["case_id"] == "42"
+    base = build_runs(*tables(kyc_rows())).runs.row(0, named=True)["config_hash"]
+    same = build_runs(*tables(kyc_rows(a={"attrs": {"app.case_id": "K-2"}}))).runs.row(
+        0, named=True
+    )
+    warmer = build_runs(*tables(kyc_rows(b={"temperature": 0.7}))).runs.row(0, named=True)
+    assert same["config_hash"] == base
+    assert warmer["config_hash"] != base
+    assert warmer["temperature"] is None and warmer["temperatures"] == [0.0, 0.7]
