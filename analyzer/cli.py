@@ -270,3 +270,99 @@ def report(
         click.echo(line)
     if out is not None:
         click.echo(f"outputs written to {out}")
+
+
+# --- rules ---------------------------------------------------------------------------------------
+
+_ALLOW_PLUGINS = click.option(
+    "--allow-plugins",
+    is_flag=True,
+    help="Load plugin rule types (module:Class): this runs Python code named by the pack.",
+)
+
+
+@main.group()
+def rules() -> None:
+    """List rule types, explain one, or check rule packs."""
+
+
+@rules.command("list")
+def rules_list() -> None:
+    """One line per rule type: its name, the finding kinds it yields, what it checks."""
+    from analyzer.checks import REGISTRY
+    from analyzer.checks.base import doc_sections
+    from analyzer.checks.plugin import PluginCheck
+
+    entries = [(name, cls) for name, cls in sorted(REGISTRY.items())] + [("plugin", PluginCheck)]
+    for name, cls in entries:
+        kinds = ", ".join(cls.kinds) or "(any)"
+        summary = doc_sections(cls)[""].splitlines()[0]
+        click.echo(f"{name:<16} {kinds:<58} {summary}")
+
+
+@rules.command("explain")
+@click.argument("rule_type")
+@_ALLOW_PLUGINS
+def rules_explain(rule_type: str, allow_plugins: bool) -> None:
+    """Print the documentation of RULE_TYPE (a type name, `plugin`, or module:Class)."""
+    from analyzer.checks import REGISTRY
+    from analyzer.checks.base import COMMON_FIELDS, DOC_SECTIONS, did_you_mean, doc_sections
+    from analyzer.checks.plugin import PLUGIN_TYPE, PluginCheck, load_plugin_class
+
+    if rule_type in REGISTRY or rule_type == "plugin":
+        cls = REGISTRY.get(rule_type, PluginCheck)
+        parts = doc_sections(cls)
+        click.echo(f"{rule_type}: {parts['']}")
+        click.echo(f"kinds: {', '.join(cls.kinds) or '(any: the plugin decides)'}")
+        for title in DOC_SECTIONS:
+            click.echo("")
+            click.echo(title)
+            click.echo("-" * len(title))
+            click.echo(parts.get(title, ""))
+        click.echo("")
+        click.echo(
+            f"Every rule also takes: {', '.join(COMMON_FIELDS)} (severity: critical, high, "
+            "medium (default), low; when: {attributes: {NAME: [VALUES]}} and/or {agent: NAME})."
+        )
+        return
+    if PLUGIN_TYPE.match(rule_type):
+        if not allow_plugins:
+            raise click.BadParameter(
+                "explaining a plugin imports its module: pass --allow-plugins",
+                param_hint="RULE_TYPE",
+            )
+        try:
+            cls = load_plugin_class(rule_type)
+        except ValueError as err:
+            raise click.BadParameter(str(err), param_hint="RULE_TYPE") from err
+        click.echo(f"{rule_type}: {doc_sections(cls)[''] or '(no docstring)'}")
+        return
+    choices = [*sorted(REGISTRY), "plugin"]
+    raise click.BadParameter(
+        f"unknown rule type {rule_type!r}{did_you_mean(rule_type, choices)} "
+        f"(rule types: {', '.join(choices)})",
+        param_hint="RULE_TYPE",
+    )
+
+
+@rules.command("check")
+@click.argument("packs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@_ALLOW_PLUGINS
+def rules_check(packs: tuple[Path, ...], allow_plugins: bool) -> None:
+    """Validate rule packs (all problems at once) and summarize their rules."""
+    from analyzer.pack import load_packs
+
+    for pack in load_packs(list(packs), allow_plugins=allow_plugins):
+        sha = f", sha256 {pack.sha256[:12]}" if pack.sha256 else ""
+        click.echo(
+            f"pack {terminal_safe(pack.name)} ({pack.path}{sha}): {len(pack.rules)} rules, "
+            f"{len(pack.tools)} tool specs"
+        )
+        for rule in pack.rules:
+            kind = getattr(rule, "target", None) or rule.type
+            weight = f"weight {rule.weight:g}" if rule.weight is not None else "no weight"
+            when = rule.when.describe() if rule.when is not None else "every run"
+            click.echo(
+                f"  {terminal_safe(rule.id):<24} {kind:<16} {rule.severity:<8} {weight:<10} "
+                f"when {terminal_safe(when)}"
+            )

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import zstandard
 
 from analyzer.errors import AgentTraceError, TraceFormatError
 from analyzer.ingest.accounting import FileLog, IngestLog
@@ -103,17 +105,7 @@ def read_traces(
             continue
         file_log = FileLog(path=str(path))
         log.files.append(file_log)
-        try:
-            file_log.sha256 = sha256_of(path)
-            batches = list(read_file(path, file_log))
-        except AgentTraceError as err:
-            file_log.quarantine_record("file", str(err).removeprefix(f"{path}: "), _head(path))
-            continue
-        except (OSError, EOFError, ValueError) as err:
-            # A stream that breaks mid-way (truncated gzip, corrupt zstd): what was read is lost
-            # with the file, which is quarantined whole with the reason.
-            file_log.quarantine_record("file", f"unreadable: {err}", _head(path))
-            continue
+        batches = _read_salvaging(path, file_log)
         if batches:
             tables.append(pa.Table.from_batches(batches, schema=SPAN_SCHEMA))
         if progress is not None:
@@ -121,6 +113,33 @@ def read_traces(
     spans = pa.concat_tables(tables) if tables else SPAN_SCHEMA.empty_table()
     spans = finalize_spans(spans, log)
     return Ingested(spans=spans, log=log, skipped=[str(p) for p in skipped])
+
+
+def _read_salvaging(path: Path, file_log: FileLog) -> list[pa.RecordBatch]:
+    """All batches of a file; when it breaks mid-way, those read before the break are kept.
+
+    A file that is no trace at all is quarantined whole. A stream that breaks (a truncated
+    gzip, a corrupt zstd frame, a read error) keeps the spans already decoded; spans the reader
+    had counted but not yet handed over are quarantined, so the accounting still balances.
+    """
+    batches: list[pa.RecordBatch] = []
+    try:
+        file_log.sha256 = sha256_of(path)
+        for batch in read_file(path, file_log):
+            batches.append(batch)
+        return batches
+    except AgentTraceError as err:
+        position = "file" if not batches else "end of readable data"
+        reason = str(err).removeprefix(f"{path}: ")
+    except (OSError, EOFError, ValueError, zstandard.ZstdError) as err:
+        position = "end of readable data"
+        reason = f"stream broken after {sum(b.num_rows for b in batches):,} spans: {err}"
+    file_log.quarantine_record(position, reason, _head(path) if position == "file" else b"")
+    lost = file_log.spans_read - sum(b.num_rows for b in batches) - file_log.spans_quarantined
+    if lost > 0:
+        file_log.spans_quarantined += lost
+        file_log.quarantine[-1] = dataclasses.replace(file_log.quarantine[-1], spans=lost)
+    return batches
 
 
 def _head(path: Path) -> bytes:

@@ -1,0 +1,267 @@
+"""The rule types (REGISTRY) and the runner that applies rule packs to a RunSet.
+
+Each rule checks all the runs it applies to at once, column-wise; a rule that crashes is
+re-run on halves of its runs until the runs that make it crash are found, and each of those
+gets a `CheckError` (kept apart from findings) while the others keep their findings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from analyzer.checks.allowed_tools import AllowedTools
+from analyzer.checks.base import (
+    CHECK_SCHEMA,
+    COVERAGE_STATUSES,
+    Check,
+    CheckContext,
+    CheckError,
+    RunFinding,
+    When,
+    _Shared,
+)
+from analyzer.checks.budget import Budget
+from analyzer.checks.forbidden_text import ForbiddenText
+from analyzer.checks.output_pattern import OutputPattern
+from analyzer.checks.output_schema import OutputSchema
+from analyzer.checks.required_tools import RequiredTools
+from analyzer.checks.trajectory import Trajectory
+
+if TYPE_CHECKING:
+    from analyzer.pack import Pack
+    from analyzer.runs import RunSet
+
+__all__ = [
+    "COVERAGE_SCHEMA",
+    "FINDING_SCHEMA",
+    "REGISTRY",
+    "Check",
+    "CheckContext",
+    "CheckError",
+    "Evaluation",
+    "Finding",
+    "RunFinding",
+    "evaluate",
+    "run_checks",
+]
+
+#: Rule type name (the ``type:`` of a pack) -> its class. Plugins are not listed here.
+REGISTRY: dict[str, type[Check]] = {
+    "allowed_tools": AllowedTools,
+    "budget": Budget,
+    "forbidden_text": ForbiddenText,
+    "output_pattern": OutputPattern,
+    "output_schema": OutputSchema,
+    "required_tools": RequiredTools,
+    "trajectory": Trajectory,
+}
+
+#: Columns of the findings frame, in order (findings.jsonl / findings.parquet).
+FINDING_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(),
+    "rule_id": pl.String(),
+    "kind": pl.String(),
+    "severity": pl.String(),
+    "tool": pl.String(),
+    "argument": pl.String(),
+    "detail": pl.String(),
+    "span_ids": pl.List(pl.String()),
+    "case_id": pl.String(),
+    "pack": pl.String(),
+}
+
+#: One row per (rule, run the rule applies to): whether the rule could judge the run.
+COVERAGE_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(),
+    "rule_id": pl.String(),
+    "pack": pl.String(),
+    "status": pl.String(),  # one of COVERAGE_STATUSES
+    "reason": pl.String(),
+}
+
+#: Check calls a rule may spend finding the runs it crashes on before giving up isolating.
+_ISOLATION_BUDGET = 256
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding, as a row of the findings frame (see FINDING_SCHEMA)."""
+
+    run_id: str
+    rule_id: str
+    kind: str
+    severity: str
+    tool: str | None
+    argument: str | None
+    detail: str
+    span_ids: tuple[str, ...]
+    case_id: str | None
+    pack: str
+
+    @classmethod
+    def from_frame(cls, frame: pl.DataFrame) -> list[Finding]:
+        return [
+            cls(**{**row, "span_ids": tuple(row["span_ids"] or ())})
+            for row in frame.select(list(FINDING_SCHEMA)).iter_rows(named=True)
+        ]
+
+
+@dataclass
+class Evaluation:
+    """What applying rule packs to a RunSet gives."""
+
+    findings: pl.DataFrame  # FINDING_SCHEMA, sorted by run, rule, position in the run
+    errors: list[CheckError]  # sorted by run, rule
+    coverage: pl.DataFrame  # COVERAGE_SCHEMA, sorted by run, rule
+
+
+def run_checks(packs: Sequence[Pack], runset: RunSet) -> tuple[pl.DataFrame, list[CheckError]]:
+    """Findings of every rule of ``packs`` over ``runset``, and the check errors."""
+    result = evaluate(packs, runset)
+    return result.findings, result.errors
+
+
+def evaluate(packs: Sequence[Pack], runset: RunSet) -> Evaluation:
+    """Findings, check errors and per-run coverage of every rule of ``packs``."""
+    shared = _Shared(runset)
+    runs = runset.runs
+    selections: dict[When | None, pl.DataFrame] = {}
+    findings: list[pl.DataFrame] = []
+    errors: list[CheckError] = []
+    coverage: list[pl.DataFrame] = []
+    for pack in packs:
+        for rule in pack.rules:
+            if rule.when not in selections:
+                chosen = runs if rule.when is None else runs.filter(rule.when.mask())
+                selections[rule.when] = chosen.select("run_id").sort("run_id")
+            ids = selections[rule.when]
+            if ids.is_empty():
+                continue
+            found, marks, errs = _run_rule(rule, pack, shared, ids, everything=rule.when is None)
+            tag = [pl.lit(rule.id).alias("rule_id"), pl.lit(pack.name).alias("pack")]
+            findings.append(found.with_columns(*tag, pl.lit(rule.severity).alias("severity")))
+            errors.extend(errs)
+            coverage.append(_coverage(ids, marks, errs).with_columns(*tag))
+    return Evaluation(
+        findings=_final_findings(findings, runs),
+        errors=sorted(errors, key=lambda e: (e.run_id, e.rule_id, e.pack)),
+        coverage=(
+            pl.concat(coverage).select(list(COVERAGE_SCHEMA)).sort("run_id", "rule_id", "pack")
+            if coverage
+            else pl.DataFrame(schema=COVERAGE_SCHEMA)
+        ),
+    )
+
+
+def _run_rule(
+    rule: Check, pack: Pack, shared: _Shared, ids: pl.DataFrame, *, everything: bool
+) -> tuple[pl.DataFrame, list[pl.DataFrame], list[CheckError]]:
+    """Apply one rule; isolate the runs it crashes on by bisection."""
+    outputs: list[pl.DataFrame] = []
+    marks: list[pl.DataFrame] = []
+    errors: list[CheckError] = []
+    queue: list[pl.DataFrame | None] = [None if everything else ids]
+    spent = 0
+    while queue:
+        chunk = queue.pop(0)
+        spent += 1
+        row_errors: list[CheckError] = []
+        ctx = CheckContext(
+            shared,
+            chunk,
+            tools=pack.tools,
+            on_error=lambda run_id, exc, sink=row_errors: sink.append(
+                CheckError.from_exception(run_id, rule.id, pack.name, exc)
+            ),
+        )
+        try:
+            out = _conform(rule.check(ctx), ids if chunk is None else chunk)
+        except Exception as exc:
+            members = ids if chunk is None else chunk
+            if members.height == 1 or spent + len(queue) >= _ISOLATION_BUDGET:
+                for run_id in members.get_column("run_id"):
+                    err = CheckError.from_exception(run_id, rule.id, pack.name, exc)
+                    if members.height > 1:
+                        err = CheckError(
+                            err.run_id,
+                            err.rule_id,
+                            err.pack,
+                            f"{err.error} [failed on a batch of {members.height} runs, "
+                            "not isolated further]",
+                            err.location,
+                        )
+                    errors.append(err)
+            else:
+                half = members.height // 2
+                queue += [members.slice(0, half), members.slice(half)]
+            continue
+        outputs.append(out)
+        marks.extend(ctx.marks)
+        errors.extend(row_errors)
+    found = pl.concat(outputs) if outputs else pl.DataFrame(schema=CHECK_SCHEMA)
+    if errors:
+        # A run that errored inside a per-run loop keeps no findings of this rule.
+        failed = pl.DataFrame({"run_id": [e.run_id for e in errors]}, schema={"run_id": pl.String})
+        found = found.join(failed, on="run_id", how="anti")
+    return found, marks, errors
+
+
+def _conform(out: Any, ids: pl.DataFrame) -> pl.DataFrame:
+    """A check's output as CHECK_SCHEMA, limited to the runs it was given."""
+    if not isinstance(out, pl.DataFrame):
+        raise TypeError(f"check returned {type(out).__name__}, not a polars DataFrame")
+    if "_pos" not in out.columns:
+        out = out.with_columns(_pos=pl.lit(0, pl.Int64))
+    missing = [c for c in CHECK_SCHEMA if c not in out.columns]
+    if missing:
+        raise ValueError(f"check output lacks columns {missing}")
+    out = out.select(list(CHECK_SCHEMA)).cast(CHECK_SCHEMA)  # type: ignore[arg-type]
+    return out.join(ids, on="run_id", how="semi")
+
+
+def _coverage(
+    ids: pl.DataFrame, marks: list[pl.DataFrame], errors: list[CheckError]
+) -> pl.DataFrame:
+    rank = {s: i for i, s in enumerate(COVERAGE_STATUSES)}
+    rows = [*marks]
+    if errors:
+        rows.append(
+            pl.DataFrame(
+                {
+                    "run_id": [e.run_id for e in errors],
+                    "status": ["error"] * len(errors),
+                    "reason": [e.error for e in errors],
+                }
+            )
+        )
+    if not rows:
+        return ids.with_columns(status=pl.lit("checked"), reason=pl.lit(None, pl.String))
+    marked = (
+        pl.concat(rows)
+        .with_columns(_rank=pl.col("status").replace_strict(rank, return_dtype=pl.Int8))
+        .filter(pl.col("_rank") == pl.col("_rank").max().over("run_id"))
+        .group_by("run_id")
+        .agg(
+            pl.col("status").first(),
+            pl.col("reason").unique().sort().str.join("; "),
+        )
+    )
+    return ids.join(marked, on="run_id", how="left").with_columns(
+        pl.col("status").fill_null("checked")
+    )
+
+
+def _final_findings(parts: list[pl.DataFrame], runs: pl.DataFrame) -> pl.DataFrame:
+    if not parts:
+        return pl.DataFrame(schema=FINDING_SCHEMA)
+    found = pl.concat(parts, how="vertical")
+    found = found.join(runs.select("run_id", "case_id"), on="run_id", how="left")
+    found = found.sort(
+        ["run_id", "rule_id", "pack", "_pos", "kind", "tool", "argument", "detail"],
+        nulls_last=True,
+    )
+    return found.select(list(FINDING_SCHEMA)).cast(FINDING_SCHEMA)  # type: ignore[arg-type]

@@ -1,0 +1,618 @@
+"""What every rule type shares: the Check base class, the check context, findings, check errors.
+
+A rule type is a frozen dataclass whose fields are its YAML keys (plus the common ``id``,
+``severity``, ``weight``, ``when``, ``description``). Its ``check(ctx)`` looks at all the runs
+the rule applies to at once and returns a polars frame of findings with the columns of
+`CHECK_SCHEMA` (one row per finding, ``_pos`` orders findings within a run).
+
+Where a rule cannot judge a run (no answer, message content not recorded, no cost computed) it
+says so with `CheckContext.mark`; the runner turns those marks into the coverage table. A
+per-run Python loop goes through `CheckContext.each` (or `each_distinct`, once per distinct
+value) so that one run that breaks it becomes a check error for that run, not a crash of the
+batch; keep such loops to the rows a column-wise pass could not settle.
+
+Adding a rule type: a module with a `Check` subclass (``type``, ``kinds``, fields, a docstring
+with the `DOC_SECTIONS`), an entry in ``REGISTRY`` and a branch in
+schemas/rulepack.schema.json. Load-time checks of its options (tools named, files read) go in
+``from_options``. What a check can read: ``ctx.runs`` (one row per run, ``attributes`` JSON
+text), ``ctx.tool_calls`` / ``ctx.model_calls`` (steps with ``call_no``, ``arguments``,
+``start_ns``, ``has_content``), ``ctx.answers`` (full answer text), ``ctx.sources`` (what each
+run had seen and from when: join on ``available_ns <= start_ns`` of a step), ``ctx.tools``
+(the pack's tool specs: name -> JSON Schema of the arguments).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import re
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import polars as pl
+import pyarrow as pa
+
+from analyzer.runs import ANSWER_CAP
+
+if TYPE_CHECKING:
+    from analyzer.runs import RunSet
+
+__all__ = [
+    "CHECK_SCHEMA",
+    "COMMON_FIELDS",
+    "COVERAGE_STATUSES",
+    "DOC_SECTIONS",
+    "INTERNAL",
+    "SEVERITIES",
+    "Check",
+    "CheckContext",
+    "CheckError",
+    "LoadEnv",
+    "RunFinding",
+    "When",
+    "did_you_mean",
+    "doc_sections",
+    "empty_findings",
+    "findings_frame",
+    "fmt_num",
+    "quote",
+    "quote_expr",
+    "rust_regex_error",
+]
+
+#: Severities, most severe first.
+SEVERITIES = ("critical", "high", "medium", "low")
+#: Keys every rule accepts whatever its type.
+COMMON_FIELDS = ("id", "severity", "weight", "when", "description")
+#: Sections every rule type's docstring must have (`agenttrace rules explain` prints them).
+DOC_SECTIONS = ("Flags", "Why it matters", "Options", "Example")
+#: What a rule could do with a run, weakest claim last wins in `CheckContext.mark`:
+#: checked, not_applicable (nothing to judge, e.g. no answer), partial (some limits could not be
+#: judged), unverifiable (the data needed was not recorded), error (the check crashed).
+COVERAGE_STATUSES = ("checked", "not_applicable", "partial", "unverifiable", "error")
+
+#: Columns a check returns. ``span_ids`` is the evidence; ``_pos`` orders findings in a run.
+CHECK_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(),
+    "kind": pl.String(),
+    "tool": pl.String(),
+    "argument": pl.String(),
+    "detail": pl.String(),
+    "span_ids": pl.List(pl.String()),
+    "_pos": pl.Int64(),
+}
+
+
+def empty_findings() -> pl.DataFrame:
+    """A findings frame with no rows (what a check returns when it flags nothing)."""
+    return pl.DataFrame(schema=CHECK_SCHEMA)
+
+
+@dataclass(frozen=True)
+class RunFinding:
+    """One finding about one run, as a per-run check or a plugin yields it."""
+
+    kind: str
+    detail: str
+    tool: str | None = None
+    argument: str | None = None
+    span_ids: Sequence[str] = ()
+    pos: int = 0
+
+
+@dataclass(frozen=True)
+class CheckError:
+    """A check that crashed on a run: recorded apart from findings, the batch goes on."""
+
+    run_id: str
+    rule_id: str
+    pack: str
+    error: str  # "ExceptionType: message"
+    location: str | None = None  # innermost "module.py:line" of the traceback
+
+    @classmethod
+    def from_exception(cls, run_id: str, rule_id: str, pack: str, exc: BaseException):
+        frames = traceback.extract_tb(exc.__traceback__)
+        where = f"{Path(frames[-1].filename).name}:{frames[-1].lineno}" if frames else None
+        return cls(run_id, rule_id, pack, f"{type(exc).__name__}: {exc}", where)
+
+
+@dataclass(frozen=True)
+class When:
+    """Which runs a rule applies to: every condition given must hold.
+
+    ``attributes`` maps a run attribute (root span, then resource) to the accepted values, as
+    text (``true``/``false`` for booleans); ``agents`` lists accepted agent names.
+    """
+
+    attributes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    agents: tuple[str, ...] = ()
+
+    @classmethod
+    def from_yaml(cls, raw: Mapping[str, Any]) -> When:
+        attrs = []
+        for key, value in sorted((raw.get("attributes") or {}).items()):
+            values = value if isinstance(value, list) else [value]
+            attrs.append((str(key), tuple(_attr_text(v) for v in values)))
+        agents = raw.get("agent")
+        if agents is None:
+            agents = ()
+        elif isinstance(agents, str):
+            agents = (agents,)
+        return cls(attributes=tuple(attrs), agents=tuple(agents))
+
+    def mask(self) -> pl.Expr:
+        """A boolean expression over the runs frame, true for the runs selected."""
+        cond = pl.lit(True)
+        for key, values in self.attributes:
+            # Keys are validated to hold no quote, so the bracket path cannot be broken out of.
+            found = pl.col("attributes").str.json_path_match(f"$['{key}']")
+            cond = cond & found.is_in(list(values)).fill_null(False)
+        if self.agents:
+            cond = cond & pl.col("agent").is_in(list(self.agents)).fill_null(False)
+        return cond
+
+    def describe(self) -> str:
+        parts = [f"{k} in ({', '.join(v)})" for k, v in self.attributes]
+        if self.agents:
+            parts.append(f"agent in ({', '.join(self.agents)})")
+        return " and ".join(parts) or "every run"
+
+
+def _attr_text(value: Any) -> str:
+    # json_path_match renders booleans as JSON does.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass
+class LoadEnv:
+    """What a rule type may need while a pack loads: its folder, tool specs, a problem sink."""
+
+    base_dir: Path
+    tools: Mapping[str, Any]
+    report: Callable[[tuple[str | int, ...], str], None]
+    allow_plugins: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Check:
+    """Base of every rule type; subclasses add their YAML keys as fields."""
+
+    id: str
+    severity: str = "medium"
+    weight: float | None = None
+    when: When | None = None
+    description: str | None = None
+
+    #: The name used as ``type:`` in packs (set by every registered subclass).
+    type: ClassVar[str] = ""
+    #: The finding kinds this rule type yields.
+    kinds: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any], env: LoadEnv) -> Check | None:
+        """Build the rule from its schema-valid YAML keys (minus ``type``).
+
+        Semantic problems go to ``env.report(path, message)``; return None when the rule is
+        unusable. Lists become tuples so the rule stays immutable.
+        """
+        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+        if isinstance(kwargs.get("when"), Mapping):
+            kwargs["when"] = When.from_yaml(kwargs["when"])
+        return cls(**kwargs)
+
+    def check(self, ctx: CheckContext) -> pl.DataFrame:
+        """Findings over every run of ``ctx`` (columns of `CHECK_SCHEMA`)."""
+        raise NotImplementedError
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """The rule type's own YAML keys (not the common ones)."""
+        return [
+            f.name
+            for f in fields(cls)
+            if f.init and f.name not in COMMON_FIELDS and not f.metadata.get("internal")
+        ]
+
+
+# --- the context a check runs in ----------------------------------------------------------------
+
+
+class _Shared:
+    """Frames derived once from a RunSet and shared by every rule."""
+
+    def __init__(self, runset: RunSet):
+        self.runset = runset
+
+    @cached_property
+    def _steps(self) -> pl.DataFrame:
+        steps = self.runset.steps
+        # The run model keeps steps ordered by run_id, index; sort only if a caller did not.
+        run_ids = steps.get_column("run_id")
+        if not (run_ids.is_sorted() and _index_ascending(steps)):
+            steps = steps.sort("run_id", "index")
+        return steps
+
+    def _calls(self, kind: str) -> pl.DataFrame:
+        calls = self._steps.filter(pl.col("kind") == kind)
+        return calls.with_columns(call_no=_ordinal(calls.get_column("run_id")))
+
+    @cached_property
+    def tool_calls(self) -> pl.DataFrame:
+        """Tool-call steps with their ordinal in the run and an evidence span id."""
+        return self._calls("tool_call").select(
+            "run_id",
+            "index",
+            "call_no",
+            pl.col("tool_name").alias("tool"),
+            # A requested call that never ran has no span: its requesting model call is
+            # the evidence.
+            pl.coalesce("span_id", "requested_by").alias("span"),
+            "span_id",
+            "executed",
+            "start_ns",
+            "end_ns",
+            "status",
+            "arguments",
+            "has_content",
+        )
+
+    @cached_property
+    def model_calls(self) -> pl.DataFrame:
+        return self._calls("model_call").select(
+            "run_id",
+            "index",
+            "call_no",
+            "span_id",
+            "start_ns",
+            "end_ns",
+            "status",
+            "output_text",
+        )
+
+    @cached_property
+    def answers(self) -> pl.DataFrame:
+        """run_id, has_answer, answer_ns, answer_span_id, text (full), text_status.
+
+        ``runs.answer`` is capped at ANSWER_CAP characters; a capped answer is recovered from
+        the answering model call's output when that output is the answer. ``text_status``:
+        ok, not_recorded (the run kept no content) or capped (the full text is not in the
+        RunSet), null for runs with no answer.
+        """
+        runs = self.runset.runs
+        if "answer_text" in runs.columns:  # an uncapped column, if the run model ever keeps one
+            full = runs.select("run_id", pl.col("answer_text").alias("_full"))
+        else:
+            capped = runs.filter(pl.col("answer").str.len_chars() >= ANSWER_CAP).select(
+                "run_id", "answer_span_id", "answer"
+            )
+            outputs = (
+                self.runset.steps.filter(
+                    pl.col("span_id").is_in(
+                        capped.get_column("answer_span_id").drop_nulls().implode()
+                    )
+                )
+                .select("run_id", pl.col("span_id").alias("answer_span_id"), "output_text")
+                .join(capped, on=["run_id", "answer_span_id"])
+                .filter(pl.col("output_text").str.starts_with(pl.col("answer")))
+                .select("run_id", pl.col("output_text").alias("_recovered"))
+            )
+            full = (
+                runs.select("run_id", "answer")
+                .join(outputs, on="run_id", how="left")
+                .select(
+                    "run_id",
+                    pl.when(pl.col("answer").str.len_chars() < ANSWER_CAP)
+                    .then("answer")
+                    .otherwise("_recovered")
+                    .alias("_full"),
+                )
+            )
+        out = runs.select(
+            "run_id", "has_answer", "answer_ns", "answer_span_id", "answer", "agent_span_id"
+        ).join(full, on="run_id", how="left")
+        return out.select(
+            "run_id",
+            "has_answer",
+            "answer_ns",
+            "answer_span_id",
+            "agent_span_id",
+            pl.when(pl.col("has_answer")).then("_full").alias("text"),
+            pl.when(~pl.col("has_answer"))
+            .then(pl.lit(None, pl.String))
+            .when(pl.col("answer").is_null())
+            .then(pl.lit("not_recorded"))
+            .when(pl.col("_full").is_null())
+            .then(pl.lit("capped"))
+            .otherwise(pl.lit("ok"))
+            .alias("text_status"),
+        )
+
+    def restrict(self, frame: pl.DataFrame, run_ids: pl.DataFrame | None) -> pl.DataFrame:
+        return frame if run_ids is None else frame.join(run_ids, on="run_id", how="semi")
+
+
+def _index_ascending(steps: pl.DataFrame) -> bool:
+    same_run = pl.col("run_id") == pl.col("run_id").shift(1)
+    return bool(
+        steps.select((~same_run | (pl.col("index") > pl.col("index").shift(1))).all()).item()
+    )
+
+
+def _ordinal(run_ids: pl.Series) -> pl.Series:
+    """0, 1, 2... within each run, for rows already grouped by run (a window would hash)."""
+    start = (run_ids != run_ids.shift(1)).fill_null(True)
+    pos = pl.int_range(0, len(run_ids), eager=True, dtype=pl.Int64)
+    first = pl.select(pl.when(start).then(pos).forward_fill()).to_series()
+    return (pos - first).alias("call_no")
+
+
+class CheckContext:
+    """The runs one rule applies to, and the frames a check reads, restricted to those runs.
+
+    Attributes read by checks: `runs`, `steps`, `tool_calls`, `model_calls`, `answers`,
+    `sources`, and `tools` (the pack's tool specs: name -> JSON Schema of the arguments).
+    """
+
+    def __init__(
+        self,
+        shared: _Shared,
+        run_ids: pl.DataFrame | None,
+        *,
+        tools: Mapping[str, Any] | None = None,
+        on_error: Callable[[str, BaseException], None] | None = None,
+    ):
+        self._shared = shared
+        self._run_ids = run_ids  # None: every run of the RunSet
+        self.tools = tools or {}
+        self._on_error = on_error
+        self.marks: list[pl.DataFrame] = []
+
+    @cached_property
+    def runs(self) -> pl.DataFrame:
+        return self._shared.restrict(self._shared.runset.runs, self._run_ids)
+
+    @cached_property
+    def steps(self) -> pl.DataFrame:
+        return self._shared.restrict(self._shared.runset.steps, self._run_ids)
+
+    @cached_property
+    def sources(self) -> pl.DataFrame:
+        """run_id, available_ns, origin, span_id, text: what each run had seen, and when."""
+        return self._shared.restrict(self._shared.runset.sources, self._run_ids)
+
+    @cached_property
+    def tool_calls(self) -> pl.DataFrame:
+        """Tool-call steps: run_id, index, call_no, tool, span, executed, arguments, ..."""
+        return self._shared.restrict(self._shared.tool_calls, self._run_ids)
+
+    @cached_property
+    def model_calls(self) -> pl.DataFrame:
+        """Model-call steps: run_id, index, call_no, span_id, start_ns, end_ns, status."""
+        return self._shared.restrict(self._shared.model_calls, self._run_ids)
+
+    @cached_property
+    def answers(self) -> pl.DataFrame:
+        """Each run's answer with its full text and ``text_status`` (see `_Shared.answers`)."""
+        return self._shared.restrict(self._shared.answers, self._run_ids)
+
+    def sources_before(self, steps: pl.DataFrame) -> pl.DataFrame:
+        """What each step's run had seen when the step started (CONTRACT section 2).
+
+        ``steps`` needs run_id, index and start_ns; returns run_id, index, origin, span_id,
+        text: one row per (step, source available at or before its start).
+        """
+        return (
+            steps.select("run_id", "index", "start_ns")
+            .join(self.sources, on="run_id")
+            .filter(pl.col("available_ns") <= pl.col("start_ns"))
+            .select("run_id", "index", "origin", "span_id", "text")
+            .sort("run_id", "index", "origin", "span_id")
+        )
+
+    def mark(self, run_ids: pl.Series | pl.DataFrame | Iterable[str], status: str, reason: str):
+        """Record that the rule could not fully judge these runs (see COVERAGE_STATUSES)."""
+        if status not in COVERAGE_STATUSES:
+            raise ValueError(f"unknown coverage status {status!r}")
+        if isinstance(run_ids, pl.DataFrame):
+            ids = run_ids.get_column("run_id")
+        elif isinstance(run_ids, pl.Series):
+            ids = run_ids
+        else:
+            ids = pl.Series(list(run_ids), dtype=pl.String)
+        if ids.len():
+            self.marks.append(
+                pl.DataFrame({"run_id": ids.cast(pl.String)}).with_columns(
+                    status=pl.lit(status), reason=pl.lit(reason)
+                )
+            )
+
+    def mark_answers(self) -> pl.DataFrame:
+        """Mark runs whose answer cannot be judged; return the rows of those that can.
+
+        No answer: not_applicable (required_tools reports it). Answer content not recorded, or
+        capped beyond recovery: unverifiable. The rows returned have a non-null ``text``.
+        """
+        ans = self.answers
+        self.mark(ans.filter(~pl.col("has_answer")), "not_applicable", "no answer")
+        self.mark(
+            ans.filter(pl.col("text_status") == "not_recorded"),
+            "unverifiable",
+            "answer content not recorded",
+        )
+        self.mark(
+            ans.filter(pl.col("text_status") == "capped"),
+            "unverifiable",
+            f"answer longer than {ANSWER_CAP} characters and its full text was not kept",
+        )
+        return ans.filter(pl.col("text_status") == "ok")
+
+    def each(
+        self,
+        frame: pl.DataFrame,
+        fn: Callable[[dict[str, Any]], Iterable[RunFinding] | None],
+    ) -> pl.DataFrame:
+        """Call ``fn(row)`` for each row (which must have run_id); a row that raises becomes a
+        check error for its run and the loop goes on. Returns the findings as a frame."""
+        out: list[tuple[str, RunFinding]] = []
+        for row in frame.iter_rows(named=True):
+            try:
+                found = list(fn(row) or ())
+            except Exception as exc:
+                if self._on_error is None:
+                    raise
+                self._on_error(row["run_id"], exc)
+                continue
+            out.extend((row["run_id"], f) for f in found)
+        return findings_frame(out)
+
+    def each_distinct(
+        self,
+        frame: pl.DataFrame,
+        column: str,
+        fn: Callable[[Any], Iterable[RunFinding] | None],
+        *,
+        evidence: str | None = None,
+    ) -> pl.DataFrame:
+        """Like `each`, but ``fn`` sees only the value of ``column`` and is called once per
+        distinct value (answers repeat); its findings go to every run with that value, with
+        the span in column ``evidence`` as their evidence. A value that makes ``fn`` raise is
+        a check error for each of its runs."""
+        values = frame.get_column(column).unique(maintain_order=True).drop_nulls().to_list()
+        out: list[tuple[Any, RunFinding]] = []
+        failed: dict[Any, BaseException] = {}
+        for value in values:
+            try:
+                out.extend((value, f) for f in fn(value) or ())
+            except Exception as exc:
+                if self._on_error is None:
+                    raise
+                failed[value] = exc
+        if failed:
+            for run_id, value in frame.select("run_id", column).iter_rows():
+                if value in failed:
+                    self._on_error(run_id, failed[value])
+        if not out:
+            return empty_findings()
+        per_value = findings_frame([(v, f) for v, f in out]).rename({"run_id": column})
+        cols = ["run_id", column] + ([evidence] if evidence else [])
+        joined = frame.select(cols).join(per_value.drop("span_ids"), on=column, how="inner")
+        spans = pl.concat_list(evidence).list.drop_nulls() if evidence else pl.lit([])
+        return joined.select(
+            "run_id", "kind", "tool", "argument", "detail", spans.alias("span_ids"), "_pos"
+        ).cast(CHECK_SCHEMA)
+
+
+_CHECK_ARROW = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("kind", pa.string()),
+        ("tool", pa.string()),
+        ("argument", pa.string()),
+        ("detail", pa.string()),
+        ("span_ids", pa.list_(pa.string())),
+        ("_pos", pa.int64()),
+    ]
+)
+
+
+def findings_frame(found: Sequence[tuple[str, RunFinding]]) -> pl.DataFrame:
+    """A findings frame from (run_id, RunFinding) pairs, built column-wise through Arrow
+    (building it from Python dicts costs a Series per span list)."""
+    if not found:
+        return empty_findings()
+    table = pa.table(
+        [
+            pa.array([r for r, _ in found], pa.string()),
+            pa.array([f.kind for _, f in found], pa.string()),
+            pa.array([f.tool for _, f in found], pa.string()),
+            pa.array([f.argument for _, f in found], pa.string()),
+            pa.array([f.detail for _, f in found], pa.string()),
+            pa.array([[s for s in f.span_ids if s] for _, f in found], pa.list_(pa.string())),
+            pa.array([f.pos for _, f in found], pa.int64()),
+        ],
+        schema=_CHECK_ARROW,
+    )
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+# --- small helpers shared by checks and the loader ---------------------------------------------
+
+
+def fmt_num(value: float | int | None) -> str:
+    """A number as a person reads it: integers without a decimal point, others to 6 digits."""
+    if value is None:
+        return "?"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return f"{value:.6g}"
+
+
+_ESCAPES = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
+
+
+def quote(text: Any, limit: int = 60) -> str:
+    """A value in single quotes on one line, clipped, for a finding's detail."""
+    s = str(text).translate(_ESCAPES)
+    if len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return f"'{s}'"
+
+
+def quote_expr(expr: pl.Expr, limit: int = 60) -> pl.Expr:
+    """`quote` as a polars expression, for details built column-wise."""
+    s = expr
+    for raw, shown in (("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")):
+        s = s.str.replace_all(raw, shown, literal=True)
+    clipped = (
+        pl.when(s.str.len_chars() > limit)
+        .then(pl.concat_str(s.str.slice(0, limit - 1), pl.lit("…")))
+        .otherwise(s)
+    )
+    return pl.concat_str(pl.lit("'"), clipped, pl.lit("'"))
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """'; did you mean X?' when a choice is close to ``word``, else ''."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]}?" if close else ""
+
+
+def rust_regex_error(pattern: str) -> str | None:
+    """Why ``pattern`` is not a valid pattern for polars (Rust regex syntax), or None."""
+    try:
+        pl.select(pl.lit("").str.contains(pattern))
+    except pl.exceptions.ComputeError as err:
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip().startswith("error:")]
+        return lines[0].removeprefix("error:").strip() if lines else str(err).splitlines()[0]
+    return None
+
+
+_SECTION = re.compile(r"^(?P<title>[A-Z][A-Za-z ]+)\n-{3,}$", re.MULTILINE)
+
+
+def doc_sections(cls: type) -> dict[str, str]:
+    """A rule type's docstring split into its summary (key "") and underlined sections."""
+    doc = inspect.cleandoc(cls.__doc__ or "")
+    parts: dict[str, str] = {}
+    matches = list(_SECTION.finditer(doc))
+    parts[""] = doc[: matches[0].start()].strip() if matches else doc.strip()
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(doc)
+        parts[m.group("title")] = doc[m.end() : end].strip("\n").rstrip()
+    return parts
+
+
+#: Metadata of a dataclass field the loader fills (e.g. a parsed schema), not a YAML key:
+#: ``field(default=None, repr=False, compare=False, metadata=INTERNAL)``.
+INTERNAL = {"internal": True}

@@ -1,0 +1,109 @@
+"""forbidden_text: no forbidden pattern appears in the answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from analyzer.checks.base import (
+    CHECK_SCHEMA,
+    Check,
+    CheckContext,
+    LoadEnv,
+    empty_findings,
+    quote,
+    quote_expr,
+    rust_regex_error,
+)
+
+__all__ = ["ForbiddenText"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ForbiddenText(Check):
+    r"""The answer contains none of the forbidden patterns.
+
+    Flags
+    -----
+    ``forbidden_text``: one finding per pattern found anywhere in the answer, with the number
+    of occurrences and the first one; ``argument`` is the pattern. Patterns use the Rust regex
+    syntax (no look-around or back-references; ``(?i)`` for case-insensitive, ``\b`` for a
+    word boundary) and a plain text is a pattern that matches itself (escape ``. * + ? ( ) [ ]
+    { } | ^ $ \``). Runs with no answer are not judged; a run whose answer content was not
+    recorded is counted as unverifiable.
+
+    Why it matters
+    --------------
+    Some markers must never reach a customer: leftover reasoning, internal codes, phrases
+    that betray generated text, an em dash a style guide forbids. A grep is an automatic
+    criterion that never drifts.
+
+    Options
+    -------
+    patterns : list of regular expressions, required
+        Texts that must not appear in the answer.
+
+    Example
+    -------
+    - id: no-ai-markers
+      type: forbidden_text
+      patterns: ["—", "(?i)\\bconcrètement\\b", "(?i)as an ai"]
+      severity: low
+    """
+
+    type = "forbidden_text"
+    kinds = ("forbidden_text",)
+
+    patterns: tuple[str, ...]
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any], env: LoadEnv) -> Check | None:
+        ok = True
+        for i, pattern in enumerate(options["patterns"]):
+            problem = rust_regex_error(pattern)
+            if problem is None and pl.select(pl.lit("").str.contains(pattern)).item():
+                problem = "it matches the empty text, so every answer would be flagged"
+            if problem:
+                env.report(("patterns", i), f"invalid pattern {pattern!r}: {problem}")
+                ok = False
+        return super().from_options(options, env) if ok else None
+
+    def check(self, ctx: CheckContext) -> pl.DataFrame:
+        answers = ctx.mark_answers()
+        parts = []
+        for pos, pattern in enumerate(self.patterns):
+            found = answers.select(
+                "run_id",
+                "answer_span_id",
+                pl.col("text").str.count_matches(pattern).alias("_n"),
+                pl.col("text").str.extract(pattern, 0).alias("_first"),
+            ).filter(pl.col("_n") > 0)
+            times = pl.format(
+                "{} {}",
+                "_n",
+                pl.when(pl.col("_n") == 1).then(pl.lit("time")).otherwise(pl.lit("times")),
+            )
+            parts.append(
+                found.select(
+                    "run_id",
+                    pl.lit("forbidden_text").alias("kind"),
+                    pl.lit(None, pl.String).alias("tool"),
+                    pl.lit(pattern).alias("argument"),
+                    pl.when(pl.col("_first") == pattern)
+                    .then(pl.format("{} found {} in the answer", pl.lit(quote(pattern)), times))
+                    .otherwise(
+                        pl.format(
+                            "{} found {} in the answer, first {}",
+                            pl.lit(quote(pattern)),
+                            times,
+                            quote_expr(pl.col("_first")),
+                        )
+                    )
+                    .alias("detail"),
+                    pl.concat_list("answer_span_id").list.drop_nulls().alias("span_ids"),
+                    pl.lit(pos, pl.Int64).alias("_pos"),
+                ).cast(CHECK_SCHEMA)
+            )
+        return pl.concat(parts) if parts else empty_findings()

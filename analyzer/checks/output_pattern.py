@@ -1,0 +1,204 @@
+"""output_pattern: the answer, or one JSON field of it, matches a regular expression."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, ClassVar
+
+import orjson
+import polars as pl
+
+from analyzer.checks.base import (
+    CHECK_SCHEMA,
+    Check,
+    CheckContext,
+    LoadEnv,
+    RunFinding,
+    quote,
+    quote_expr,
+    rust_regex_error,
+)
+
+__all__ = ["OutputPattern", "answer_field"]
+
+_MISSING = object()
+
+
+@dataclass(frozen=True, kw_only=True)
+class OutputPattern(Check):
+    """The answer, or a field of the JSON answer, has the expected format.
+
+    Flags
+    -----
+    ``output_pattern``: the answer does not match ``pattern``; with ``field``, the answer must
+    be a JSON object and that field's value must match (a number or boolean is matched as its
+    JSON text). The whole value must match: ``CMD-[0-9]{6}`` refuses ``CMD-1234567``; write
+    ``.*CMD-[0-9]{6}.*`` to search inside a text. A null or absent field passes only with
+    ``allow_null``. ``field`` may be a dotted path (``verdict.order``) when no key has that
+    exact name.
+
+    Patterns use the Rust regex syntax (as ripgrep; no look-around or back-references), which
+    runs in linear time whatever the answer holds; ``(?i)`` makes a pattern case-insensitive,
+    ``(?s)`` lets ``.`` match newlines. Runs with no answer are not judged (required_tools
+    reports them); a run whose answer content was not recorded is counted as unverifiable.
+
+    Why it matters
+    --------------
+    When another system consumes the answer (an order number, a decision code), a value in the
+    wrong format breaks it downstream; a regex is the cheapest contract to enforce.
+
+    Options
+    -------
+    pattern : text, required
+        The regular expression the value must match in full.
+    field : text
+        Name (or dotted path) of the JSON field to check instead of the whole answer.
+    allow_null : boolean
+        Whether a null or absent field passes (default false).
+
+    Example
+    -------
+    - id: order-format
+      type: output_pattern
+      field: numero_commande
+      pattern: "CMD-[0-9]{6}"
+      allow_null: true
+    """
+
+    type = "output_pattern"
+    kinds = ("output_pattern",)
+
+    #: Read plain text fields column-wise before parsing answers in Python (tests turn it off
+    #: to check both ways agree).
+    columnwise: ClassVar[bool] = True
+
+    pattern: str
+    field: str | None = None
+    allow_null: bool = False
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any], env: LoadEnv) -> Check | None:
+        problem = rust_regex_error(options["pattern"])
+        if problem:
+            env.report(("pattern",), f"invalid regular expression: {problem}")
+            return None
+        return super().from_options(options, env)
+
+    def check(self, ctx: CheckContext) -> pl.DataFrame:
+        answers = ctx.mark_answers()
+        if self.field is None:
+            values = answers.select("run_id", "answer_span_id", pl.col("text").alias("_value"))
+            problems = pl.DataFrame(schema=CHECK_SCHEMA)
+            what = "answer"
+        else:
+            field = self.field
+            # Column-wise first: a field whose JSON path match is plainly a text (not an
+            # object, list or anything a number could be written as) is that text.
+            # The rest (numbers kept as written, null, absent, not JSON, dotted paths) is
+            # read in Python, each distinct answer once.
+            plain = pl.lit(False)
+            got = pl.lit(None, pl.String)
+            if self.columnwise and "'" not in field and "\\" not in field:
+                got = pl.col("text").str.json_path_match(f"$['{field}']")
+                # Booleans read the same both ways ("true"); numbers must keep their digits as
+                # written, which the path match does not ("249.50" comes back as 249.5).
+                plain = (got.is_not_null() & ~got.str.contains(r"^\s*[-+.0-9\[{]")).fill_null(False)
+            answers = answers.with_columns(_plain=plain, _got=got)
+            direct = answers.filter("_plain").select(
+                "run_id", "answer_span_id", pl.col("_got").alias("_value")
+            )
+            extracted: list[tuple[str, str | None, str]] = []
+            seen: dict[str, Any] = {}
+
+            def read(row: dict[str, Any]) -> list[RunFinding]:
+                spans = [row["answer_span_id"]] if row["answer_span_id"] else []
+                if row["text"] not in seen:
+                    seen[row["text"]] = answer_field(row["text"], field)
+                value = seen[row["text"]]
+                if isinstance(value, str):
+                    extracted.append((row["run_id"], row["answer_span_id"], value))
+                    return []
+                if value is None and self.allow_null:
+                    return []
+                reason = {
+                    None: f"{field} is null or absent (allow_null is false)",
+                    "not_json": f"answer is not a JSON object, so {field} cannot be read",
+                    "not_scalar": f"{field} is an object or a list, not a value",
+                }[value if value is None else value.reason]
+                return [RunFinding("output_pattern", reason, argument=field, span_ids=spans)]
+
+            rest = answers.filter(~pl.col("_plain")).select("run_id", "answer_span_id", "text")
+            problems = ctx.each(rest, read)
+            values = pl.concat(
+                [
+                    direct,
+                    pl.DataFrame(
+                        extracted,
+                        schema={
+                            "run_id": pl.String,
+                            "answer_span_id": pl.String,
+                            "_value": pl.String,
+                        },
+                        orient="row",
+                    ),
+                ]
+            )
+            what = field
+        bad = values.filter(~pl.col("_value").str.contains(f"^(?:{self.pattern})$"))
+        mismatches = bad.select(
+            "run_id",
+            pl.lit("output_pattern").alias("kind"),
+            pl.lit(None, pl.String).alias("tool"),
+            pl.lit(self.field, pl.String).alias("argument"),
+            pl.format(
+                "{} {} does not match {}",
+                pl.lit(what),
+                quote_expr(pl.col("_value")),
+                pl.lit(quote(self.pattern)),
+            ).alias("detail"),
+            pl.concat_list("answer_span_id").list.drop_nulls().alias("span_ids"),
+            pl.lit(0, pl.Int64).alias("_pos"),
+        )
+        return pl.concat([problems.cast(CHECK_SCHEMA), mismatches.cast(CHECK_SCHEMA)])
+
+
+class _Problem:
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+def answer_field(text: str, field: str) -> str | _Problem | None:
+    """The text of ``field`` in a JSON answer: a str, None (null or absent), or a problem."""
+    value = _field(text, field, orjson.loads)
+    if isinstance(value, float):  # matched as written ("249.50", not 249.5)
+        value = _field(text, field, lambda t: json.loads(t, parse_float=Decimal))
+    if isinstance(value, _Problem) or value is None:
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | Decimal):
+        return str(value)
+    return _Problem("not_scalar")
+
+
+def _field(text: str, field: str, loads) -> Any:
+    try:
+        doc = loads(text)
+    except ValueError:  # orjson.JSONDecodeError is a ValueError too
+        if loads is orjson.loads:  # NaN, huge integers: the standard library is laxer
+            return _field(text, field, lambda t: json.loads(t, parse_float=Decimal))
+        return _Problem("not_json")
+    if not isinstance(doc, dict):
+        return _Problem("not_json")
+    value: Any = doc.get(field, _MISSING)
+    if value is _MISSING and "." in field:
+        value = doc
+        for part in field.split("."):
+            value = value.get(part, _MISSING) if isinstance(value, dict) else _MISSING
+    if value is _MISSING or value is None:
+        return None
+    return value

@@ -1,0 +1,159 @@
+"""required_tools: every required tool started before the run answered."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from analyzer.checks.base import CHECK_SCHEMA, Check, CheckContext
+
+__all__ = ["RequiredTools"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequiredTools(Check):
+    """Required tools were called before the answer.
+
+    Flags
+    -----
+    For a run with an answer, each listed tool with no call started before the answer time
+    (the end of the model call that gave the answer) is an ``omission``; the detail says
+    "never called" or "called only after the answer". When at least one required tool was
+    called before the answer and at least one was not, the run also gets one
+    ``premature_answer``. A run with no answer gets one ``no_answer`` instead.
+
+    A call counts from its start, whether it succeeded or failed, and a call the model
+    requested that no tool span recorded counts too (many instrumentations trace model calls
+    only); the retries and argument rules judge those calls. Tool names match exactly.
+
+    Why it matters
+    --------------
+    In a governed process (KYC, refunds) a verdict given before the mandatory checks ran is
+    wrong whatever it says: the omission rate per tool is the first tool-reliability metric,
+    and an answer written while checks were still outstanding is a premature answer.
+
+    Options
+    -------
+    tools : list of tool names, required
+        The tools every run must call before answering.
+
+    Example
+    -------
+    - id: kyc-required-checks
+      type: required_tools
+      when: {attributes: {app.case_type: [kyc, kyc_renewal]}}
+      tools: [screen_sanctions, lookup_beneficial_owners]
+      severity: critical
+    """
+
+    type = "required_tools"
+    kinds = ("omission", "premature_answer", "no_answer")
+
+    tools: tuple[str, ...]
+
+    def check(self, ctx: CheckContext) -> pl.DataFrame:
+        n = len(self.tools)
+        runs = ctx.answers.select("run_id", "has_answer", "answer_ns", "answer_span_id")
+        calls = (
+            ctx.tool_calls.filter(pl.col("tool").is_in(list(self.tools)))
+            .join(runs, on="run_id")
+            .with_columns(_before=pl.col("start_ns") < pl.col("answer_ns"))
+            .sort("run_id", "index")  # joins do not keep order; evidence lists follow the run
+        )
+        per_tool = calls.group_by("run_id", "tool").agg(
+            pl.col("_before").fill_null(False).sum().alias("_n_before"),
+            pl.len().alias("_n_any"),
+            pl.col("span").filter(~pl.col("_before").fill_null(False)).alias("_late"),
+        )
+        required = pl.DataFrame(
+            {"tool": list(self.tools), "_pos": list(range(n))},
+            schema={"tool": pl.String, "_pos": pl.Int64},
+        )
+        answered = runs.filter(pl.col("has_answer") & pl.col("answer_ns").is_not_null())
+        ctx.mark(
+            runs.filter(pl.col("has_answer") & pl.col("answer_ns").is_null()),
+            "unverifiable",
+            "answer time not recorded",
+        )
+        grid = (
+            answered.join(required, how="cross")
+            .join(per_tool, on=["run_id", "tool"], how="left")
+            .with_columns(pl.col("_n_before", "_n_any").fill_null(0))
+            .sort("run_id", "_pos")
+        )
+        late = pl.col("_n_any") - pl.col("_n_before")
+        omissions = grid.filter(pl.col("_n_before") == 0).select(
+            "run_id",
+            pl.lit("omission").alias("kind"),
+            "tool",
+            pl.lit(None, pl.String).alias("argument"),
+            pl.when(late > 0)
+            .then(
+                pl.format(
+                    "{} called only after the answer ({} {})",
+                    "tool",
+                    late,
+                    pl.when(late == 1).then(pl.lit("call")).otherwise(pl.lit("calls")),
+                )
+            )
+            .otherwise(pl.format("{} never called", "tool"))
+            .alias("detail"),
+            pl.concat_list(pl.col("answer_span_id"), pl.col("_late").fill_null([]))
+            .list.drop_nulls()
+            .alias("span_ids"),
+            "_pos",
+        )
+
+        per_run = grid.group_by("run_id").agg(
+            (pl.col("_n_before") > 0).sum().alias("_done"),
+            pl.col("tool").filter(pl.col("_n_before") == 0).alias("_missing"),
+            pl.col("answer_span_id").first(),
+        )
+        premature = per_run.filter((pl.col("_done") > 0) & (pl.col("_missing").list.len() > 0))
+        premature = premature.select(
+            "run_id",
+            pl.lit("premature_answer").alias("kind"),
+            pl.lit(None, pl.String).alias("tool"),
+            pl.lit(None, pl.String).alias("argument"),
+            pl.format(
+                "answered after {} of {} required tools; not called before the answer: {}",
+                "_done",
+                pl.lit(n),
+                pl.col("_missing").list.join(", "),
+            ).alias("detail"),
+            pl.concat_list("answer_span_id").list.drop_nulls().alias("span_ids"),
+            pl.lit(n, pl.Int64).alias("_pos"),
+        )
+
+        unanswered = runs.filter(~pl.col("has_answer")).select("run_id")
+        called = (
+            calls.join(unanswered, on="run_id")
+            .group_by("run_id")
+            .agg(pl.col("tool").n_unique().alias("_called"))
+        )
+        last_model = (
+            ctx.model_calls.join(unanswered, on="run_id")
+            .group_by("run_id")
+            .agg(pl.col("span_id").last().alias("_last"))
+        )
+        no_answer = (
+            unanswered.join(called, on="run_id", how="left")
+            .join(last_model, on="run_id", how="left")
+            .select(
+                "run_id",
+                pl.lit("no_answer").alias("kind"),
+                pl.lit(None, pl.String).alias("tool"),
+                pl.lit(None, pl.String).alias("argument"),
+                pl.format(
+                    "no answer; {} of {} required tools called",
+                    pl.col("_called").fill_null(0),
+                    pl.lit(n),
+                ).alias("detail"),
+                pl.concat_list("_last").list.drop_nulls().alias("span_ids"),
+                pl.lit(0, pl.Int64).alias("_pos"),
+            )
+        )
+        return pl.concat(
+            [f.cast(CHECK_SCHEMA) for f in (omissions, premature, no_answer)], how="vertical"
+        )

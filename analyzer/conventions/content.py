@@ -1,0 +1,907 @@
+"""Message, tool-call and argument content in the many shapes emitters record it.
+
+Pure functions over decoded JSON values (dicts, lists, strings). They never raise on malformed
+content: what cannot be understood is kept as text. The field names read here are those of the
+message payloads (GenAI parts schema, OpenAI chat and Responses API, Anthropic, Gemini, Vercel AI
+SDK, LangChain, pydantic-ai events); attribute names live in `semconv`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from analyzer.conventions import semconv as sc
+
+__all__ = [
+    "Call",
+    "Message",
+    "Output",
+    "arguments_text",
+    "flattened_tool_definitions",
+    "load_json",
+    "normalize_arguments",
+    "openinference_messages",
+    "openllmetry_messages",
+    "parse_messages",
+    "parse_output",
+    "parse_system_instructions",
+    "parse_tool_definitions",
+    "result_text",
+    "to_text",
+    "unflatten",
+    "unwrap_json_string",
+]
+
+#: (role, content, tool_call_id, name), the fields of `schema.MESSAGE`.
+Message = tuple[str | None, str | None, str | None, str | None]
+#: (id, name, arguments), the fields of `schema.REQUESTED_CALL`.
+Call = tuple[str | None, str | None, str | None]
+
+_JSON_START = frozenset('[{"')
+
+
+def load_json(value: Any) -> Any:
+    """Decode `value` when it is a string holding a JSON array, object or string; else return it.
+
+    Text that merely looks like JSON but does not parse is returned unchanged.
+    """
+    if not isinstance(value, str):
+        return value
+    s = value.lstrip()
+    if not s or s[0] not in _JSON_START:
+        return value
+    try:
+        return orjson.loads(s)
+    except orjson.JSONDecodeError:
+        return value
+
+
+def to_text(value: Any) -> str | None:
+    """A value as text: strings unchanged, structures as compact JSON, None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return str(value)
+
+
+def unwrap_json_string(text: str) -> str:
+    """Remove one level of JSON string encoding: ``"\\"{\\\\"a\\\\":1}\\""`` -> ``{"a":1}``.
+
+    Text that is not a JSON string literal is returned unchanged.
+    """
+    s = text.strip()
+    if len(s) >= 2 and s[0] == '"' and s[-1] == '"':
+        try:
+            inner = orjson.loads(s)
+        except orjson.JSONDecodeError:
+            return text
+        if isinstance(inner, str):
+            return inner
+    return text
+
+
+def arguments_text(value: Any) -> str | None:
+    """Tool-call arguments as JSON text: objects serialised, strings kept (unwrapped once)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return unwrap_json_string(value)
+    return to_text(value)
+
+
+def result_text(value: Any) -> str | None:
+    """A tool result as text (a JSON-encoded string is decoded once)."""
+    return arguments_text(value)
+
+
+def normalize_arguments(text: str, langsmith: bool = False) -> str:
+    """Undo the wrappers some emitters put around tool arguments (recorded text otherwise kept).
+
+    - a JSON string literal holding the arguments (double encoding) is unwrapped once;
+    - OpenLLMetry/smolagents ``{"args": [], "kwargs": {...}}`` becomes the kwargs object;
+    - LangSmith tool runs ``{"input": {...}}`` (raw run inputs) become the inner object.
+    """
+    out = unwrap_json_string(text)
+    value = load_json(out)
+    if isinstance(value, dict):
+        keys = set(value)
+        if "kwargs" in keys and keys <= {"args", "kwargs"}:
+            args, kwargs = value.get("args"), value.get("kwargs")
+            if not args and isinstance(kwargs, dict):
+                return to_text(kwargs) or out
+        if langsmith and keys == {"input"} and isinstance(value["input"], dict):
+            return to_text(value["input"]) or out
+    return out
+
+
+# -------------------------------------------------------------------------------------------------
+# Messages
+# -------------------------------------------------------------------------------------------------
+
+
+def _role(value: Any, default: str | None) -> str | None:
+    if not isinstance(value, str) or not value:
+        return default
+    low = value.strip().lower()
+    return sc.ROLE_ALIASES.get(low, low)
+
+
+def _kind(value: Any) -> str | None:
+    """A discriminator field (type, event name): only a string counts."""
+    return value if isinstance(value, str) else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else to_text(value)
+
+
+def _call(obj: Mapping[str, Any]) -> Call:
+    """One requested tool call from any of the known shapes."""
+    fn = obj.get("function")
+    fn = fn if isinstance(fn, dict) else {}
+    for key in ("function_call", "functionCall"):  # Gemini parts
+        inner = obj.get(key)
+        if isinstance(inner, dict):
+            obj, fn = inner, {}
+            break
+    call_id = (
+        obj.get("call_id") or obj.get("toolCallId") or obj.get("id") or obj.get("tool_call_id")
+    )
+    name = (
+        obj.get("name") or obj.get("toolName") or fn.get("name") or obj.get(sc.ANY_AGENT_CALL_NAME)
+    )
+    args: Any = None
+    for key in ("arguments", "args", "input", sc.ANY_AGENT_CALL_ARGS):
+        if key in obj:
+            args = obj[key]
+            break
+    else:
+        args = fn.get("arguments")
+    return (_str_or_none(call_id), _str_or_none(name), arguments_text(args))
+
+
+def _tool_calls(value: Any) -> list[Call]:
+    """An OpenAI-style ``tool_calls`` list (anything else holds none)."""
+    if not isinstance(value, list):
+        return []
+    return [_call(tc) for tc in value if isinstance(tc, dict)]
+
+
+def _is_call_record(obj: Any) -> bool:
+    """A bare tool-call record (Vercel toolCalls, any-agent output, OpenAI tool_calls entry)."""
+    if not isinstance(obj, dict):
+        return False
+    if "toolName" in obj or sc.ANY_AGENT_CALL_NAME in obj:
+        return True
+    if _kind(obj.get("type")) in sc.PART_TOOL_CALL_TYPES and "role" not in obj:
+        return True
+    return isinstance(obj.get("function"), dict) and "role" not in obj
+
+
+@dataclass
+class _Parts:
+    """What one message's parts/content blocks hold."""
+
+    texts: list[str] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
+    results: list[tuple[str | None, str | None, str | None]] = field(default_factory=list)
+    other: list[Any] = field(default_factory=list)
+
+
+def _read_parts(content: Any, acc: _Parts) -> None:
+    if content is None:
+        return
+    if isinstance(content, str):
+        if content:
+            acc.texts.append(content)
+        return
+    if isinstance(content, dict):
+        content = [content]
+    if not isinstance(content, list):
+        acc.texts.append(to_text(content) or "")
+        return
+    for part in content:
+        if isinstance(part, str):
+            if part:
+                acc.texts.append(part)
+            continue
+        if not isinstance(part, dict):
+            acc.other.append(part)
+            continue
+        ptype = _kind(part.get("type"))
+        if ptype in sc.PART_SKIP_TYPES or part.get("thought") is True:
+            continue
+        if ptype in sc.PART_TEXT_TYPES or (ptype is None and isinstance(part.get("text"), str)):
+            text = part.get("text")
+            if not isinstance(text, str):
+                text = part.get("content")
+            if isinstance(text, str) and text:
+                acc.texts.append(text)
+            continue
+        if ptype in sc.PART_TOOL_CALL_TYPES or "function_call" in part or "functionCall" in part:
+            acc.calls.append(_call(part))
+            continue
+        fresp = part.get("function_response") or part.get("functionResponse")
+        if ptype in sc.PART_TOOL_RESULT_TYPES or isinstance(fresp, dict):
+            src = fresp if isinstance(fresp, dict) else part
+            rid = (
+                src.get("id")
+                or src.get("call_id")
+                or src.get("tool_use_id")
+                or src.get("toolCallId")
+            )
+            name = src.get("name") or src.get("toolName")
+            value: Any = None
+            for key in ("response", "result", "output", "content"):
+                if key in src:
+                    value = src[key]
+                    break
+            if isinstance(value, list) and ptype == "tool_result":
+                # Anthropic tool_result content blocks: keep their text
+                inner = _Parts()
+                _read_parts(value, inner)
+                value = "\n".join(inner.texts) if inner.texts and not inner.other else value
+            acc.results.append((_str_or_none(rid), _str_or_none(name), result_text(value)))
+            continue
+        acc.other.append(part)
+
+
+def _calls_json(calls: list[Call]) -> str:
+    return orjson.dumps([{"id": i, "name": n, "arguments": a} for i, n, a in calls]).decode()
+
+
+def _emit(
+    role: str | None,
+    acc: _Parts,
+    out: list[Message],
+    tool_call_id: str | None = None,
+    name: str | None = None,
+) -> None:
+    if role == "tool" and not acc.results:
+        content = "\n".join(acc.texts) if acc.texts else (to_text(acc.other) if acc.other else None)
+        if content is not None or tool_call_id:
+            out.append(("tool", content, tool_call_id, name))
+        return
+    if acc.texts:
+        content: str | None = "\n".join(acc.texts)
+    elif acc.calls:
+        # an assistant turn that only called tools: keep the calls as its (JSON) content
+        content = _calls_json(acc.calls)
+    elif acc.other:
+        content = to_text(acc.other)
+    else:
+        content = None
+    if content is not None:
+        out.append((role, content, None, name if role == "tool" else None))
+    for rid, rname, rvalue in acc.results:
+        out.append(("tool", rvalue, rid, rname))
+
+
+def _lc_unwrap(d: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """LangChain serialized messages -> (plain message dict, role)."""
+    if d.get("lc") == 1 and isinstance(d.get("kwargs"), dict):
+        ids = d.get("id")
+        cls = ids[-1] if isinstance(ids, list) and ids and isinstance(ids[-1], str) else None
+        kwargs = d["kwargs"]
+        return kwargs, sc.LANGCHAIN_MESSAGE_ROLES.get(cls) or kwargs.get("role")
+    ltype = d.get("type")
+    if ltype in ("human", "ai", "system", "tool") and ("content" in d or "data" in d):
+        inner = d.get("data") if isinstance(d.get("data"), dict) else d
+        return inner, ltype
+    return d, None
+
+
+def _message(d: dict[str, Any], default_role: str | None, out: list[Message]) -> None:
+    event = _kind(d.get(sc.EVENT_NAME_FIELD))
+    if event == sc.EVENT_CHOICE:
+        return  # a model output, not an input message
+    d, lc_role = _lc_unwrap(d)
+    mtype = _kind(d.get("type"))
+    if mtype in sc.PART_SKIP_TYPES:
+        return
+    if mtype == "function_call" and "role" not in d:  # Responses API item
+        acc = _Parts(calls=[_call(d)])
+        _emit("assistant", acc, out)
+        return
+    if mtype == "function_call_output" and "role" not in d:
+        out.append(("tool", result_text(d.get("output")), _str_or_none(d.get("call_id")), None))
+        return
+    role = _role(d.get("role") or lc_role or sc.MESSAGE_EVENT_ROLES.get(event or ""), default_role)
+    acc = _Parts()
+    if "parts" in d:
+        _read_parts(d.get("parts"), acc)
+    elif role == "tool" and isinstance(d.get("content"), dict):
+        acc.texts.append(to_text(d["content"]) or "")  # a tool's return value, kept whole
+    else:
+        _read_parts(d.get("content"), acc)
+    acc.calls.extend(_tool_calls(d.get("tool_calls")))
+    if isinstance(d.get("function_call"), dict):  # legacy OpenAI function calling
+        acc.calls.append(_call(d["function_call"]))
+    tool_call_id = None
+    if role == "tool":
+        tool_call_id = _str_or_none(d.get("tool_call_id") or d.get("id") or d.get("call_id"))
+    _emit(role, acc, out, tool_call_id, _str_or_none(d.get("name")))
+
+
+def _system_from(value: Any, out: list[Message]) -> None:
+    acc = _Parts()
+    if isinstance(value, dict) and "parts" in value:
+        _read_parts(value.get("parts"), acc)
+    else:
+        _read_parts(value, acc)
+    if acc.texts or acc.other:
+        _emit("system", acc, out)
+
+
+def _collect_messages(
+    value: Any, default_role: str | None, out: list[Message], depth: int = 0
+) -> None:
+    if value is None or depth > 8:
+        return
+    if isinstance(value, str):
+        if value.strip():
+            out.append((default_role, value, None, None))
+        return
+    if isinstance(value, list):
+        for item in value:
+            if isinstance(item, dict):
+                _message(item, default_role, out)
+            elif isinstance(item, list):
+                _collect_messages(item, default_role, out, depth + 1)
+            elif isinstance(item, str):
+                if item.strip():
+                    out.append((default_role, item, None, None))
+            elif item is not None:
+                out.append((default_role, to_text(item), None, None))
+        return
+    if not isinstance(value, dict):
+        out.append((default_role, to_text(value), None, None))
+        return
+    d = value
+    if "messages" in d and isinstance(d["messages"], list):
+        if d.get("system") is not None:
+            _system_from(d["system"], out)
+        _collect_messages(d["messages"], default_role, out, depth + 1)
+        return
+    if isinstance(d.get("contents"), list):  # Gemini / ADK LlmRequest
+        config = d.get("config") if isinstance(d.get("config"), dict) else {}
+        system = config.get("system_instruction", d.get("system_instruction"))
+        if system is not None:
+            _system_from(system, out)
+        _collect_messages(d["contents"], default_role, out, depth + 1)
+        return
+    if isinstance(d.get("new_message"), dict):  # ADK runner input
+        _collect_messages([d["new_message"]], default_role, out, depth + 1)
+        return
+    if "role" in d or "parts" in d or "content" in d or sc.EVENT_NAME_FIELD in d or "lc" in d:
+        _message(d, default_role, out)
+        return
+    if "prompt" in d or "system" in d:  # Vercel ai.prompt, Claude Agent SDK inputs
+        if d.get("system") is not None:
+            _system_from(d["system"], out)
+        _collect_messages(d.get("prompt"), default_role, out, depth + 1)
+        return
+    if "input" in d and len(d) <= 3:  # Responses API body / LangChain {"input": ...}
+        if d.get("instructions") is not None:
+            _system_from(d["instructions"], out)
+        _collect_messages(d["input"], default_role, out, depth + 1)
+        return
+    out.append((default_role, to_text(d), None, None))
+
+
+def parse_system_instructions(value: Any) -> list[Message]:
+    """GenAI ``gen_ai.system_instructions`` (a list of parts, or text) as one system message."""
+    out: list[Message] = []
+    _system_from(load_json(value), out)
+    return out
+
+
+_FAST_PARTS_KEYS = frozenset({"role", "parts", "name", "finish_reason"})
+_FAST_PLAIN_KEYS = frozenset({"role", "content", "name", "tool_call_id"})
+_FAST_CALL_KEYS = frozenset({"type", "id", "name", "arguments"})
+
+
+def _fast_messages(items: list[Any], default_role: str | None) -> list[Message] | None:
+    """The two commonest shapes, GenAI ``{role, parts}`` with text/tool_call/tool_call_response
+    parts and plain ``{role, content: str}``, without the generic machinery. None when any item
+    is outside them (the generic parser then reads the whole value); results are identical."""
+    out: list[Message] = []
+    aliases = sc.ROLE_ALIASES
+    for m in items:
+        if type(m) is not dict:
+            return None
+        role = m.get("role")
+        if type(role) is str and role:
+            role = aliases.get(role) or _role(role, default_role)
+        else:
+            role = default_role
+        name = m.get("name")
+        parts = m.get("parts")
+        if parts is None:
+            content = m.get("content")
+            if type(content) is not str or not m.keys() <= _FAST_PLAIN_KEYS:
+                return None
+            if role == "tool":
+                tcid = _str_or_none(m.get("tool_call_id"))
+                if content or tcid:
+                    out.append(("tool", content or None, tcid, _str_or_none(name)))
+            elif content:
+                out.append((role, content, None, None))
+            continue
+        if type(parts) is not list or not m.keys() <= _FAST_PARTS_KEYS:
+            return None
+        texts: list[str] = []
+        calls: list[Call] = []
+        results: list[Message] = []
+        for p in parts:
+            if type(p) is not dict or "thought" in p:
+                return None
+            ptype = p.get("type")
+            if ptype == "text":
+                text = p.get("content")
+                if type(text) is not str or "text" in p:
+                    return None
+                if text:
+                    texts.append(text)
+            elif ptype == "tool_call":
+                if not p.keys() <= _FAST_CALL_KEYS:
+                    return None
+                calls.append(
+                    (
+                        _str_or_none(p.get("id")),
+                        _str_or_none(p.get("name")),
+                        arguments_text(p.get("arguments")),
+                    )
+                )
+            elif ptype == "tool_call_response":
+                if "function_response" in p or "functionResponse" in p:
+                    return None
+                value = None
+                for key in ("response", "result", "output", "content"):
+                    if key in p:
+                        value = p[key]
+                        break
+                rid = p.get("id") or p.get("call_id") or p.get("tool_use_id") or p.get("toolCallId")
+                rname = p.get("name") or p.get("toolName")
+                results.append(("tool", result_text(value), _str_or_none(rid), _str_or_none(rname)))
+            elif ptype == "reasoning":
+                continue
+            else:
+                return None
+        if role == "tool" and not results:
+            if texts:
+                out.append(("tool", "\n".join(texts), None, _str_or_none(name)))
+            continue
+        if texts:
+            out.append(
+                (role, "\n".join(texts), None, _str_or_none(name) if role == "tool" else None)
+            )
+        elif calls:
+            out.append(
+                (role, _calls_json(calls), None, _str_or_none(name) if role == "tool" else None)
+            )
+        out.extend(results)
+    return out
+
+
+def parse_messages(value: Any, default_role: str | None = "user") -> list[Message]:
+    """Input messages from a decoded value of any known shape (strings become one message).
+
+    Roles are canonical (system, user, assistant, tool). Tool results become role ``tool``
+    messages with their ``tool_call_id``; an assistant turn that only called tools keeps its calls
+    as JSON content. Reasoning parts are dropped; messages with no content are dropped.
+    """
+    decoded = load_json(value)
+    if type(decoded) is list:
+        fast = _fast_messages(decoded, default_role)
+        if fast is not None:
+            return [m for m in fast if m[1] is not None or m[2] is not None]
+    return _generic_messages(decoded, default_role)
+
+
+def _generic_messages(decoded: Any, default_role: str | None = "user") -> list[Message]:
+    out: list[Message] = []
+    _collect_messages(decoded, default_role, out)
+    return [m for m in out if m[1] is not None or m[2] is not None]
+
+
+# -------------------------------------------------------------------------------------------------
+# Outputs
+# -------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Output:
+    """What a model call or agent produced: final text, requested tool calls, finish reasons."""
+
+    text: str | None = None
+    calls: list[Call] = field(default_factory=list)
+    finish_reasons: list[str] = field(default_factory=list)
+    recognized: bool = False
+
+    def empty(self) -> bool:
+        return self.text is None and not self.calls
+
+
+def _finish(acc: Output, value: Any) -> None:
+    if isinstance(value, str) and value:
+        acc.finish_reasons.append(value)
+    elif isinstance(value, list):
+        acc.finish_reasons.extend(v for v in value if isinstance(v, str) and v)
+
+
+def _output_message(m: dict[str, Any], acc: Output) -> None:
+    m, lc_role = _lc_unwrap(m)
+    role = _role(m.get("role") or lc_role, "assistant")
+    parts = _Parts()
+    _read_parts(m.get("parts") if "parts" in m else m.get("content"), parts)
+    parts.calls.extend(_tool_calls(m.get("tool_calls")))
+    if isinstance(m.get("function_call"), dict):
+        parts.calls.append(_call(m["function_call"]))
+    _finish(acc, m.get("finish_reason") or m.get("stop_reason") or m.get("finishReason"))
+    acc.recognized = True
+    if role in ("tool", "user", "system"):
+        return  # whole-conversation outputs (agent spans) hold these too: not the answer
+    acc.calls.extend(parts.calls)
+    if parts.texts:
+        acc.text = "\n".join(parts.texts)  # the last assistant message with text wins
+
+
+def _collect_output(value: Any, acc: Output, depth: int = 0) -> None:
+    if value is None or depth > 8:
+        return
+    if isinstance(value, str):
+        if value:
+            acc.text = value
+            acc.recognized = True
+        return
+    if isinstance(value, list):
+        if value and all(_is_call_record(v) for v in value):
+            acc.calls.extend(_call(v) for v in value)
+            acc.recognized = True
+            return
+        for item in value:
+            if isinstance(item, dict):
+                _output_item(item, acc, depth)
+        return  # strings in a list are data (an agent's output), not messages
+    if isinstance(value, dict):
+        _output_item(value, acc, depth)
+
+
+def _output_item(d: dict[str, Any], acc: Output, depth: int) -> None:
+    if isinstance(d.get("choices"), list):  # OpenAI chat / completions response
+        for choice in d["choices"]:
+            if isinstance(choice, dict):
+                _choice(choice, acc, depth)
+        return
+    if isinstance(d.get("candidates"), list):  # Gemini GenerateContentResponse
+        for cand in d["candidates"]:
+            if isinstance(cand, dict):
+                if isinstance(cand.get("content"), dict):
+                    _output_message(cand["content"], acc)
+                _finish(acc, cand.get("finish_reason") or cand.get("finishReason"))
+        return
+    if isinstance(d.get("output"), list) and (
+        d.get("object") == "response"
+        or any(
+            isinstance(i, dict) and _kind(i.get("type")) in _RESPONSES_ITEM_TYPES
+            for i in d["output"]
+        )
+    ):
+        for item in d["output"]:  # OpenAI Responses API
+            if not isinstance(item, dict):
+                continue
+            itype = item.get("type")
+            if itype == "function_call":
+                acc.calls.append(_call(item))
+                acc.recognized = True
+            elif itype == "message" or "role" in item:
+                _output_message(item, acc)
+        return
+    if isinstance(d.get("generations"), list):  # LangChain LLMResult
+        for gen in d["generations"]:
+            for g in gen if isinstance(gen, list) else [gen]:
+                if not isinstance(g, dict):
+                    continue
+                if isinstance(g.get("message"), dict):
+                    _output_message(g["message"], acc)
+                elif isinstance(g.get("text"), str):
+                    acc.text, acc.recognized = g["text"], True
+                info = g.get("generation_info")
+                if isinstance(info, dict):
+                    _finish(acc, info.get("finish_reason"))
+        return
+    if d.get(sc.EVENT_NAME_FIELD) not in (None, sc.EVENT_CHOICE):
+        return  # an input event inside a mixed event list
+    if isinstance(d.get("message"), dict) or d.get(sc.EVENT_NAME_FIELD) == sc.EVENT_CHOICE:
+        _choice(d, acc, depth)
+        return
+    if isinstance(d.get("content"), dict) and "parts" in d["content"]:  # ADK LlmResponse / event
+        _output_message(d["content"], acc)
+        _finish(acc, d.get("finish_reason"))
+        return
+    if (
+        "role" in d
+        or "parts" in d
+        or "tool_calls" in d
+        or "lc" in d
+        or isinstance(d.get("content"), list)
+    ):
+        _output_message(d, acc)
+        return
+    if _is_call_record(d):
+        acc.calls.append(_call(d))
+        acc.recognized = True
+    # Anything else (an agent's structured output, LangChain's {"output": ...}) stays as recorded.
+
+
+_RESPONSES_ITEM_TYPES = frozenset({"message", "function_call", "reasoning", "web_search_call"})
+
+
+def _choice(choice: dict[str, Any], acc: Output, depth: int) -> None:
+    _finish(acc, choice.get("finish_reason") or choice.get("finishReason"))
+    msg = choice.get("message")
+    if isinstance(msg, dict):
+        _output_message(msg, acc)
+    elif isinstance(choice.get("text"), str):  # completions API
+        acc.text, acc.recognized = choice["text"], True
+    else:
+        acc.recognized = True
+
+
+def parse_output(value: Any) -> Output:
+    """Text, requested calls and finish reasons of an output value of any known shape.
+
+    The text is that of the last assistant message that has text (tool, user and system messages
+    in whole-conversation outputs are skipped). A value in no known shape is kept as text as
+    recorded (JSON text for structures): an agent's final output is often such an object.
+    """
+    decoded = load_json(value)
+    if type(decoded) is list and decoded:
+        fast = _fast_output(decoded)
+        if fast is not None:
+            return fast
+    return _generic_output(value, decoded)
+
+
+def _generic_output(value: Any, decoded: Any) -> Output:
+    acc = Output()
+    if decoded == [] or decoded == {}:
+        return Output(recognized=True)  # an empty output records nothing
+    _collect_output(decoded, acc)
+    if not acc.recognized and decoded is not None:
+        acc.text = value if isinstance(value, str) else to_text(decoded)
+    return acc
+
+
+def _fast_output(items: list[Any]) -> Output | None:
+    """GenAI output messages (``{role, parts, finish_reason}`` with text/tool_call/reasoning parts)
+    without the generic machinery; None when any item is outside that shape."""
+    acc = Output(recognized=True)
+    aliases = sc.ROLE_ALIASES
+    for m in items:
+        if type(m) is not dict or not m.keys() <= _FAST_PARTS_KEYS:
+            return None
+        parts = m.get("parts")
+        if type(parts) is not list:
+            return None
+        role = m.get("role")
+        role = (
+            (aliases.get(role) or _role(role, "assistant"))
+            if type(role) is str and role
+            else "assistant"
+        )
+        texts: list[str] = []
+        calls: list[Call] = []
+        for p in parts:
+            if type(p) is not dict or "thought" in p:
+                return None
+            ptype = p.get("type")
+            if ptype == "text":
+                text = p.get("content")
+                if type(text) is not str or "text" in p:
+                    return None
+                if text:
+                    texts.append(text)
+            elif ptype == "tool_call":
+                if not p.keys() <= _FAST_CALL_KEYS:
+                    return None
+                calls.append(
+                    (
+                        _str_or_none(p.get("id")),
+                        _str_or_none(p.get("name")),
+                        arguments_text(p.get("arguments")),
+                    )
+                )
+            elif ptype in ("reasoning", "tool_call_response"):
+                continue
+            else:
+                return None
+        _finish(acc, m.get("finish_reason"))
+        if role in ("tool", "user", "system"):
+            continue
+        acc.calls.extend(calls)
+        if texts:
+            acc.text = "\n".join(texts)
+    return acc
+
+
+# -------------------------------------------------------------------------------------------------
+# Tool definitions and flattened attributes
+# -------------------------------------------------------------------------------------------------
+
+
+def _tool_defs(value: Any, out: list[dict[str, Any]], depth: int = 0) -> None:
+    value = load_json(value)
+    if depth > 4 or value is None:
+        return
+    if isinstance(value, list):
+        for item in value:
+            _tool_defs(item, out, depth + 1)
+        return
+    if not isinstance(value, dict):
+        return
+    for key in ("function_declarations", "functionDeclarations", "tools"):
+        if isinstance(value.get(key), list):
+            _tool_defs(value[key], out, depth + 1)
+            return
+    src = value.get("function") if isinstance(value.get("function"), dict) else value
+    name = src.get("name")
+    if not isinstance(name, str):
+        return
+    params = None
+    for key in (
+        "parameters",
+        "input_schema",
+        "inputSchema",
+        "parameters_json_schema",
+        "json_schema",
+    ):
+        if src.get(key) is not None:
+            params = load_json(src[key])
+            break
+    description = src.get("description")
+    out.append(
+        {
+            "name": name,
+            "description": description if isinstance(description, str) else None,
+            "parameters": params,
+        }
+    )
+
+
+def parse_tool_definitions(values: Iterable[Any]) -> str | None:
+    """Offered tools from any definition shape, as a JSON array of {name, description, parameters}.
+
+    Sorted by name (then content) with sorted keys, so the same tool set always gives the same
+    text (it feeds the config hash). None when no definition could be read.
+    """
+    out: list[dict[str, Any]] = []
+    for value in values:
+        _tool_defs(value, out)
+    if not out:
+        return None
+    options = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+    encoded = sorted((d["name"], orjson.dumps(d, option=options).decode()) for d in out)
+    return "[" + ",".join(text for _, text in encoded) + "]"
+
+
+def _listify(node: Any) -> Any:
+    if isinstance(node, dict):
+        if node and all(k.isdigit() for k in node):
+            return [_listify(node[k]) for k in sorted(node, key=int)]
+        return {k: _listify(v) for k, v in node.items()}
+    return node
+
+
+def unflatten(entries: Iterable[tuple[str, str]], prefix: str) -> list[Any]:
+    """Rebuild the list that flattened ``prefix.N.a.b`` attributes describe.
+
+    ``[("p.0.message.role", "user"), ("p.0.message.content", "hi")]`` with prefix ``"p."`` gives
+    ``[{"message": {"role": "user", "content": "hi"}}]``. Numeric path segments become list
+    positions (in index order; gaps close up).
+    """
+    root: dict[str, Any] = {}
+    for key, value in entries:
+        if not key.startswith(prefix):
+            continue
+        path = key[len(prefix) :].split(".")
+        node = root
+        for seg in path[:-1]:
+            nxt = node.get(seg)
+            if not isinstance(nxt, dict):
+                nxt = {}
+                node[seg] = nxt
+            node = nxt
+        node[path[-1]] = value
+    tree = _listify(root)
+    return tree if isinstance(tree, list) else []
+
+
+def _blocks_from_json_text(content: Any) -> Any:
+    """OpenLLMetry stores Anthropic-style content blocks as a JSON string: decode those only."""
+    if isinstance(content, str) and content.lstrip().startswith("["):
+        decoded = load_json(content)
+        if (
+            isinstance(decoded, list)
+            and decoded
+            and all(isinstance(b, dict) and "type" in b for b in decoded)
+        ):
+            return decoded
+    return content
+
+
+def openinference_messages(entries: Iterable[tuple[str, str]], prefix: str) -> list[dict[str, Any]]:
+    """Message dicts (OpenAI chat shape) from flattened OpenInference ``llm.*_messages`` keys."""
+    out: list[dict[str, Any]] = []
+    for item in unflatten(entries, prefix):
+        m = item.get(sc.OI_MESSAGE) if isinstance(item, dict) else None
+        if not isinstance(m, dict):
+            continue
+        msg: dict[str, Any] = {
+            "role": m.get("role"),
+            "name": m.get("name"),
+            "tool_call_id": m.get("tool_call_id"),
+        }
+        content = m.get("content")
+        contents = m.get("contents")
+        if content is None and isinstance(contents, list):
+            blocks = []
+            for c in contents:
+                mc = c.get(sc.OI_MESSAGE_CONTENT) if isinstance(c, dict) else None
+                if isinstance(mc, dict):
+                    if (mc.get("type") or "text") == "text":
+                        blocks.append({"type": "text", "text": mc.get("text")})
+                    else:
+                        blocks.append(mc)
+            content = blocks
+        msg["content"] = content
+        calls = [
+            tc[sc.OI_TOOL_CALL]
+            for tc in m.get("tool_calls") or ()
+            if isinstance(tc, dict) and isinstance(tc.get(sc.OI_TOOL_CALL), dict)
+        ]
+        if calls:
+            msg["tool_calls"] = calls
+        if m.get("function_call_name"):
+            msg["function_call"] = {
+                "name": m["function_call_name"],
+                "arguments": m.get("function_call_arguments_json"),
+            }
+        out.append(msg)
+    return out
+
+
+def openllmetry_messages(entries: Iterable[tuple[str, str]], prefix: str) -> list[dict[str, Any]]:
+    """Message dicts from flattened OpenLLMetry ``gen_ai.prompt.N.*`` / ``gen_ai.completion.N.*``"""
+    out: list[dict[str, Any]] = []
+    for item in unflatten(entries, prefix):
+        if isinstance(item, dict):
+            msg = dict(item)
+            msg["content"] = _blocks_from_json_text(msg.get("content"))
+            out.append(msg)
+    return out
+
+
+def flattened_tool_definitions(
+    oi_entries: Iterable[tuple[str, str]], tl_entries: Iterable[tuple[str, str]]
+) -> str | None:
+    """Tool definitions from OpenInference ``llm.tools.N.tool.json_schema`` and OpenLLMetry
+    ``llm.request.functions.N.{name,description,parameters}`` keys."""
+    values: list[Any] = []
+    for item in unflatten(oi_entries, sc.LLM_TOOLS_PREFIX):
+        tool = item.get(sc.OI_TOOL) if isinstance(item, dict) else None
+        if isinstance(tool, dict) and tool.get(sc.OI_JSON_SCHEMA) is not None:
+            values.append(tool[sc.OI_JSON_SCHEMA])
+    values.extend(unflatten(tl_entries, sc.LLM_REQUEST_FUNCTIONS_PREFIX))
+    return parse_tool_definitions(values)

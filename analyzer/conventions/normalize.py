@@ -1,0 +1,1022 @@
+"""Span table -> normalized-span table: what each span is, and its canonical fields.
+
+`normalize(spans)` returns one `NORMALIZED_SCHEMA` row per input span, in the same order.
+
+How: the attribute lists are flattened once; only keys `semconv` knows are kept (keys are
+classified once per distinct key, not per attribute); each kept key is scattered into one column;
+the canonical columns are polars coalesce expressions in precedence order (the precedence lists
+live in `semconv`). Python runs only over the content that must be parsed as JSON (messages,
+requested tool calls), for the spans that carry it, and over distinct values of low-cardinality
+columns (finish reasons, tool definitions).
+"""
+
+from __future__ import annotations
+
+import gc
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analyzer.conventions import content as ct
+from analyzer.conventions import semconv as sc
+from analyzer.conventions.schema import MESSAGE, NORMALIZED_SCHEMA, REQUESTED_CALL
+
+__all__ = ["normalize"]
+
+#: Rows normalized together; bounds memory and keeps Arrow string offsets far from 2 GiB.
+SLICE_ROWS = 262_144
+#: Chunks of a column are concatenated (fewer, larger Arrow calls) up to this size.
+COMBINE_MAX_BYTES = 1 << 30
+
+_EXACT = sorted(sc.EXACT_KEYS)
+_EXACT_CODE = {k: i for i, k in enumerate(_EXACT)}
+_FAMILIES = sorted(set(sc.PREFIX_FAMILIES.values()))
+_FAMILY_CODE = {tag: len(_EXACT) + i for i, tag in enumerate(_FAMILIES)}
+_PREFIX_ORDER = sorted(sc.PREFIX_FAMILIES, key=len, reverse=True)
+_KEY_CACHE: dict[str, int | None] = {}
+_KEY_CACHE_MAX = 200_000
+
+
+def _key_code(key: str | None) -> int | None:
+    """Code of an attribute key: its index among exact keys, a family code, or None (ignored)."""
+    if key is None:
+        return None
+    code = _KEY_CACHE.get(key, -1)
+    if code != -1:
+        return code
+    code = _EXACT_CODE.get(key)
+    if code is None:
+        for prefix in _PREFIX_ORDER:
+            # an index must follow the prefix: gen_ai.prompt.0.role, not gen_ai.prompt.name
+            if key.startswith(prefix) and key[len(prefix) : len(prefix) + 1].isdigit():
+                code = _FAMILY_CODE[sc.PREFIX_FAMILIES[prefix]]
+                break
+    if len(_KEY_CACHE) < _KEY_CACHE_MAX:
+        _KEY_CACHE[key] = code
+    return code
+
+
+# -------------------------------------------------------------------------------------------------
+# Flattening and pivoting the attribute lists
+# -------------------------------------------------------------------------------------------------
+
+
+def _chunks(col: pa.ChunkedArray) -> Iterator[tuple[int, pa.Array]]:
+    """(row offset, array) pieces of a column: one piece when it is small enough, else its chunks
+    (Arrow string offsets are 32-bit: more than 2 GiB of text cannot be one piece)."""
+    if col.num_chunks == 1:
+        yield 0, col.chunk(0)
+        return
+    if col.nbytes <= COMBINE_MAX_BYTES:
+        try:
+            yield 0, col.combine_chunks()
+            return
+        except (pa.ArrowInvalid, pa.ArrowCapacityError, OverflowError):
+            pass
+    offset = 0
+    for chunk in col.chunks:
+        yield offset, chunk
+        offset += len(chunk)
+
+
+def _attr_entries(arr: pa.Array, row_offset: int) -> tuple[pl.DataFrame, list[str]]:
+    """Attributes of a list<ATTR> array: row, code (null: ignored key), key index into the
+    returned key list, and the typed value fields."""
+    rows = pc.list_parent_indices(arr)
+    flat = pc.list_flatten(arr)
+    fields = dict(zip([f.name for f in flat.type], flat.flatten(), strict=True))
+    enc = pc.dictionary_encode(fields["key"])
+    keys = enc.dictionary.to_pylist()
+    lookup = pa.array([_key_code(k) for k in keys], pa.int32())
+    frame = pl.from_arrow(
+        pa.table(
+            {
+                "row": rows,
+                "code": lookup.take(enc.indices),
+                "k": enc.indices,
+                "s": fields["str"],
+                "i": fields["int"],
+                "f": fields["float"],
+                "b": fields["bool"],
+                "j": fields["json"],
+            }
+        )
+    )
+    assert isinstance(frame, pl.DataFrame)
+    return (frame.with_columns(pl.col("row") + row_offset) if row_offset else frame), keys
+
+
+_VALUE_FIELDS = ("s", "j", "i", "f", "b")
+
+
+def _group_value(
+    entries: pl.DataFrame, idx: pl.Series, used: list[str], numeric: bool
+) -> pl.Series:
+    """Values of the entries at `idx` as text (or numbers), reading only the value fields in use."""
+    if not used:
+        return pl.repeat(None, len(idx), dtype=pl.Float64 if numeric else pl.String, eager=True)
+    if len(used) == 1 and used[0] == ("f" if numeric else "s"):
+        value = entries.get_column(used[0]).gather(idx)  # the common case: one native field
+    elif numeric and used == ["i"]:
+        value = entries.get_column("i").gather(idx).cast(pl.Float64)
+    else:
+        if numeric:
+            parts = {
+                "f": pl.col("f"),
+                "i": pl.col("i").cast(pl.Float64),
+                "s": pl.col("s").str.strip_chars().cast(pl.Float64, strict=False),
+                "b": pl.col("b").cast(pl.Float64),
+                "j": pl.col("j").str.strip_chars().cast(pl.Float64, strict=False),
+            }
+            order: tuple[str, ...] = ("f", "i", "s", "b", "j")
+        else:
+            parts = {f: pl.col(f).cast(pl.String) for f in _VALUE_FIELDS}
+            order = _VALUE_FIELDS
+        exprs = [parts[f] for f in order if f in used]
+        group = pl.DataFrame([entries.get_column(f).gather(idx) for f in used])
+        value = group.select(pl.coalesce(exprs).alias("v")).to_series()
+    if not numeric:
+        # an empty attribute records nothing
+        value = value.set((value == "").fill_null(False), None)
+    return value
+
+
+def _pivot(col: pa.ChunkedArray, n: int) -> tuple[dict[str, pl.Series], pl.DataFrame]:
+    """One column per known key present (text under the key, numbers under '#key'), and the
+    entries of the flattened families (row, family, key, text)."""
+    columns: dict[str, pl.Series] = {}
+    families: list[pl.DataFrame] = []
+    n_exact = len(_EXACT)
+    for off, arr in _chunks(col):
+        entries, keys = _attr_entries(arr, off)
+        # Group the entries by code with one integer sort (code, then position: stable).
+        order = entries.select(
+            (
+                pl.col("code").fill_null(-1).cast(pl.Int64) * (1 << 40)
+                + pl.int_range(pl.len(), dtype=pl.Int64)
+            )
+            .arg_sort()
+            .alias("o")
+        ).to_series()
+        stats = (
+            entries.group_by("code")
+            .agg(pl.len().alias("n"), *[pl.col(f).null_count().alias(f) for f in _VALUE_FIELDS])
+            .filter(pl.col("code").is_not_null())
+            .sort("code")
+        )
+        start = entries.height - int(stats["n"].sum())  # unknown keys sort first
+        for rec in stats.iter_rows(named=True):
+            code, size = rec["code"], rec["n"]
+            idx = order.slice(start, size)
+            start += size
+            used = [f for f in _VALUE_FIELDS if rec[f] < size]
+            rows = entries.get_column("row").gather(idx)
+            if code >= n_exact:
+                families.append(
+                    pl.DataFrame(
+                        {
+                            "row": rows,
+                            "family": pl.repeat(code - n_exact, size, dtype=pl.Int32, eager=True),
+                            "key": pl.Series(keys, dtype=pl.String).gather(
+                                entries.get_column("k").gather(idx)
+                            ),
+                            "text": _group_value(entries, idx, used, numeric=False),
+                        }
+                    )
+                )
+                continue
+            key = _EXACT[code]
+            if key in sc.NUMERIC_KEYS:
+                num = columns.get("#" + key)
+                if num is None:
+                    num = pl.repeat(None, n, dtype=pl.Float64, eager=True).alias("#" + key)
+                num.scatter(rows, _group_value(entries, idx, used, numeric=True))
+                columns["#" + key] = num
+            else:
+                text = columns.get(key)
+                if text is None:
+                    text = pl.repeat(None, n, dtype=pl.String, eager=True).alias(key)
+                # a key recorded twice in one span: the last value wins
+                text.scatter(rows, _group_value(entries, idx, used, numeric=False))
+                columns[key] = text
+    for key in sc.PLACEHOLDER_KEYS & set(columns):
+        text = columns[key]
+        columns[key] = text.set(text.is_in(list(sc.PLACEHOLDERS)).fill_null(False), None)
+    if families:
+        prefixed = pl.concat(families).sort("row", maintain_order=True)
+    else:
+        prefixed = pl.DataFrame(
+            schema={"row": pl.Int64, "family": pl.Int32, "key": pl.String, "text": pl.String}
+        )
+    return columns, prefixed
+
+
+def _events(
+    col: pa.ChunkedArray, n: int
+) -> tuple[pl.Series, pl.Series, dict[int, list[tuple[str, dict]]]]:
+    """(has exception event, first exception.type, content events per row)."""
+    has_exc = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+    exc_type = pl.repeat(None, n, dtype=pl.String, eager=True)
+    content: dict[int, list[tuple[str, dict]]] = {}
+    for off, arr in _chunks(col):
+        rows = pc.list_parent_indices(arr)
+        if len(rows) == 0:
+            continue
+        flat = pc.list_flatten(arr)
+        fields = dict(zip([f.name for f in flat.type], flat.flatten(), strict=True))
+        names = fields["name"]
+        is_exc = pc.fill_null(pc.equal(names, sc.EXCEPTION_EVENT), False)
+        if pc.any(is_exc).as_py():
+            exc_rows = pc.add(pc.filter(rows, is_exc), off)
+            has_exc.scatter(pl.Series(exc_rows), True)
+            exc_attrs = pc.filter(fields["attributes"], is_exc)
+            types = _first_attr_text(exc_attrs, sc.EXCEPTION_TYPE)
+            frame = pl.DataFrame({"row": pl.Series(exc_rows), "t": pl.Series(types)}).drop_nulls()
+            frame = frame.unique(subset="row", keep="first", maintain_order=True)
+            if frame.height:
+                exc_type.scatter(frame["row"], frame["t"])
+        is_content = pc.is_in(names, value_set=pa.array(sorted(sc.CONTENT_EVENTS)))
+        is_content = pc.fill_null(is_content, False)
+        if pc.any(is_content).as_py():
+            c_rows = pc.add(pc.filter(rows, is_content), off).to_pylist()
+            c_names = pc.filter(names, is_content).to_pylist()
+            c_attrs = pc.filter(fields["attributes"], is_content).to_pylist()
+            for row, name, attrs in zip(c_rows, c_names, c_attrs, strict=True):
+                content.setdefault(row, []).append((name, _attr_dict(attrs)))
+    return has_exc, exc_type, content
+
+
+def _first_attr_text(lists: pa.Array, key: str) -> pa.Array:
+    """Per list<ATTR> entry: the text of attribute `key` (first occurrence), else null."""
+    out = pa.nulls(len(lists), pa.string())
+    rows = pc.list_parent_indices(lists)
+    flat = pc.list_flatten(lists)
+    if len(flat) == 0:
+        return out
+    fields = dict(zip([f.name for f in flat.type], flat.flatten(), strict=True))
+    hit = pc.fill_null(pc.equal(fields["key"], key), False)
+    hit_rows = pc.filter(rows, hit)
+    values = pc.coalesce(pc.filter(fields["str"], hit), pc.filter(fields["json"], hit))
+    frame = pl.DataFrame({"row": pl.Series(hit_rows), "v": pl.Series(values)})
+    frame = frame.unique(subset="row", keep="first", maintain_order=True)
+    series = pl.repeat(None, len(lists), dtype=pl.String, eager=True)
+    series.scatter(frame["row"], frame["v"])
+    return series.to_arrow()
+
+
+def _attr_dict(attrs: list[dict[str, Any]] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for a in attrs or ():
+        value = a["str"]
+        if value is None:
+            if a["json"] is not None:
+                value = ct.load_json(a["json"])
+            elif a["int"] is not None:
+                value = a["int"]
+            elif a["float"] is not None:
+                value = a["float"]
+            else:
+                value = a["bool"]
+        out[a["key"]] = value
+    return out
+
+
+# -------------------------------------------------------------------------------------------------
+# Expressions
+# -------------------------------------------------------------------------------------------------
+
+
+class _Cols:
+    """Expression helpers that read a key's column, or a null literal when no span has it."""
+
+    def __init__(self, present: set[str]) -> None:
+        self.present = present
+
+    def t(self, key: str) -> pl.Expr:
+        """Text of `key` (empty values and placeholders were nulled by the pivot)."""
+        if key in self.present:
+            return pl.col(key)
+        return pl.lit(None, dtype=pl.String)
+
+    def n(self, key: str) -> pl.Expr:
+        if "#" + key in self.present:
+            return pl.col("#" + key)
+        return pl.lit(None, dtype=pl.Float64)
+
+    def first(self, keys: tuple[str, ...] | list[str]) -> pl.Expr:
+        return pl.coalesce([self.t(k) for k in keys])
+
+    def first_num(self, keys: tuple[str, ...]) -> pl.Expr:
+        return pl.coalesce([self.n(k) for k in keys])
+
+
+def _lookup(expr: pl.Expr, mapping: dict[str, str], upper: bool = False) -> pl.Expr:
+    norm = expr.str.strip_chars()
+    norm = norm.str.to_uppercase() if upper else norm.str.to_lowercase()
+    return norm.replace_strict(mapping, default=None, return_dtype=pl.String)
+
+
+def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
+    """(convention, role or null, marker present) per family, in precedence order."""
+    name = pl.col("span_name")
+    op = c.t(sc.GEN_AI_OPERATION_NAME)
+    vercel_op = pl.coalesce(
+        c.t(sc.AI_OPERATION_ID),
+        pl.when(c.t(sc.VERCEL_OPERATION_NAME).str.starts_with(sc.VERCEL_PREFIX)).then(
+            c.t(sc.VERCEL_OPERATION_NAME).str.split(" ").list.first()
+        ),
+        pl.when(name.str.starts_with(sc.VERCEL_PREFIX)).then(name),
+    )
+    merged = (c.t(sc.GEN_AI_TOOL_NAME) == sc.ADK_MERGED_TOOL_NAME) | (name == sc.ADK_MERGED_SPAN)
+    adk = (
+        pl.when(name == sc.ADK_CALL_LLM)
+        .then(pl.lit(sc.MODEL_CALL))
+        .when(name.str.starts_with(sc.ADK_EXECUTE_TOOL_PREFIX))
+        .then(pl.lit(sc.TOOL_CALL))
+        .when(
+            name.str.starts_with(sc.ADK_AGENT_RUN_PREFIX)
+            | name.str.starts_with(sc.ADK_INVOKE_AGENT_PREFIX + " ")
+            | (name == sc.ADK_INVOKE_AGENT_PREFIX)
+        )
+        .then(pl.lit(sc.AGENT))
+    )
+    genai_attrs = c.t(sc.GEN_AI_REQUEST_MODEL).is_not_null() | c.t(sc.GEN_AI_SYSTEM).is_not_null()
+    pydantic = (
+        pl.when(name == sc.PYDANTIC_AGENT_RUN)
+        .then(pl.lit(sc.AGENT))
+        .when(name.is_in([sc.PYDANTIC_RUNNING_TOOL, sc.PYDANTIC_RUNNING_OUTPUT_FUNCTION]))
+        .then(pl.lit(sc.TOOL_CALL))
+        .when(name == sc.PYDANTIC_RUNNING_TOOLS)
+        .then(pl.lit(sc.OTHER))
+        .when(name.str.starts_with(sc.PYDANTIC_CHAT_PREFIX) & genai_attrs)
+        .then(pl.lit(sc.MODEL_CALL))
+    )
+    model_prefix = pl.any_horizontal([name.str.starts_with(p) for p in sc.LOGFIRE_MODEL_PREFIXES])
+    other_prefix = pl.any_horizontal([name.str.starts_with(p) for p in sc.LOGFIRE_OTHER_PREFIXES])
+    logfire = (
+        pl.when(name.str.starts_with(sc.LOGFIRE_AGENT_PREFIX))
+        .then(pl.lit(sc.AGENT))
+        .when(name.str.starts_with(sc.LOGFIRE_FUNCTION_PREFIX))
+        .then(pl.lit(sc.TOOL_CALL))
+        .when(model_prefix)
+        .then(pl.lit(sc.MODEL_CALL))
+        .when(other_prefix)
+        .then(pl.lit(sc.OTHER))
+    )
+    traceloop = pl.coalesce(
+        _lookup(c.t(sc.TRACELOOP_SPAN_KIND), sc.TRACELOOP_KIND_ROLES),
+        _lookup(c.t(sc.LLM_REQUEST_TYPE), sc.LLM_REQUEST_TYPE_ROLES),
+    )
+    return [
+        # ADK's merged parallel-tool span also says execute_tool: it is not one more call
+        (sc.ADK, pl.when(merged).then(pl.lit(sc.OTHER)), merged),
+        # LangSmith derives gen_ai.operation.name from its own kind, lossily (prompt -> chat)
+        (
+            sc.LANGSMITH,
+            _lookup(c.t(sc.LANGSMITH_SPAN_KIND), sc.LANGSMITH_KIND_ROLES),
+            c.t(sc.LANGSMITH_SPAN_KIND).is_not_null(),
+        ),
+        (sc.GENAI, _lookup(op, sc.GENAI_OPERATION_ROLES), op.is_not_null()),
+        (
+            sc.OPENINFERENCE,
+            _lookup(c.t(sc.OPENINFERENCE_SPAN_KIND), sc.OPENINFERENCE_KIND_ROLES, upper=True),
+            c.t(sc.OPENINFERENCE_SPAN_KIND).is_not_null(),
+        ),
+        (
+            sc.OPENLLMETRY,
+            traceloop,
+            c.t(sc.TRACELOOP_SPAN_KIND).is_not_null() | c.t(sc.LLM_REQUEST_TYPE).is_not_null(),
+        ),
+        (
+            sc.VERCEL,
+            vercel_op.replace_strict(
+                sc.VERCEL_OPERATION_ROLES, default=None, return_dtype=pl.String
+            ),
+            vercel_op.is_not_null(),
+        ),
+        (sc.ADK, adk, adk.is_not_null()),
+        (sc.PYDANTIC_AI, pydantic, pydantic.is_not_null()),
+        (sc.LOGFIRE, logfire, logfire.is_not_null()),
+        (
+            sc.LANGFUSE,
+            _lookup(c.t(sc.LANGFUSE_TYPE), sc.LANGFUSE_TYPE_ROLES, upper=True),
+            c.t(sc.LANGFUSE_TYPE).is_not_null(),
+        ),
+    ]
+
+
+def _classify(df: pl.DataFrame, c: _Cols) -> pl.DataFrame:
+    families = _role_exprs(c)
+    role = pl.coalesce([r for _, r, _ in families]).fill_null(pl.lit(sc.OTHER))
+    # the family that decided; else the first whose marker is there (an unknown value)
+    decided = pl.when(families[0][1].is_not_null()).then(pl.lit(families[0][0]))
+    for conv, r, _ in families[1:]:
+        decided = decided.when(r.is_not_null()).then(pl.lit(conv))
+    marked = pl.when(families[0][2]).then(pl.lit(families[0][0]))
+    for conv, _, m in families[1:]:
+        marked = marked.when(m).then(pl.lit(conv))
+    return df.with_columns(role.alias("role"), pl.coalesce(decided, marked).alias("convention"))
+
+
+_AGENT_FROM_NAME = re.compile(r"^(?:invoke_agent|create_agent|agent_run)\s+\[?(.+?)\]?$")
+
+
+def _scalars(df: pl.DataFrame, c: _Cols) -> pl.DataFrame:
+    role = pl.col("role")
+    conv = pl.col("convention")
+    name = pl.col("span_name")
+    is_tool = role == sc.TOOL_CALL
+    is_agent = role == sc.AGENT
+    logfire = conv == sc.LOGFIRE
+
+    # status: span status, error.type, an exception event, or a Langfuse ERROR level
+    error_type = c.t(sc.ERROR_TYPE)
+    failed = (
+        (pl.col("status_code").str.to_lowercase() == "error")
+        | error_type.is_not_null()
+        | pl.col("_has_exception")
+        | (c.t(sc.LANGFUSE_LEVEL).str.to_uppercase() == sc.LANGFUSE_ERROR_LEVEL)
+    )
+    status_code = pl.col("status_code").str.to_lowercase()
+    status = (
+        pl.when(failed)
+        .then(pl.lit("error"))
+        .when(status_code.is_in(["ok", "unset"]))
+        .then(status_code)
+        .otherwise(pl.lit("unset"))
+    )
+
+    provider = c.first(sc.PROVIDER_KEYS).str.strip_chars().str.to_lowercase()
+    provider = provider.replace(sc.PROVIDER_RENAMES)
+
+    def json_num(key: str, paths: tuple[str, ...]) -> pl.Expr:
+        return pl.coalesce(
+            [
+                c.t(key).str.json_path_match(p).str.strip_chars().cast(pl.Float64, strict=False)
+                for p in paths
+            ]
+        )
+
+    temperature = pl.coalesce(
+        c.n(sc.GEN_AI_REQUEST_TEMPERATURE),
+        json_num(sc.LLM_INVOCATION_PARAMETERS, (sc.TEMPERATURE_PATH,)),
+        c.n(sc.AI_SETTINGS_TEMPERATURE),
+        json_num(sc.LANGFUSE_MODEL_PARAMETERS, (sc.TEMPERATURE_PATH,)),
+    )
+    tokens_in = pl.coalesce(
+        c.first_num(sc.INPUT_TOKEN_KEYS),
+        json_num(sc.LANGFUSE_USAGE_DETAILS, sc.LANGFUSE_USAGE_INPUT_PATHS),
+    )
+    tokens_out = pl.coalesce(
+        c.first_num(sc.OUTPUT_TOKEN_KEYS),
+        json_num(sc.LANGFUSE_USAGE_DETAILS, sc.LANGFUSE_USAGE_OUTPUT_PATHS),
+    )
+    tokens_cached = pl.coalesce(
+        c.first_num(sc.CACHED_TOKEN_KEYS),
+        json_num(sc.LANGFUSE_USAGE_DETAILS, sc.LANGFUSE_USAGE_CACHED_PATHS),
+    )
+    in_cost, out_cost = c.n(sc.ANY_AGENT_INPUT_COST), c.n(sc.ANY_AGENT_OUTPUT_COST)
+    cost = pl.coalesce(
+        c.first_num(sc.COST_KEYS),
+        pl.when(in_cost.is_not_null() | out_cost.is_not_null()).then(
+            in_cost.fill_null(0) + out_cost.fill_null(0)
+        ),
+        json_num(sc.LANGFUSE_COST_DETAILS, (sc.LANGFUSE_COST_TOTAL_PATH,)),
+    )
+
+    generic_tool_names = [
+        sc.ADK_EXECUTE_TOOL_PREFIX.strip(),
+        sc.PYDANTIC_RUNNING_TOOL,
+        sc.PYDANTIC_RUNNING_OUTPUT_FUNCTION,
+        *[k for k, v in sc.VERCEL_OPERATION_ROLES.items() if v == sc.TOOL_CALL],
+    ]
+    traceloop_kind = c.t(sc.TRACELOOP_SPAN_KIND).str.to_lowercase()
+    tool_from_name = (
+        pl.when(name.str.starts_with(sc.ADK_EXECUTE_TOOL_PREFIX))
+        .then(name.str.strip_prefix(sc.ADK_EXECUTE_TOOL_PREFIX).str.strip_chars())
+        .when(name.str.ends_with(sc.TRACELOOP_TOOL_SUFFIX) & (conv == sc.OPENLLMETRY))
+        .then(name.str.strip_suffix(sc.TRACELOOP_TOOL_SUFFIX))
+        .when(~name.is_in(generic_tool_names) & ~name.str.starts_with(sc.LOGFIRE_FUNCTION_PREFIX))
+        .then(name)
+    )
+    tool_name = pl.coalesce(
+        c.first(sc.TOOL_NAME_KEYS),
+        pl.when(traceloop_kind.is_in(sc.TRACELOOP_TOOL_KINDS)).then(c.t(sc.TRACELOOP_ENTITY_NAME)),
+        pl.when(logfire).then(c.t(sc.LOGFIRE_NAME)),
+        c.t(sc.TOOL_CALL_FUNCTION_NAME),
+        tool_from_name,
+    )
+    arguments = pl.coalesce(
+        c.first(sc.ARGUMENT_KEYS),
+        pl.when(logfire).then(c.t(sc.LOGFIRE_INPUT)),
+        c.first(sc.ARGUMENT_FALLBACK_KEYS),
+    )
+    result = pl.coalesce(
+        c.first(sc.RESULT_KEYS),
+        pl.when(logfire).then(c.t(sc.LOGFIRE_OUTPUT)),
+        c.first(sc.RESULT_FALLBACK_KEYS),
+    )
+
+    agent_from_name = (
+        pl.when(name.str.ends_with(sc.TRACELOOP_AGENT_SUFFIX) & (conv == sc.OPENLLMETRY))
+        .then(name.str.strip_suffix(sc.TRACELOOP_AGENT_SUFFIX))
+        .when(name.str.contains(_AGENT_FROM_NAME.pattern))
+        .then(name.str.extract(_AGENT_FROM_NAME.pattern, 1))
+        .when(conv.is_in([sc.OPENINFERENCE, sc.LANGFUSE]))
+        .then(name)
+    )
+    agent_name = pl.coalesce(
+        c.first(sc.AGENT_NAME_KEYS),
+        pl.when(is_agent & traceloop_kind.is_in(sc.TRACELOOP_AGENT_KINDS)).then(
+            c.t(sc.TRACELOOP_ENTITY_NAME)
+        ),
+        pl.when(is_agent & (conv == sc.VERCEL)).then(c.t(sc.AI_TELEMETRY_FUNCTION_ID)),
+        pl.when(is_agent & logfire).then(c.t(sc.LOGFIRE_NAME)),
+        pl.when(is_agent).then(agent_from_name),
+    )
+    agent_version = pl.coalesce(
+        c.t(sc.GEN_AI_AGENT_VERSION),
+        pl.when(is_agent & traceloop_kind.is_in(sc.TRACELOOP_AGENT_KINDS)).then(
+            c.t(sc.TRACELOOP_ENTITY_VERSION)
+        ),
+    )
+    prompt_name = c.first(sc.PROMPT_NAME_KEYS)
+    prompt_version = c.first(sc.PROMPT_VERSION_KEYS)
+    prompt_id = (
+        pl.when(prompt_name.is_not_null() & prompt_version.is_not_null())
+        .then(pl.concat_str([prompt_name, pl.lit("@"), prompt_version]))
+        .otherwise(pl.coalesce(prompt_name, prompt_version))
+    )
+    model = pl.coalesce(
+        c.first(sc.MODEL_KEYS),
+        pl.when(conv == sc.PYDANTIC_AI).then(c.t(sc.PYDANTIC_MODEL_NAME)),
+        c.t(sc.LANGFUSE_MODEL),
+    )
+    return df.with_columns(
+        status.alias("status"),
+        pl.when(failed)
+        .then(pl.coalesce(error_type, pl.col("_exception_type")))
+        .alias("error_type"),
+        model.alias("model"),
+        provider.alias("provider"),
+        temperature.alias("temperature"),
+        tokens_in.round().cast(pl.Int64, strict=False).alias("input_tokens"),
+        tokens_out.round().cast(pl.Int64, strict=False).alias("output_tokens"),
+        tokens_cached.round().cast(pl.Int64, strict=False).alias("cached_input_tokens"),
+        cost.alias("recorded_cost_usd"),
+        pl.when(is_tool).then(tool_name).alias("tool_name"),
+        pl.when(is_tool).then(c.first(sc.TOOL_CALL_ID_KEYS)).alias("tool_call_id"),
+        pl.when(is_tool).then(arguments).alias("arguments"),
+        pl.when(is_tool).then(result).alias("result"),
+        agent_name.alias("agent_name"),
+        agent_version.alias("agent_version"),
+        prompt_id.alias("prompt_id"),
+        c.n(sc.HTTP_REQUEST_RESEND_COUNT)
+        .round()
+        .cast(pl.Int64, strict=False)
+        .alias("http_resend_count"),
+        c.first(sc.CONVERSATION_KEYS).alias("conversation_id"),
+        pl.coalesce([c.t(k) for k in sc.FINISH_REASON_KEYS]).alias("_finish_text"),
+        pl.coalesce([c.t(k) for k in sc.TOOL_DEFINITION_KEYS]).alias("_tooldefs_text"),
+    )
+
+
+# -------------------------------------------------------------------------------------------------
+# Python over content (only rows that carry it) and over distinct values
+# -------------------------------------------------------------------------------------------------
+
+
+def _patch(series: pl.Series, mask: pl.Series, fn: Any) -> pl.Series:
+    """`series` with `fn` applied to the values where `mask` is true."""
+    idx = mask.arg_true()
+    if not len(idx):
+        return series
+    values = [fn(v) for v in series.gather(idx).to_list()]
+    out = series.clone()
+    out.scatter(idx, pl.Series(values, dtype=series.dtype))
+    return out
+
+
+def _fix_arguments(df: pl.DataFrame, c: _Cols) -> pl.Series:
+    """Tool arguments with emitters' wrappers removed (`content.normalize_arguments`), parsing
+    only the values that can hold one: JSON strings, `kwargs` objects, LangSmith raw inputs."""
+    args = df["arguments"]
+    langsmith = df.with_columns(c.t(sc.LANGSMITH_SPAN_KIND).is_not_null().alias("_ls"))["_ls"]
+    trimmed = args.str.strip_chars_start()
+    needs = (
+        trimmed.str.starts_with('"')
+        | args.str.contains('"kwargs"', literal=True)
+        | (langsmith & trimmed.str.starts_with("{"))
+    ).fill_null(False)
+    idx = needs.arg_true()
+    if not len(idx):
+        return args
+    flags = langsmith.gather(idx).to_list()
+    values = args.gather(idx).to_list()
+    fixed = [ct.normalize_arguments(v, f) for v, f in zip(values, flags, strict=True)]
+    out = args.clone()
+    out.scatter(idx, pl.Series(fixed, dtype=pl.String))
+    return out
+
+
+def _parse_finish(text: str) -> list[str]:
+    value = ct.load_json(text)
+    if isinstance(value, list):
+        return [v.strip() for v in value if isinstance(v, str) and v.strip()]
+    if isinstance(value, str):
+        # LangSmith joins the reasons with ", "
+        return [p.strip() for p in value.split(",") if p.strip()]
+    return []
+
+
+def _map_distinct(df: pl.DataFrame, col: str, fn: Any, dtype: pl.DataType) -> pl.Series:
+    """fn applied once per distinct non-null value of `col`, mapped back to every row."""
+    keys = df.get_column(col)
+    distinct = keys.drop_nulls().unique(maintain_order=True)
+    if not len(distinct):
+        return pl.repeat(None, df.height, dtype=dtype, eager=True)
+    mapping = pl.DataFrame(
+        {"k": distinct, "v": pl.Series([fn(k) for k in distinct.to_list()], dtype=dtype)}
+    )
+    joined = pl.DataFrame({"k": keys}).join(mapping, on="k", how="left", maintain_order="left")
+    return joined["v"]
+
+
+_INPUT_KEYS = (
+    sc.PYDANTIC_ALL_MESSAGES_EVENTS,
+    sc.PYDANTIC_ALL_MESSAGES,
+    sc.AI_PROMPT_MESSAGES,
+    sc.AI_PROMPT,
+    sc.GEN_AI_PROMPT,
+)
+_LATE_INPUT_KEYS = (
+    sc.TRACELOOP_ENTITY_INPUT,
+    sc.INPUT_VALUE,
+    sc.ADK_LLM_REQUEST,
+    sc.LANGFUSE_INPUT,
+)
+_OUTPUT_KEYS = (sc.ANY_AGENT_OUTPUT, sc.PYDANTIC_FINAL_RESULT, sc.GEN_AI_COMPLETION)
+_LATE_OUTPUT_KEYS = (
+    sc.TRACELOOP_ENTITY_OUTPUT,
+    sc.OUTPUT_VALUE,
+    sc.ADK_LLM_RESPONSE,
+    sc.LANGFUSE_OUTPUT,
+)
+#: The same system instructions repeat on every model call of a run: parse each text once.
+_SYSTEM_CACHE: dict[str, list[ct.Message]] = {}
+_SYSTEM_CACHE_MAX = 4096
+
+
+def _system_messages(text: str) -> list[ct.Message]:
+    cached = _SYSTEM_CACHE.get(text)
+    if cached is None:
+        cached = ct.parse_system_instructions(text)
+        if len(_SYSTEM_CACHE) >= _SYSTEM_CACHE_MAX:
+            _SYSTEM_CACHE.clear()
+        _SYSTEM_CACHE[text] = cached
+    return cached
+
+
+def _split_events(events: list[tuple[str, dict]]) -> tuple[list[Any], list[Any]]:
+    """Content span events as (input message bodies, output bodies)."""
+    ev_in: list[Any] = []
+    ev_out: list[Any] = []
+    for name, attrs in events:
+        if name == sc.EVENT_CONTENT_PROMPT:
+            ev_in.append(ct.load_json(attrs.get(sc.GEN_AI_PROMPT)))
+        elif name == sc.EVENT_CONTENT_COMPLETION:
+            completion = ct.load_json(attrs.get(sc.GEN_AI_COMPLETION))
+            if isinstance(completion, list):
+                ev_out.extend(completion)  # a list of output messages
+            elif isinstance(completion, str):
+                ev_out.append({"role": "assistant", "content": completion})  # OpenLIT: plain text
+            else:
+                ev_out.append(completion)
+        else:
+            body = ct.load_json(attrs.get(sc.GEN_AI_EVENT_CONTENT))
+            if not isinstance(body, dict):
+                body = {k: ct.load_json(v) for k, v in attrs.items() if k != sc.GEN_AI_SYSTEM}
+            body = {**body, sc.EVENT_NAME_FIELD: name}
+            (ev_out if name == sc.EVENT_CHOICE else ev_in).append(body)
+    return ev_in, ev_out
+
+
+def _input_sources(
+    t: Any, flat: dict[str, list[tuple[str, str]]], ev_in: list[Any], pyd_events: Any, logfire: bool
+) -> Iterator[Any]:
+    """Input-message sources in precedence order, built only as far as they are needed."""
+    yield t(sc.GEN_AI_INPUT_MESSAGES)
+    if flat.get("oi_input"):
+        yield ct.openinference_messages(flat["oi_input"], sc.LLM_INPUT_MESSAGES_PREFIX)
+    if flat.get("tl_prompt"):
+        yield ct.openllmetry_messages(flat["tl_prompt"], sc.GEN_AI_PROMPT_PREFIX)
+    if ev_in:
+        yield ev_in
+    if isinstance(pyd_events, list):
+        yield pyd_events  # its choice events are skipped by the message parser
+    for key in _INPUT_KEYS:
+        yield t(key)
+    if logfire:
+        yield t(sc.LOGFIRE_INPUT)
+    for key in _LATE_INPUT_KEYS:
+        yield t(key)
+
+
+def _output_sources(
+    t: Any,
+    flat: dict[str, list[tuple[str, str]]],
+    ev_out: list[Any],
+    pyd_events: Any,
+    logfire: bool,
+) -> Iterator[Any]:
+    """Output sources in precedence order (Vercel's text and calls come as one ready Output)."""
+    yield t(sc.GEN_AI_OUTPUT_MESSAGES)
+    if flat.get("oi_output"):
+        yield ct.openinference_messages(flat["oi_output"], sc.LLM_OUTPUT_MESSAGES_PREFIX)
+    if flat.get("tl_completion"):
+        yield ct.openllmetry_messages(flat["tl_completion"], sc.GEN_AI_COMPLETION_PREFIX)
+    if ev_out:
+        yield ev_out
+    if isinstance(pyd_events, list):
+        choice = sc.EVENT_CHOICE
+        yield [
+            e for e in pyd_events if isinstance(e, dict) and e.get(sc.EVENT_NAME_FIELD) == choice
+        ] or None
+    text = t(sc.AI_RESPONSE_TEXT) or t(sc.AI_RESPONSE_OBJECT)
+    calls = (
+        ct.parse_output(t(sc.AI_RESPONSE_TOOL_CALLS)).calls if t(sc.AI_RESPONSE_TOOL_CALLS) else []
+    )
+    if text is not None or calls:
+        yield ct.Output(text=text, calls=calls, recognized=True)
+    for key in _OUTPUT_KEYS:
+        yield t(key)
+    if logfire:
+        yield t(sc.LOGFIRE_OUTPUT)
+    for key in _LATE_OUTPUT_KEYS:
+        yield t(key)
+
+
+def _content_of_row(
+    role: str,
+    conv: str | None,
+    texts: dict[str, str | None],
+    flat: dict[str, list[tuple[str, str]]],
+    events: list[tuple[str, dict]],
+) -> tuple[list[ct.Message], ct.Output, str | None]:
+    """Input messages, output and flattened tool definitions of one span, by source precedence."""
+    t = texts.get
+    logfire = conv == sc.LOGFIRE
+    ev_in, ev_out = _split_events(events) if events else ([], [])
+    pyd_events = ct.load_json(t(sc.PYDANTIC_EVENTS)) if t(sc.PYDANTIC_EVENTS) else None
+
+    messages: list[ct.Message] = []
+    for src in _input_sources(t, flat, ev_in, pyd_events, logfire):
+        if src is not None:
+            messages = ct.parse_messages(src)
+            if messages:
+                break
+    system = t(sc.GEN_AI_SYSTEM_INSTRUCTIONS)
+    if system and not any(m[0] == "system" for m in messages):
+        messages = _system_messages(system) + messages
+
+    output = ct.Output()
+    for src in _output_sources(t, flat, ev_out, pyd_events, logfire):
+        if src is not None:
+            output = src if isinstance(src, ct.Output) else ct.parse_output(src)
+            if not output.empty():
+                break
+    if role != sc.MODEL_CALL:
+        output.calls = []  # only a model call requests tools; agent outputs repeat them
+
+    tooldefs = None
+    if flat.get("oi_tools") or flat.get("tl_functions"):
+        tooldefs = ct.flattened_tool_definitions(
+            flat.get("oi_tools", []), flat.get("tl_functions", [])
+        )
+    return messages, output, tooldefs
+
+
+_EMPTY_CONTENT: tuple[list[ct.Message], ct.Output, str | None] = ([], ct.Output(), None)
+
+
+def _content(
+    df: pl.DataFrame,
+    c: _Cols,
+    prefixed: pl.DataFrame,
+    events: dict[int, list[tuple[str, dict]]],
+) -> dict[str, Any]:
+    """Content columns: parsed in Python, only for non-tool spans that carry content."""
+    n = df.height
+    content_keys = [k for k in sc.CONTENT_KEYS if k in c.present]
+    logfire_keys = [k for k in (sc.LOGFIRE_INPUT, sc.LOGFIRE_OUTPUT) if k in c.present]
+    has_flat = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+    if prefixed.height:
+        has_flat.scatter(prefixed["row"], True)
+    has_events = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
+    if events:
+        has_events.scatter(sorted(events), True)
+    carries = pl.any_horizontal(
+        [pl.col(k).is_not_null() for k in content_keys]
+        + [pl.col(k).is_not_null() & (pl.col("convention") == sc.LOGFIRE) for k in logfire_keys]
+        + [pl.col("_has_flat"), pl.col("_has_events")]
+    )
+    rows = (
+        df.with_columns(has_flat.alias("_has_flat"), has_events.alias("_has_events"))
+        .select(((pl.col("role") != sc.TOOL_CALL) & carries).arg_true())
+        .to_series()
+    )
+
+    flat_by_row: dict[int, dict[str, list[tuple[str, str]]]] = {}
+    if prefixed.height:
+        fam_names = dict(enumerate(_FAMILIES))
+        for row, fam, key, text in prefixed.iter_rows():
+            if text is not None:
+                flat_by_row.setdefault(row, {}).setdefault(fam_names[fam], []).append((key, text))
+
+    msg_counts: list[int] = []
+    call_counts: list[int] = []
+    arg_counts: list[int] = []
+    all_messages: list[ct.Message] = []
+    all_calls: list[ct.Call] = []
+    texts_out: list[str | None] = []
+    finish_counts: list[int] = []
+    finish_out: list[str] = []
+    tooldefs_out: list[str | None] = []
+    if len(rows):
+        sub = df.select(["role", "convention", *content_keys, *logfire_keys]).gather(rows)
+        for row, rec in zip(rows.to_list(), sub.iter_rows(named=True), strict=True):
+            try:
+                messages, output, tooldefs = _content_of_row(
+                    rec["role"],
+                    rec["convention"],
+                    rec,
+                    flat_by_row.get(row, {}),
+                    events.get(row, []),
+                )
+            except (RecursionError, ValueError, TypeError, AttributeError, KeyError):
+                # content we cannot make sense of is not an error of the trace: keep the span
+                messages, output, tooldefs = _EMPTY_CONTENT
+            msg_counts.append(len(messages))
+            all_messages.extend(messages)
+            call_counts.append(len(output.calls))
+            arg_counts.append(sum(1 for c in output.calls if c[2] is not None))
+            all_calls.extend(output.calls)
+            texts_out.append(output.text)
+            finish_counts.append(len(output.finish_reasons))
+            finish_out.extend(output.finish_reasons)
+            tooldefs_out.append(tooldefs)
+    m_cols = [list(col) for col in zip(*all_messages, strict=True)] if all_messages else [[]] * 4
+    c_cols = [list(col) for col in zip(*all_calls, strict=True)] if all_calls else [[]] * 3
+
+    def counts(values: list[int]) -> pl.Series:
+        s = pl.repeat(0, n, dtype=pl.Int64, eager=True)
+        if len(rows):
+            s.scatter(rows, pl.Series(values, dtype=pl.Int64))
+        return s
+
+    def scattered(values: list[Any], dtype: pl.DataType) -> pl.Series:
+        s = pl.repeat(None, n, dtype=dtype, eager=True)
+        if len(rows):
+            s.scatter(rows, pl.Series(values, dtype=dtype))
+        return s
+
+    n_msgs = counts(msg_counts)
+    n_calls = counts(call_counts)
+    messages_arr = _list_array(n_msgs, MESSAGE, m_cols)
+    calls_arr = _list_array(n_calls, REQUESTED_CALL, c_cols)
+    return {
+        "input_messages": messages_arr,
+        "requested_calls": calls_arr,
+        "_n_messages": n_msgs,
+        "_n_call_args": counts(arg_counts),
+        "_output_text": scattered(texts_out, pl.String),
+        "_content_finish": pl.Series(_string_lists(counts(finish_counts), finish_out)),
+        "_flat_tooldefs": scattered(tooldefs_out, pl.String),
+    }
+
+
+def _offsets(counts: pl.Series) -> pa.Array:
+    return pl.concat([pl.Series([0], dtype=pl.Int64), counts.cum_sum()]).cast(pl.Int32).to_arrow()
+
+
+def _string_lists(counts: pl.Series, values: list[str]) -> pa.Array:
+    return pa.ListArray.from_arrays(_offsets(counts), pa.array(values, pa.string()))
+
+
+def _list_array(counts: pl.Series, struct: pa.StructType, columns: list[list[Any]]) -> pa.Array:
+    offsets = _offsets(counts)
+    values = pa.StructArray.from_arrays(
+        [pa.array(col, pa.string()) for col in columns], fields=list(struct)
+    )
+    return pa.ListArray.from_arrays(offsets, values)
+
+
+# -------------------------------------------------------------------------------------------------
+# Driver
+# -------------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic collector: it would walk every object built so far every few
+    thousand rows of content (PERF-NOTES.md: several times slower at 1M spans), and nothing
+    built here forms cycles."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+#: Columns copied from the span table unchanged (never through polars).
+_PASSTHROUGH = {
+    "trace_id": "trace_id",
+    "span_id": "span_id",
+    "parent_span_id": "parent_span_id",
+    "span_name": "name",
+    "start_ns": "start_ns",
+    "end_ns": "end_ns",
+}
+
+
+def _normalize_slice(table: pa.Table) -> pa.Table:
+    n = table.num_rows
+    columns, prefixed = _pivot(table.column("attributes"), n)
+    has_exc, exc_type, content_events = _events(table.column("events"), n)
+    base = pl.from_arrow(table.select(["name", "status_code"]))
+    assert isinstance(base, pl.DataFrame)
+    df = base.rename({"name": "span_name"}).with_columns(
+        pl.col("status_code").fill_null("unset"),
+        has_exc.alias("_has_exception"),
+        exc_type.alias("_exception_type"),
+        *columns.values(),
+    )
+    c = _Cols(set(columns))
+    df = _classify(df, c)
+    df = _scalars(df, c)
+
+    args = _fix_arguments(df, c)
+    # a result recorded as a JSON string is read as its text
+    result = _patch(
+        df["result"],
+        df["result"].str.strip_chars_start().str.starts_with('"').fill_null(False),
+        ct.result_text,
+    )
+
+    found = _content(df, c, prefixed, content_events)
+    attr_finish = _map_distinct(df, "_finish_text", _parse_finish, pl.List(pl.String))
+    attr_tooldefs = _map_distinct(
+        df, "_tooldefs_text", lambda v: ct.parse_tool_definitions([v]), pl.String
+    )
+    df = df.with_columns(
+        args.alias("arguments"),
+        result.alias("result"),
+        found["_output_text"].alias("output_text"),
+        pl.when(attr_finish.list.len() > 0)
+        .then(attr_finish)
+        .otherwise(found["_content_finish"])
+        .alias("finish_reasons"),
+        pl.coalesce(attr_tooldefs, found["_flat_tooldefs"]).alias("tool_definitions"),
+    )
+    has_content = (
+        (found["_n_messages"] > 0)
+        | (found["_n_call_args"] > 0)
+        | df["output_text"].is_not_null()
+        | df["arguments"].is_not_null()
+        | df["result"].is_not_null()
+    )
+    df = df.with_columns(has_content.alias("has_content"))
+
+    out_cols: list[pa.Array | pa.ChunkedArray] = []
+    for fld in NORMALIZED_SCHEMA:
+        if fld.name in _PASSTHROUGH:
+            out_cols.append(table.column(_PASSTHROUGH[fld.name]).cast(fld.type))
+        elif fld.name in ("input_messages", "requested_calls"):
+            out_cols.append(found[fld.name])
+        else:
+            out_cols.append(df.get_column(fld.name).to_arrow().cast(fld.type))
+    return pa.Table.from_arrays(out_cols, schema=NORMALIZED_SCHEMA)
+
+
+def normalize(spans: pa.Table) -> pa.Table:
+    """The normalized-span table of a span table: one row per span, same order.
+
+    Each span is classified (model_call, tool_call, agent, other) by the first convention family
+    that recognises it, and its canonical fields are read from every family's attributes in
+    precedence order (see `semconv`). Bad content never raises: what cannot be parsed is left out.
+    """
+    if spans.num_rows == 0:
+        return NORMALIZED_SCHEMA.empty_table()
+    with _collector_paused():
+        parts = [
+            _normalize_slice(spans.slice(off, SLICE_ROWS))
+            for off in range(0, spans.num_rows, SLICE_ROWS)
+        ]
+    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]

@@ -1,0 +1,567 @@
+"""Span dumps that are not OTLP: Langfuse, any-agent, Phoenix, Jaeger, Zipkin and JS SDK spans.
+
+Each ``*_row`` function turns one span object of its format into a `SpanRow`, or raises
+`SpanError` with the reason it cannot (the caller quarantines that span and keeps the others).
+`span_shape` tells which function reads a given object. Nothing here reads a file: the whole
+documents are taken apart in `analyzer.ingest.documents`.
+
+What each format loses, and what is recovered:
+
+- Langfuse stores the original OTel attributes, resource and scope as a JSON string in each
+  observation's ``metadata``; those become the span's attributes (values kept exactly as
+  Langfuse stringified them), resource attributes and scope. Langfuse also moved some of the
+  original attributes into observation fields (``input``, ``output``, ``model``,
+  ``usageDetails``...); they are added as ``langfuse.observation.*`` attributes, never
+  replacing an attribute the span carried. The span kind is lost (``unspecified``).
+- Phoenix moves ``openinference.span.kind`` into ``span_kind``; it is put back.
+- Jaeger and Zipkin keep kind, status and scope in tags, which become the matching columns.
+  Zipkin tags are all strings and stay strings (as Langfuse values do); the conventions layer
+  reads numbers out of strings.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import orjson
+
+from analyzer.ingest.ids import normalize_id
+from analyzer.ingest.sdk_json import (
+    SpanError,
+    SpanRow,
+    kind_name,
+    read_id,
+    sdk_span_row,
+    status_name,
+    time_ns,
+)
+
+__all__ = [
+    "FINAL_OUTPUT_ATTR",
+    "LANGFUSE_PREFIX",
+    "add_final_output",
+    "jaeger_span_row",
+    "js_span_row",
+    "langfuse_observations",
+    "langfuse_span_row",
+    "phoenix_span_row",
+    "span_shape",
+    "zipkin_span_row",
+]
+
+#: Attribute given to the root span of an any-agent dump for its ``final_output``.
+FINAL_OUTPUT_ATTR = "agenttrace.final_output"
+#: Prefix of the attributes recovered from Langfuse observation fields.
+LANGFUSE_PREFIX = "langfuse.observation."
+
+
+def span_shape(obj: Any) -> str | None:
+    """Which reader takes this span object: ``sdk`` (Python SDK, any-agent), ``phoenix``,
+    ``js``, ``js-console``, ``langfuse``, ``jaeger``, ``zipkin``, ``otlp`` (a bare OTLP span);
+    None when it is no span object known."""
+    if not isinstance(obj, Mapping):
+        return None
+    context = obj.get("context")
+    if isinstance(context, Mapping) and ("trace_id" in context or "span_id" in context):
+        return "phoenix" if ("span_kind" in obj or "status_code" in obj) else "sdk"
+    if isinstance(obj.get("spanContext"), Mapping) or isinstance(obj.get("_spanContext"), Mapping):
+        return "js"
+    if "traceID" in obj and "spanID" in obj:
+        return "jaeger"
+    has_ids = ("traceId" in obj or "trace_id" in obj) and ("spanId" in obj or "span_id" in obj)
+    if has_ids and ("startTimeUnixNano" in obj or "start_time_unix_nano" in obj):
+        return "otlp"
+    if "traceId" in obj and "startTime" in obj and ("type" in obj or "parentObservationId" in obj):
+        return "langfuse"
+    if "traceId" in obj and "id" in obj:
+        # The JS console exporter and Zipkin share traceId/id/timestamp/duration; only the
+        # JS spans have OTel attributes, only Zipkin spans have string tags.
+        return "js-console" if "attributes" in obj else "zipkin"
+    return None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def _required(value: str | None, what: str) -> str:
+    if value is None:
+        raise SpanError(f"{what} missing")
+    return value
+
+
+def _hex_id(value: Any, nbytes: int, what: str) -> str | None:
+    """Ids of Jaeger and Zipkin: hex, where a 64-bit trace id may come as 16 chars."""
+    if isinstance(value, str):
+        text = value.strip()
+        if 0 < len(text) < 2 * nbytes and all(c in "0123456789abcdefABCDEF" for c in text):
+            value = text.rjust(2 * nbytes, "0")
+    return read_id(value, nbytes, what)
+
+
+def _time(value: Any, what: str, *, unit_ns: int = 1) -> int:
+    try:
+        return time_ns(value, unit_ns=unit_ns)
+    except ValueError as err:
+        raise SpanError(f"{what}: {err}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# Phoenix span JSON
+
+
+def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """OpenInference dotted keys from nested attributes (Phoenix stores them unflattened)."""
+    out: dict[str, Any] = {}
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(_flatten(value, f"{name}."))
+        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value):
+            for i, item in enumerate(value):
+                out.update(_flatten(item, f"{name}.{i}."))
+        else:
+            out[name] = value
+    return out
+
+
+def phoenix_span_row(span: Mapping[str, Any]) -> SpanRow:
+    """A Phoenix span (REST ``/v1/projects/{id}/spans`` item or ``px`` span JSON)."""
+    row = sdk_span_row(span)
+    row.attributes = _flatten(row.attributes)
+    kind = span.get("span_kind")
+    if isinstance(kind, str) and kind and kind.upper() != "UNKNOWN":
+        row.attributes.setdefault("openinference.span.kind", kind.upper())
+    return row
+
+
+# ---------------------------------------------------------------------------------------------
+# any-agent AgentTrace
+
+
+def _json_nodes(value: Any, depth: int = 0) -> Iterator[Any]:
+    """`value` and everything inside it, reading JSON held in strings (a few levels deep)."""
+    yield value
+    if isinstance(value, str):
+        if depth < 4 and value.lstrip()[:1] in ("{", "["):
+            try:
+                parsed = json.loads(value)
+            except ValueError:
+                return
+            yield from _json_nodes(parsed, depth + 1)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _json_nodes(item, depth)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _json_nodes(item, depth)
+
+
+def add_final_output(rows: list[SpanRow], final_output: Any) -> bool:
+    """Record an any-agent ``final_output`` on the root span, unless a span already holds it.
+
+    "Holds it" means some attribute value equals it, directly or as a part of JSON held in
+    the value (the model's last answer, a ``final_output`` tool's arguments). The value is
+    kept as text (JSON text when it is not a string). Returns True when it was added.
+    """
+    if final_output is None or final_output == "" or not rows:
+        return False
+    for row in rows:
+        for value in row.attributes.values():
+            if any(node == final_output for node in _json_nodes(value)):
+                return False
+    roots = [r for r in rows if r.parent_span_id is None]
+    target = roots[0] if roots else min(rows, key=lambda r: r.start_ns)
+    text = (
+        final_output
+        if isinstance(final_output, str)
+        else orjson.dumps(final_output, default=str).decode()
+    )
+    if FINAL_OUTPUT_ATTR in target.attributes:
+        return False
+    target.attributes[FINAL_OUTPUT_ATTR] = text
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Langfuse trace export
+
+
+def langfuse_observations(doc: Mapping[str, Any]) -> tuple[list[Any], Any]:
+    """The observations of a Langfuse export and the trace id to fall back on.
+
+    The export repeats the observations under ``trace`` with an empty ``metadata``; the
+    top-level list is the full one, so it is read first, then any observation only the
+    trace lists (by id).
+    """
+    trace = _mapping(doc.get("trace")) if "trace" in doc else doc
+    top = doc.get("observations") if "trace" in doc else None
+    inner = trace.get("observations")
+    observations: list[Any] = list(top) if isinstance(top, list) else []
+    if isinstance(inner, list):
+        seen = {o.get("id") for o in observations if isinstance(o, Mapping)}
+        observations += [o for o in inner if not (isinstance(o, Mapping) and o.get("id") in seen)]
+    return observations, trace.get("id")
+
+
+#: Observation fields that held span data, and the attribute (after the prefix) each becomes.
+_LANGFUSE_FIELDS = (
+    ("type", "type"),
+    ("name", "name"),
+    ("model", "model"),
+    ("input", "input"),
+    ("output", "output"),
+    ("usageDetails", "usage_details"),
+    ("costDetails", "cost_details"),
+    ("modelParameters", "model_parameters"),
+    ("providedUsageDetails", "provided_usage_details"),
+    ("providedCostDetails", "provided_cost_details"),
+    ("completionStartTime", "completion_start_time"),
+    ("level", "level"),
+    ("version", "version"),
+    ("promptName", "prompt_name"),
+    ("promptVersion", "prompt_version"),
+    ("toolDefinitions", "tool_definitions"),
+    ("toolCalls", "tool_calls"),
+    ("toolCallNames", "tool_call_names"),
+    ("environment", "environment"),
+)
+#: Values that only say "nothing set", skipped so every span does not carry them.
+_LANGFUSE_DEFAULTS = {"level": "DEFAULT", "environment": "default"}
+
+
+def _langfuse_id(value: Any, nbytes: int, what: str) -> tuple[str | None, bool]:
+    """An observation or trace id as hex, and whether it had to be derived.
+
+    Observations ingested from OTel keep their hex ids. Those created by Langfuse's own SDK
+    have UUIDs or free strings: a dashed UUID that fits is used without its dashes, anything
+    else is mapped to the first bytes of its SHA-256 so that parent links still match.
+    """
+    if value is None or value == "":
+        return None, False
+    try:
+        return normalize_id(value, nbytes), False
+    except ValueError:
+        pass
+    if not isinstance(value, str):
+        raise SpanError(f"{what}: id has type {type(value).__name__}")
+    try:
+        out = normalize_id(value.replace("-", ""), nbytes)
+        if out is not None:
+            return out, True
+    except ValueError:
+        pass
+    return hashlib.sha256(value.encode()).hexdigest()[: 2 * nbytes], True
+
+
+def _langfuse_metadata(value: Any) -> Mapping[str, Any]:
+    if isinstance(value, Mapping):
+        return value
+    if isinstance(value, str) and value.strip():
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return {"metadata": value}
+        return parsed if isinstance(parsed, Mapping) else {"metadata": parsed}
+    return {}
+
+
+def langfuse_span_row(obs: Mapping[str, Any], trace_id_fallback: Any = None) -> SpanRow:
+    """One Langfuse observation (from a trace export or the observations API)."""
+    raw_trace = obs.get("traceId") or trace_id_fallback
+    trace_id, trace_derived = _langfuse_id(raw_trace, 16, "traceId")
+    span_id, span_derived = _langfuse_id(obs.get("id"), 8, "id")
+    parent_id, _ = _langfuse_id(obs.get("parentObservationId"), 8, "parentObservationId")
+    start_ns = _time(obs.get("startTime"), "startTime")
+    # EVENT observations (and unfinished ones) have no end: they take no time.
+    end_raw = obs.get("endTime")
+    end_ns = start_ns if end_raw is None else _time(end_raw, "endTime")
+
+    metadata = _langfuse_metadata(obs.get("metadata"))
+    attributes = dict(_mapping(metadata.get("attributes")))
+    resource = dict(_mapping(metadata.get("resourceAttributes")))
+    scope = _mapping(metadata.get("scope"))
+    for key, value in metadata.items():
+        if key not in ("attributes", "resourceAttributes", "scope") and value not in (None, ""):
+            attributes.setdefault(f"langfuse.metadata.{key}", value)
+
+    for source, target in _LANGFUSE_FIELDS:
+        value = obs.get(source)
+        if value is None or value in ("", {}, []) or _LANGFUSE_DEFAULTS.get(target) == value:
+            continue
+        if target in ("input", "output") and not isinstance(value, str):
+            value = orjson.dumps(value, default=str).decode()
+        attributes.setdefault(LANGFUSE_PREFIX + target, value)
+    if trace_derived:
+        attributes.setdefault("langfuse.trace.id", str(raw_trace))
+    if span_derived:
+        attributes.setdefault(LANGFUSE_PREFIX + "id", str(obs.get("id")))
+
+    level = obs.get("level")
+    message = obs.get("statusMessage")
+    name = obs.get("name")
+    return SpanRow(
+        trace_id=_required(trace_id, "traceId"),
+        span_id=_required(span_id, "id"),
+        parent_span_id=parent_id,
+        name=_text(name),
+        kind="unspecified",
+        start_ns=start_ns,
+        end_ns=end_ns,
+        status_code="error" if level == "ERROR" else "unset",
+        status_message=_text(message) or None,
+        scope_name=_text(scope.get("name")) or None,
+        scope_version=_text(scope.get("version")) or None,
+        attributes=attributes,
+        resource=resource,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Jaeger JSON
+
+#: Tags the OTel -> Jaeger/Zipkin mapping uses for span fields; read into columns.
+_STATUS_TAGS = ("otel.status_code", "otel.status_description", "error")
+_SCOPE_TAGS = ("otel.scope.name", "otel.scope.version", "otel.library.name", "otel.library.version")
+
+
+def _jaeger_value(tag: Mapping[str, Any]) -> Any:
+    kind = str(tag.get("type") or tag.get("vType") or "string").lower()
+    value = tag.get("value")
+    try:
+        if kind == "bool":
+            return value if isinstance(value, bool) else str(value).lower() == "true"
+        if kind == "int64" and not isinstance(value, int):
+            return int(value)
+        if kind == "float64" and not isinstance(value, float):
+            return float(value)
+        if kind == "binary" and isinstance(value, str):
+            return base64.b64decode(value, validate=True)
+    except (ValueError, TypeError, binascii.Error):
+        return value
+    return value
+
+
+def _jaeger_tags(tags: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for tag in tags or ():
+        if isinstance(tag, Mapping) and isinstance(tag.get("key"), str):
+            out[tag["key"]] = _jaeger_value(tag)
+    return out
+
+
+def _status_and_scope(tags: dict[str, Any]) -> tuple[str, str | None, str | None, str | None]:
+    """Pop the status and scope tags out of `tags`: (status, message, scope name, version)."""
+    code = tags.pop("otel.status_code", None)
+    message = tags.pop("otel.status_description", None)
+    error = tags.pop("error", None)
+    status = status_name(code)
+    if code is None and error is not None and str(error).lower() not in ("false", "0"):
+        status = "error"
+        if message is None and isinstance(error, str) and error.lower() not in ("true", ""):
+            message = error  # Zipkin puts the error description in the `error` tag
+    scope_name = tags.pop("otel.scope.name", None)
+    scope_version = tags.pop("otel.scope.version", None)
+    library_name = tags.pop("otel.library.name", None)
+    library_version = tags.pop("otel.library.version", None)
+    return (
+        status,
+        _text(message) or None,
+        _text(scope_name or library_name) or None,
+        _text(scope_version or library_version) or None,
+    )
+
+
+def jaeger_span_row(span: Mapping[str, Any], processes: Mapping[str, Any]) -> SpanRow:
+    """One Jaeger span; `processes` is its trace's ``processes`` map (the resource)."""
+    trace_id = _required(_hex_id(span.get("traceID"), 16, "traceID"), "traceID")
+    span_id = _required(_hex_id(span.get("spanID"), 8, "spanID"), "spanID")
+    parent_id = None
+    links: list[tuple[str, str, Mapping[str, Any]]] = []
+    for i, ref in enumerate(span.get("references") or ()):
+        ref = _mapping(ref)
+        ref_trace = _hex_id(ref.get("traceID", span.get("traceID")), 16, f"reference {i + 1}")
+        ref_span = _hex_id(ref.get("spanID"), 8, f"reference {i + 1}")
+        if ref_trace is None or ref_span is None:
+            raise SpanError(f"reference {i + 1}: ids missing")
+        if parent_id is None and ref.get("refType") == "CHILD_OF" and ref_trace == trace_id:
+            parent_id = ref_span  # the first CHILD_OF is the parent, as OTel's Jaeger mapping
+        else:
+            links.append((ref_trace, ref_span, {"jaeger.ref_type": ref.get("refType")}))
+    if parent_id is None and span.get("parentSpanID"):
+        parent_id = _hex_id(span.get("parentSpanID"), 8, "parentSpanID")
+
+    start_ns = _time(span.get("startTime"), "startTime", unit_ns=1000)
+    duration = span.get("duration")
+    end_ns = start_ns + (0 if duration is None else _time(duration, "duration", unit_ns=1000))
+
+    tags = _jaeger_tags(span.get("tags"))
+    kind = kind_name(tags.pop("span.kind", None) or "internal")
+    status, message, scope_name, scope_version = _status_and_scope(tags)
+
+    process = _mapping(processes.get(span.get("processID"))) or _mapping(span.get("process"))
+    resource = _jaeger_tags(process.get("tags"))
+    if process.get("serviceName"):
+        resource.setdefault("service.name", process["serviceName"])
+
+    events = []
+    for i, log in enumerate(span.get("logs") or ()):
+        log = _mapping(log)
+        fields = _jaeger_tags(log.get("fields"))
+        name = fields.pop("event", "")
+        when = _time(log.get("timestamp"), f"log {i + 1}", unit_ns=1000)
+        events.append((when, _text(name), fields))
+
+    return SpanRow(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent_id,
+        name=_text(span.get("operationName")),
+        kind=kind,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        status_code=status,
+        status_message=message,
+        scope_name=scope_name,
+        scope_version=scope_version,
+        attributes=tags,
+        resource=resource,
+        events=events,
+        links=links,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Zipkin v2 JSON
+
+
+def zipkin_span_row(span: Mapping[str, Any]) -> SpanRow:
+    """One Zipkin v2 span (tags stay strings)."""
+    trace_id = _required(_hex_id(span.get("traceId"), 16, "traceId"), "traceId")
+    span_id = _required(_hex_id(span.get("id"), 8, "id"), "id")
+    parent_id = _hex_id(span.get("parentId"), 8, "parentId")
+    start_ns = _time(span.get("timestamp"), "timestamp", unit_ns=1000)
+    duration = span.get("duration")
+    end_ns = start_ns + (0 if duration is None else _time(duration, "duration", unit_ns=1000))
+
+    tags = {str(k): v for k, v in _mapping(span.get("tags")).items()}
+    status, message, scope_name, scope_version = _status_and_scope(tags)
+    # Zipkin has no INTERNAL kind: a span without one is internal.
+    kind = kind_name(span.get("kind") or "internal")
+
+    local = _mapping(span.get("localEndpoint"))
+    resource = {"service.name": local["serviceName"]} if local.get("serviceName") else {}
+    remote = _mapping(span.get("remoteEndpoint"))
+    if remote.get("serviceName"):
+        tags.setdefault("peer.service", remote["serviceName"])
+
+    events = [
+        (_time(a.get("timestamp"), f"annotation {i + 1}", unit_ns=1000), _text(a.get("value")), {})
+        for i, a in enumerate(_mapping(a) for a in span.get("annotations") or ())
+    ]
+    return SpanRow(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent_id,
+        name=_text(span.get("name")),
+        kind=kind,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        status_code=status,
+        status_message=message,
+        scope_name=scope_name,
+        scope_version=scope_version,
+        attributes=tags,
+        resource=resource,
+        events=events,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# JS SDK spans: ReadableSpan serialised with JSON.stringify, and the console exporter's objects
+
+
+def _js_resource(resource: Any) -> dict[str, Any]:
+    resource = _mapping(resource)
+    for key in ("attributes", "_attributes"):
+        if isinstance(resource.get(key), Mapping):
+            return dict(resource[key])
+    raw = resource.get("_rawAttributes")
+    if isinstance(raw, list):  # SDK 2.x keeps [key, value] pairs
+        return {str(p[0]): p[1] for p in raw if isinstance(p, list) and len(p) == 2}
+    return {}
+
+
+def js_span_row(span: Mapping[str, Any]) -> SpanRow:
+    """A JS SDK span: ``ReadableSpan`` JSON (``spanContext``, hrtime ``[s, ns]`` times) or the
+    console exporter's object (``traceId``/``id``, ``timestamp``/``duration`` in µs)."""
+    context = _mapping(span.get("spanContext") or span.get("_spanContext"))
+    console = not context
+    if console:
+        trace_raw, span_raw = span.get("traceId"), span.get("id")
+    else:
+        trace_raw, span_raw = context.get("traceId"), context.get("spanId")
+    trace_id = _required(read_id(trace_raw, 16, "traceId"), "traceId")
+    span_id = _required(read_id(span_raw, 8, "spanId"), "spanId")
+    parent_raw = span.get("parentSpanId") or span.get("parentId")
+    if parent_raw is None:
+        parent_raw = _mapping(span.get("parentSpanContext")).get("spanId")
+    parent_id = read_id(parent_raw, 8, "parent span id")
+
+    # Plain numbers are µs in the console exporter, ms (Date.now()) in a ReadableSpan.
+    unit = 1000 if console else 1_000_000
+    start_ns = _time(span.get("timestamp" if console else "startTime"), "start time", unit_ns=unit)
+    if span.get("endTime") is not None:
+        end_ns = _time(span.get("endTime"), "endTime", unit_ns=unit)
+    elif span.get("duration") is not None:
+        end_ns = start_ns + _time(span.get("duration"), "duration", unit_ns=unit)
+    else:
+        raise SpanError("end time missing")
+
+    status = _mapping(span.get("status"))
+    scope = _mapping(span.get("instrumentationScope") or span.get("instrumentationLibrary"))
+    events = []
+    for i, event in enumerate(span.get("events") or ()):
+        event = _mapping(event)
+        when = _time(event.get("time"), f"event {i + 1} time", unit_ns=unit)
+        events.append((when, _text(event.get("name")), _mapping(event.get("attributes"))))
+    links = []
+    for i, link in enumerate(span.get("links") or ()):
+        link_context = _mapping(_mapping(link).get("context"))
+        link_trace = read_id(link_context.get("traceId"), 16, f"link {i + 1} traceId")
+        link_span = read_id(link_context.get("spanId"), 8, f"link {i + 1} spanId")
+        links.append(
+            (
+                _required(link_trace, f"link {i + 1} traceId"),
+                _required(link_span, f"link {i + 1} spanId"),
+                _mapping(_mapping(link).get("attributes")),
+            )
+        )
+    return SpanRow(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent_id,
+        name=_text(span.get("name")),
+        kind=kind_name(span.get("kind"), js=True),
+        start_ns=start_ns,
+        end_ns=end_ns,
+        status_code=status_name(status.get("code")),
+        status_message=_text(status.get("message")) or None,
+        scope_name=_text(scope.get("name")) or None,
+        scope_version=_text(scope.get("version")) or None,
+        attributes=dict(_mapping(span.get("attributes"))),
+        resource=_js_resource(span.get("resource")),
+        events=events,
+        links=links,
+    )

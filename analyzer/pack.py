@@ -1,0 +1,551 @@
+"""Rule packs: YAML read, validated against schemas/rulepack.schema.json, every problem at once.
+
+A pack that cannot be used is refused with one `RulePackError` listing every problem found in
+every pack given, each with its file, line, path inside the file (``rules[2].max_steps``), what
+is wrong and the valid choices. Relative paths inside a pack are relative to the pack file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import MISSING, dataclass, field, fields
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator, ValidationError
+from jsonschema.exceptions import SchemaError
+
+from analyzer.checks import REGISTRY
+from analyzer.checks.base import Check, LoadEnv, did_you_mean
+from analyzer.checks.plugin import PLUGIN_TYPE, build_plugin
+from analyzer.errors import RulePackError
+
+__all__ = ["SCHEMA_PATH", "Pack", "load_packs", "pack_from_mapping", "read_tool_specs"]
+
+#: The JSON Schema every pack is validated against.
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "rulepack.schema.json"
+
+# Rule types of the contract whose implementation has not landed yet: a clearer refusal than
+# "unknown rule type". Remove a name when its module joins the REGISTRY.
+_PLANNED = frozenset({"argument_schema", "grounded_arguments", "grounded_figures", "retries"})
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A loaded rule pack."""
+
+    name: str
+    rules: tuple[Check, ...]
+    path: Path | None = None
+    description: str | None = None
+    tools: Mapping[str, Any] = field(default_factory=dict)  # tool name -> JSON Schema of args
+    sha256: str | None = None  # of the pack file's bytes, for the manifest
+
+
+@dataclass(frozen=True, order=True)
+class _Problem:
+    file_order: int
+    line: int
+    where: str
+    message: str
+    file: str = field(compare=False)
+
+    def render(self) -> str:
+        loc = f"{self.file}:{self.line}" if self.line else self.file
+        return f"{loc}: {self.where}: {self.message}" if self.where else f"{loc}: {self.message}"
+
+
+class _Problems:
+    """Collects problems across every pack; raises them together."""
+
+    def __init__(self) -> None:
+        self.items: list[_Problem] = []
+        self.files: list[str] = []
+
+    def add(self, file: str, line: int | None, where: str, message: str) -> None:
+        if file not in self.files:
+            self.files.append(file)
+        problem = _Problem(self.files.index(file), line or 0, where, message, file)
+        if problem not in self.items:
+            self.items.append(problem)
+
+    def raise_if_any(self) -> None:
+        if not self.items:
+            return
+        n = len(self.items)
+        files = ", ".join(self.files)
+        head = f"{n} problem{'s' if n > 1 else ''} in rule pack{'s' if len(self.files) > 1 else ''}"
+        lines = [f"  {p.render()}" for p in sorted(self.items)]
+        raise RulePackError(f"{head} {files}:\n" + "\n".join(lines))
+
+
+# --- public API -------------------------------------------------------------------------------
+
+
+def load_packs(paths: Iterable[str | Path], allow_plugins: bool = False) -> list[Pack]:
+    """Load and validate rule packs; raise one RulePackError listing every problem.
+
+    Rule ids must be unique across the packs given together (findings name rules by id).
+    Plugin rule types (``module:Class``) are refused unless ``allow_plugins``.
+    """
+    problems = _Problems()
+    packs: list[Pack] = []
+    seen_ids: dict[str, str] = {}
+    for raw_path in paths:
+        path = Path(raw_path)
+        shown = str(raw_path)
+        try:
+            raw = path.read_bytes()
+        except OSError as err:
+            problems.add(shown, None, "", f"cannot read the rule pack: {err.strerror or err}")
+            continue
+        pack = _load_bytes(raw, path, shown, allow_plugins, problems, seen_ids)
+        if pack is not None:
+            packs.append(pack)
+    problems.raise_if_any()
+    return packs
+
+
+def pack_from_mapping(
+    data: Any,
+    source: str | Path | None = None,
+    *,
+    allow_plugins: bool = False,
+) -> Pack:
+    """A pack from already-parsed YAML; relative paths resolve next to ``source`` (else cwd)."""
+    problems = _Problems()
+    path = Path(source) if source is not None else None
+    shown = str(source) if source is not None else "<pack>"
+    pack = _build(data, None, path, shown, allow_plugins, problems, {}, sha256=None)
+    problems.raise_if_any()
+    assert pack is not None
+    return pack
+
+
+# --- one pack ---------------------------------------------------------------------------------
+
+
+def _load_bytes(
+    raw: bytes,
+    path: Path,
+    shown: str,
+    allow_plugins: bool,
+    problems: _Problems,
+    seen_ids: dict[str, str],
+) -> Pack | None:
+    sha = hashlib.sha256(raw).hexdigest()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        problems.add(shown, None, "", f"not UTF-8 text (byte {err.start})")
+        return None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        what = getattr(err, "problem", None) or str(err).splitlines()[0]
+        problems.add(shown, line, "", f"not valid YAML: {what}")
+        return None
+    return _build(data, root, path, shown, allow_plugins, problems, seen_ids, sha256=sha)
+
+
+def _build(
+    data: Any,
+    root: yaml.Node | None,
+    path: Path | None,
+    shown: str,
+    allow_plugins: bool,
+    problems: _Problems,
+    seen_ids: dict[str, str],
+    *,
+    sha256: str | None,
+) -> Pack | None:
+    base_dir = path.resolve().parent if path is not None else Path.cwd()
+
+    def report(where: tuple[str | int, ...], message: str) -> None:
+        problems.add(shown, _line(root, where), _render_path(where, data), message)
+
+    if root is not None:
+        for where, key in _duplicate_keys(root):
+            report(where, f"duplicate key {key!r} (YAML would silently keep the last one)")
+    if not isinstance(data, dict):
+        report((), "a rule pack is a mapping with at least `pack:` and `rules:`")
+        return None
+
+    # A rule whose whole shape is wrong (bad type, missing key) is not built; one with wrong
+    # keys is built without them, so that its other problems are reported in the same round.
+    broken: set[int] = set()
+    bad_keys: dict[int, set[str]] = {}
+    for where, message in _schema_problems(data):
+        report(where, message)
+        if len(where) >= 2 and where[0] == "rules" and isinstance(where[1], int):
+            if len(where) == 2 or where[2] in ("id", "type"):
+                broken.add(where[1])
+            else:
+                bad_keys.setdefault(where[1], set()).add(str(where[2]))
+    rules_raw = data.get("rules") if isinstance(data.get("rules"), list) else []
+
+    tools = _tools(data, base_dir, report)
+
+    checks: list[Check] = []
+    first_at: dict[str, int] = {}
+    for i, raw in enumerate(rules_raw):
+        if not isinstance(raw, dict):
+            continue
+        rule_id = raw.get("id")
+        if isinstance(rule_id, str):
+            if rule_id in first_at:
+                report(
+                    ("rules", i, "id"),
+                    f"duplicate rule id {rule_id!r} (first used at rules[{first_at[rule_id]}])",
+                )
+            elif rule_id in seen_ids:
+                report(
+                    ("rules", i, "id"),
+                    f"rule id {rule_id!r} is also used in {seen_ids[rule_id]}; rule ids must "
+                    "be unique across the packs used together",
+                )
+            else:
+                first_at[rule_id] = i
+        if i in broken:
+            continue
+        usable = {k: v for k, v in raw.items() if k not in bad_keys.get(i, ())}
+        rule = _rule(usable, i, base_dir, tools, allow_plugins, report)
+        if rule is not None:
+            checks.append(rule)
+    for rule_id in first_at:
+        seen_ids.setdefault(rule_id, shown)
+    if problems.items:
+        return None
+    return Pack(
+        name=data["pack"],
+        rules=tuple(checks),
+        path=path,
+        description=data.get("description"),
+        tools=tools,
+        sha256=sha256,
+    )
+
+
+def _rule(
+    raw: dict[str, Any],
+    i: int,
+    base_dir: Path,
+    tools: Mapping[str, Any],
+    allow_plugins: bool,
+    report,
+) -> Check | None:
+    options = {k: v for k, v in raw.items() if k != "type"}
+    env = LoadEnv(
+        base_dir=base_dir,
+        tools=tools,
+        report=lambda where, message: report(("rules", i, *where), message),
+        allow_plugins=allow_plugins,
+    )
+    kind = raw["type"]
+    try:
+        if kind in REGISTRY:
+            cls = REGISTRY[kind]
+            if any(k not in options for k in _required(cls)):
+                return None  # already reported by the schema
+            return cls.from_options(options, env)
+        if not allow_plugins:
+            env.report(
+                ("type",),
+                f"plugin rule type {kind} runs Python code from the pack, so it loads only when "
+                "allowed: pass --allow-plugins (allow_plugins=True in the API)",
+            )
+            return None
+        return build_plugin(kind, options, env)
+    except (TypeError, ValueError) as err:  # a constructor refusing a value the schema let by
+        env.report((), str(err))
+        return None
+
+
+def _required(cls: type[Check]) -> list[str]:
+    return [
+        f.name
+        for f in fields(cls)
+        if f.init and f.default is MISSING and f.default_factory is MISSING
+    ]
+
+
+# --- tool specs -------------------------------------------------------------------------------
+
+
+def _tools(data: dict[str, Any], base_dir: Path, report) -> dict[str, Any]:
+    tools: dict[str, Any] = {}
+    spec_file = data.get("tool_specs")
+    if isinstance(spec_file, str):
+        try:
+            tools.update(read_tool_specs(base_dir / spec_file))
+        except ValueError as err:
+            report(("tool_specs",), str(err))
+    inline = data.get("tools")
+    if isinstance(inline, dict):
+        for name, schema in inline.items():
+            if name in tools:
+                report(("tools", name), f"tool {name!r} is also defined in {spec_file}")
+                continue
+            problem = _schema_error(schema)
+            if problem:
+                report(("tools", name), f"not a valid JSON Schema: {problem}")
+                continue
+            tools[name] = schema
+    return dict(sorted(tools.items()))
+
+
+def _schema_error(schema: Any) -> str | None:
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as err:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
+        return f"{err.message}" + (f" at {where.lstrip('.')}" if where else "")
+    return None
+
+
+def read_tool_specs(path: Path) -> dict[str, Any]:
+    """Tool name -> argument JSON Schema from a tool-definition file.
+
+    Accepts a JSON or YAML list (or ``{"tools": [...]}`` / ``{"functions": [...]}``) of OpenAI
+    chat (``{"type": "function", "function": {"name", "parameters"}}``), OpenAI responses or
+    legacy functions (``{"name", "parameters"}``), Anthropic (``{"name", "input_schema"}``) or
+    MCP (``{"name", "inputSchema"}``) definitions. ValueError says what is wrong.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"cannot read tool specs file {path}: {err.strerror or err}") from err
+    try:
+        doc = yaml.safe_load(text) if path.suffix.lower() in (".yaml", ".yml") else json.loads(text)
+    except (ValueError, yaml.YAMLError) as err:
+        raise ValueError(f"tool specs file {path} is not valid JSON/YAML: {err}") from err
+    items = doc
+    if isinstance(doc, dict):
+        items = doc.get("tools", doc.get("functions"))
+    if not isinstance(items, list):
+        raise ValueError(f"tool specs file {path} holds no list of tool definitions")
+    out: dict[str, Any] = {}
+    for i, item in enumerate(items):
+        fn = item.get("function") if isinstance(item, dict) else None
+        fn = fn if isinstance(fn, dict) else item
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"tool specs file {path}: definition {i} has no name")
+        schema = next(
+            (fn[k] for k in ("parameters", "input_schema", "inputSchema") if k in fn),
+            {"type": "object"},
+        )
+        problem = _schema_error(schema)
+        if problem:
+            raise ValueError(f"tool specs file {path}: {name}: not a valid JSON Schema: {problem}")
+        if name in out:
+            raise ValueError(f"tool specs file {path}: tool {name!r} defined twice")
+        out[name] = schema
+    return out
+
+
+# --- schema validation and its messages -------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+
+
+_JSON_TYPES = {
+    "array": "a list",
+    "object": "a mapping",
+    "string": "a text",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "null": "null",
+}
+
+
+def _schema_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    errors = sorted(_validator().iter_errors(data), key=lambda e: [str(p) for p in e.path])
+    for err in errors:
+        out.extend(_explain(err, data))
+    return out
+
+
+def _explain(err: ValidationError, data: Any) -> list[tuple[tuple[str | int, ...], str]]:
+    where = tuple(err.path)
+    value = err.instance
+    schema = err.schema if isinstance(err.schema, dict) else {}
+    title = schema.get("title") or (str(where[-1]) if where else "pack")
+    is_type_key = len(where) == 3 and where[0] == "rules" and where[2] == "type"
+    v = err.validator
+    if is_type_key and v in ("anyOf", "enum", "pattern", "type"):
+        return [(where, _type_message(value))]
+    if v == "additionalProperties":
+        props = sorted(schema.get("properties", {}))
+        extra = sorted(k for k in value if k not in props)
+        owner = _owner(where, data)
+        return [
+            (
+                (*where, key),
+                f"unknown key {key!r}{owner}{did_you_mean(key, props)} "
+                f"(valid keys: {', '.join(props)})",
+            )
+            for key in extra
+        ]
+    if v == "required":
+        missing = [k for k in err.validator_value if isinstance(value, dict) and k not in value]
+        return [(where, f"missing required key {k!r}{_owner(where, data)}") for k in missing]
+    if v == "enum":
+        choices = [str(c) for c in err.validator_value]
+        hint = did_you_mean(str(value), choices) if isinstance(value, str) else ""
+        return [
+            (
+                where,
+                f"{_show(value)} is not a valid {title}{hint}; choose one of {', '.join(choices)}",
+            )
+        ]
+    if v == "type":
+        expected = err.validator_value
+        expected = expected if isinstance(expected, list) else [expected]
+        wanted = " or ".join(_JSON_TYPES.get(t, t) for t in expected)
+        return [(where, f"expected {wanted}, got {_kind(value)} {_show(value)}")]
+    if v == "anyOf":
+        branches = err.validator_value
+        if all(set(b) == {"required"} for b in branches):
+            keys = [k for b in branches for k in b["required"]]
+            return [(where, f"needs at least one of {', '.join(keys)}{_owner(where, data)}")]
+        wanted = " or ".join(
+            _JSON_TYPES.get(b.get("type"), str(b.get("type")))
+            if isinstance(b.get("type"), str)
+            else "a value"
+            for b in branches
+        )
+        return [(where, f"expected {wanted}, got {_kind(value)} {_show(value)}")]
+    if v == "minItems" and err.validator_value == 1:
+        return [(where, f"{title} must list at least one item")]
+    if v in ("minProperties",) and err.validator_value == 1:
+        return [(where, f"{title} must not be empty")]
+    if v == "minLength":
+        return [(where, f"{title} must not be empty")]
+    if v == "uniqueItems":
+        dups = sorted({str(x) for x in value if value.count(x) > 1})
+        return [(where, f"{title} lists {', '.join(dups)} more than once")]
+    if v == "pattern":
+        return [
+            (where, f"{_show(value)} is not a valid {title} (must match {err.validator_value})")
+        ]
+    if v == "propertyNames":
+        return [(where, f"{title}: {err.message}")]
+    return [(where, err.message)]
+
+
+def _type_message(value: Any) -> str:
+    choices = sorted(REGISTRY)
+    listing = f"rule types: {', '.join(choices)}; or module:Class for a plugin"
+    if not isinstance(value, str):
+        return f"rule type must be a text, got {_kind(value)} {_show(value)} ({listing})"
+    if value in _PLANNED:
+        return f"rule type {value!r} is not available in this version yet ({listing})"
+    if ":" in value and not PLUGIN_TYPE.match(value):
+        return f"{value!r} is not a plugin path of the form package.module:ClassName"
+    return f"unknown rule type {value!r}{did_you_mean(value, choices)} ({listing})"
+
+
+def _owner(where: tuple[str | int, ...], data: Any) -> str:
+    """' for rule type X' when ``where`` is a rule, else ''."""
+    if len(where) == 2 and where[0] == "rules":
+        node = _get(data, where)
+        if isinstance(node, dict) and isinstance(node.get("type"), str):
+            return f" for rule type {node['type']}"
+    return ""
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    for name, t in (("text", str), ("integer", int), ("number", float), ("list", list)):
+        if isinstance(value, t):
+            return name
+    if isinstance(value, dict):
+        return "mapping"
+    return "null" if value is None else type(value).__name__
+
+
+def _show(value: Any, limit: int = 40) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --- paths and line numbers -------------------------------------------------------------------
+
+
+def _get(data: Any, where: Sequence[str | int]) -> Any:
+    for part in where:
+        in_dict = isinstance(data, dict) and part in data
+        in_list = isinstance(data, list) and isinstance(part, int) and part < len(data)
+        if not (in_dict or in_list):
+            return None
+        data = data[part]
+    return data
+
+
+def _render_path(where: Sequence[str | int], data: Any) -> str:
+    out = ""
+    for part in where:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
+            out += f".{part}" if out else str(part)
+        else:
+            out += f"[{json.dumps(part, ensure_ascii=False)}]"
+    if len(where) >= 2 and where[0] == "rules" and isinstance(where[1], int):
+        rule = _get(data, where[:2])
+        if isinstance(rule, dict) and isinstance(rule.get("id"), str):
+            out += f" (rule {rule['id']})"
+    return out
+
+
+def _line(root: yaml.Node | None, where: Sequence[str | int]) -> int | None:
+    """1-based line of the deepest YAML node found along ``where``."""
+    if root is None:
+        return None
+    node = root
+    line = node.start_mark.line + 1
+    for part in where:
+        nxt = None
+        if isinstance(node, yaml.MappingNode):
+            for key, val in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                    nxt = val
+                    line = key.start_mark.line + 1
+        elif (
+            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
+        ):
+            nxt = node.value[part]
+            line = nxt.start_mark.line + 1
+        if nxt is None:
+            break
+        node = nxt
+    return line
+
+
+def _duplicate_keys(node: yaml.Node, where: tuple[str | int, ...] = ()):
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key, val in node.value:
+            k = key.value if isinstance(key, yaml.ScalarNode) else str(key)
+            if k in seen:
+                yield (*where, k), k
+            seen.add(k)
+            yield from _duplicate_keys(val, (*where, k))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            yield from _duplicate_keys(item, (*where, i))

@@ -1,0 +1,149 @@
+"""The command line: outputs and exit codes, error paths included."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from analyzer.cli import main
+
+pytest.importorskip("analyzer.ingest.otlp_json")
+pytest.importorskip("analyzer.conventions.normalize")
+
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+
+
+def attr(key, value):
+    kind = "intValue" if isinstance(value, int) else "stringValue"
+    return {"key": key, "value": {kind: str(value) if kind == "intValue" else value}}
+
+
+def otlp_span(span_id, parent, name, start, end, attrs):
+    return {
+        "traceId": TRACE,
+        "spanId": span_id,
+        "parentSpanId": parent,
+        "name": name,
+        "kind": 1,
+        "startTimeUnixNano": str(1_700_000_000_000_000_000 + start * 1_000_000),
+        "endTimeUnixNano": str(1_700_000_000_000_000_000 + end * 1_000_000),
+        "attributes": [attr(k, v) for k, v in attrs.items()],
+        "status": {},
+    }
+
+
+@pytest.fixture
+def trace_file(tmp_path: Path) -> Path:
+    spans = [
+        otlp_span("00f067aa0ba902b7", "", "invoke_agent kyc", 0, 100,
+                  {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "kyc-reviewer",
+                   "app.case_id": "K-7"}),
+        otlp_span("00f067aa0ba902b8", "00f067aa0ba902b7", "chat gpt-4.1", 1, 10,
+                  {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4.1",
+                   "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 12,
+                   "gen_ai.response.finish_reasons": "tool_calls"}),
+        otlp_span("00f067aa0ba902b9", "00f067aa0ba902b7", "execute_tool screen_sanctions", 11, 20,
+                  {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "screen_sanctions",
+                   "gen_ai.tool.call.arguments": '{"full_name": "\x1b[31mEve"}'}),
+        otlp_span("00f067aa0ba902ba", "00f067aa0ba902b7", "chat gpt-4.1", 21, 30,
+                  {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4.1",
+                   "gen_ai.usage.input_tokens": 200, "gen_ai.usage.output_tokens": 30}),
+    ]
+    body = {"resourceSpans": [{"resource": {"attributes": [attr("service.name", "kyc")]},
+                               "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}]}]}
+    path = tmp_path / "trace.jsonl"
+    path.write_text(json.dumps(body) + "\nnot json\n")
+    return path
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_runs_lists_one_line_per_run(trace_file: Path):
+    result = run("runs", str(trace_file))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["RUN", "AGENT", "CASE", "MODELS", "LLM", "TOOLS", "TOKENS", "ANSWER"]
+    assert lines[1].split() == [TRACE, "kyc-reviewer", "K-7", "gpt-4.1", "2", "1", "362", "yes"]
+    assert "QUARANTINED: 0 spans, 1 records" in result.stderr
+
+
+def test_runs_jsonl(trace_file: Path):
+    result = run("runs", str(trace_file), "--format", "jsonl")
+    row = json.loads(result.stdout.splitlines()[0])
+    assert row == {"run_id": TRACE, "agent": "kyc-reviewer", "case_id": "K-7", "models": ["gpt-4.1"],
+                   "model_calls": 2, "tool_calls": 1, "input_tokens": 320, "output_tokens": 42,
+                   "has_answer": True}
+
+
+def test_show_prints_the_trajectory_without_terminal_escapes(trace_file: Path):
+    result = run("show", TRACE[:8], str(trace_file))
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "\x1b" not in out and "\\x1b[31mEve" in out
+    steps = [ln for ln in out.splitlines() if ln[:3].strip().isdigit()]
+    assert [s.split()[2:4] for s in steps] == [
+        ["model", "gpt-4.1"], ["tool", "screen_sanctions"], ["model", "gpt-4.1"]
+    ]
+    assert "120/12" in steps[0] and "+1.0" in steps[0]
+    assert "answer at T+30.0 ms" in out
+
+
+def test_report_writes_outputs(trace_file: Path, tmp_path: Path):
+    out = tmp_path / "out"
+    result = run("report", str(trace_file), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["ingest"]["spans_kept"] == 4
+    assert summary["ingest"]["records_quarantined"] == 1
+    assert summary["runs"]["count"] == 1 and summary["runs"]["tool_calls"] == 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["inputs"][0]["spans_kept"] == 4
+    assert len(manifest["inputs"][0]["sha256"]) == 64
+    quarantine = [json.loads(x) for x in (out / "quarantine.jsonl").read_text().splitlines()]
+    assert quarantine[0]["position"] == "line 2"
+    import polars as pl
+
+    assert pl.read_parquet(out / "steps.parquet").height == 3
+    assert pl.read_parquet(out / "runs.parquet").get_column("case_id").to_list() == ["K-7"]
+
+
+def test_report_is_byte_deterministic(trace_file: Path, tmp_path: Path):
+    for name in ("a", "b"):
+        assert run("report", str(trace_file), "--out", str(tmp_path / name)).exit_code == 0
+    for name in ("summary.json", "runs.parquet", "steps.parquet", "quarantine.jsonl"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_ingest_then_report_from_the_dataset(trace_file: Path, tmp_path: Path):
+    ds = tmp_path / "ds"
+    assert run("ingest", str(trace_file), "--out", str(ds)).exit_code == 0
+    direct = run("runs", str(trace_file), "--format", "jsonl").stdout
+    assert run("runs", str(ds), "--format", "jsonl").stdout == direct
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["runs", "/no/such/path"], "Error: /no/such/path: no such file or folder\n"),
+        (["runs"], "Error: no input: give at least one trace file or folder\n"),
+        (["ingest", "x"], None),  # --out missing: click's usage error
+    ],
+)
+def test_error_paths_exit_2(args, message):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    if message is not None:
+        assert result.stderr == message
+
+
+def test_empty_folder_and_unknown_run(tmp_path: Path, trace_file: Path):
+    (tmp_path / "empty").mkdir()
+    result = CliRunner().invoke(main, ["runs", str(tmp_path / "empty")])
+    assert result.exit_code == 2 and "no input" in result.stderr
+    result = CliRunner().invoke(main, ["show", "ffff", str(trace_file)])
+    assert result.exit_code == 2 and "no run with id 'ffff'" in result.stderr
