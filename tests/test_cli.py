@@ -38,22 +38,66 @@ def otlp_span(span_id, parent, name, start, end, attrs):
 @pytest.fixture
 def trace_file(tmp_path: Path) -> Path:
     spans = [
-        otlp_span("00f067aa0ba902b7", "", "invoke_agent kyc", 0, 100,
-                  {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "kyc-reviewer",
-                   "app.case_id": "K-7"}),
-        otlp_span("00f067aa0ba902b8", "00f067aa0ba902b7", "chat gpt-4.1", 1, 10,
-                  {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4.1",
-                   "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 12,
-                   "gen_ai.response.finish_reasons": "tool_calls"}),
-        otlp_span("00f067aa0ba902b9", "00f067aa0ba902b7", "execute_tool screen_sanctions", 11, 20,
-                  {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "screen_sanctions",
-                   "gen_ai.tool.call.arguments": '{"full_name": "\x1b[31mEve"}'}),
-        otlp_span("00f067aa0ba902ba", "00f067aa0ba902b7", "chat gpt-4.1", 21, 30,
-                  {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4.1",
-                   "gen_ai.usage.input_tokens": 200, "gen_ai.usage.output_tokens": 30}),
+        otlp_span(
+            "00f067aa0ba902b7",
+            "",
+            "invoke_agent kyc",
+            0,
+            100,
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": "kyc-reviewer",
+                "app.case_id": "K-7",
+            },
+        ),
+        otlp_span(
+            "00f067aa0ba902b8",
+            "00f067aa0ba902b7",
+            "chat gpt-4.1",
+            1,
+            10,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4.1",
+                "gen_ai.usage.input_tokens": 120,
+                "gen_ai.usage.output_tokens": 12,
+                "gen_ai.response.finish_reasons": "tool_calls",
+            },
+        ),
+        otlp_span(
+            "00f067aa0ba902b9",
+            "00f067aa0ba902b7",
+            "execute_tool screen_sanctions",
+            11,
+            20,
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "screen_sanctions",
+                "gen_ai.tool.call.arguments": '{"full_name": "\x1b[31mEve"}',
+            },
+        ),
+        otlp_span(
+            "00f067aa0ba902ba",
+            "00f067aa0ba902b7",
+            "chat gpt-4.1",
+            21,
+            30,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4.1",
+                "gen_ai.usage.input_tokens": 200,
+                "gen_ai.usage.output_tokens": 30,
+            },
+        ),
     ]
-    body = {"resourceSpans": [{"resource": {"attributes": [attr("service.name", "kyc")]},
-                               "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}]}]}
+    body = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [attr("service.name", "kyc")]},
+                "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}],
+            }
+        ]
+    }
     path = tmp_path / "trace.jsonl"
     path.write_text(json.dumps(body) + "\nnot json\n")
     return path
@@ -67,7 +111,16 @@ def test_runs_lists_one_line_per_run(trace_file: Path):
     result = run("runs", str(trace_file))
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[0].split() == ["RUN", "AGENT", "CASE", "MODELS", "LLM", "TOOLS", "TOKENS", "ANSWER"]
+    assert lines[0].split() == [
+        "RUN",
+        "AGENT",
+        "CASE",
+        "MODELS",
+        "LLM",
+        "TOOLS",
+        "TOKENS",
+        "ANSWER",
+    ]
     assert lines[1].split() == [TRACE, "kyc-reviewer", "K-7", "gpt-4.1", "2", "1", "362", "yes"]
     assert "QUARANTINED: 0 spans, 1 records" in result.stderr
 
@@ -75,9 +128,17 @@ def test_runs_lists_one_line_per_run(trace_file: Path):
 def test_runs_jsonl(trace_file: Path):
     result = run("runs", str(trace_file), "--format", "jsonl")
     row = json.loads(result.stdout.splitlines()[0])
-    assert row == {"run_id": TRACE, "agent": "kyc-reviewer", "case_id": "K-7", "models": ["gpt-4.1"],
-                   "model_calls": 2, "tool_calls": 1, "input_tokens": 320, "output_tokens": 42,
-                   "has_answer": True}
+    assert row == {
+        "run_id": TRACE,
+        "agent": "kyc-reviewer",
+        "case_id": "K-7",
+        "models": ["gpt-4.1"],
+        "model_calls": 2,
+        "tool_calls": 1,
+        "input_tokens": 320,
+        "output_tokens": 42,
+        "has_answer": True,
+    }
 
 
 def test_show_prints_the_trajectory_without_terminal_escapes(trace_file: Path):
@@ -87,7 +148,9 @@ def test_show_prints_the_trajectory_without_terminal_escapes(trace_file: Path):
     assert "\x1b" not in out and "\\x1b[31mEve" in out
     steps = [ln for ln in out.splitlines() if ln[:3].strip().isdigit()]
     assert [s.split()[2:4] for s in steps] == [
-        ["model", "gpt-4.1"], ["tool", "screen_sanctions"], ["model", "gpt-4.1"]
+        ["model", "gpt-4.1"],
+        ["tool", "screen_sanctions"],
+        ["model", "gpt-4.1"],
     ]
     assert "120/12" in steps[0] and "+1.0" in steps[0]
     assert "answer at T+30.0 ms" in out
