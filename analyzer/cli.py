@@ -52,12 +52,19 @@ def _progress() -> Callable[[str, int], None] | None:
     return show
 
 
-def _analyze(paths: tuple[Path, ...], run_key: str | None = None, case_key: str | None = None):
+def _analyze(
+    paths: tuple[Path, ...],
+    run_key: str | None = None,
+    case_key: str | None = None,
+    packs: tuple = (),
+):
     from analyzer.pipeline import analyze_paths
 
     if not paths:
         raise InputError("no input: give at least one trace file or folder")
-    analysis = analyze_paths(list(paths), run_key=run_key, case_key=case_key, progress=_progress())
+    analysis = analyze_paths(
+        list(paths), run_key=run_key, case_key=case_key, packs=packs, progress=_progress()
+    )
     if sys.stderr.isatty():
         click.echo("\r\x1b[K", err=True, nl=False)
     return analysis
@@ -238,38 +245,79 @@ def show(
         click.echo("no answer: the run ended without a final model output")
 
 
+_SEVERITIES = ("critical", "high", "medium", "low")
+
+
 @main.command()
 @_PATHS
 @_RUN_KEY
 @_CASE_KEY
 @click.option(
+    "--rules",
+    "rule_packs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="PACK",
+    help="Rule pack (YAML); repeatable. Default: the built-in pack (rules/default.yaml).",
+)
+@click.option(
+    "--allow-plugins",
+    is_flag=True,
+    help="Load plugin rule types (module:Class): this runs Python code named by the pack.",
+)
+@click.option(
     "--out",
     "out",
     type=click.Path(path_type=Path),
-    help="Folder for summary.json, runs/steps Parquet, manifest.",
+    help="Folder for summary.json, findings, runs/steps Parquet, quarantine, manifest.",
 )
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
 )
+@click.option(
+    "--fail-on",
+    type=click.Choice([*_SEVERITIES, "never"]),
+    default="never",
+    show_default=True,
+    help="Exit 1 when a finding has this severity or a higher one.",
+)
 def report(
-    paths: tuple[Path, ...], run_key: str | None, case_key: str | None, out: Path | None, fmt: str
+    paths: tuple[Path, ...],
+    run_key: str | None,
+    case_key: str | None,
+    rule_packs: tuple[Path, ...],
+    allow_plugins: bool,
+    out: Path | None,
+    fmt: str,
+    fail_on: str,
 ) -> None:
-    """Analyze trace files: accounting, runs, steps (the main job)."""
+    """Analyze trace files: accounting, runs, findings (the main job)."""
+    from analyzer.pack import load_default_pack, load_packs
     from analyzer.report import build_summary, write_outputs
 
-    analysis = _analyze(paths, run_key, case_key)
+    packs = (
+        tuple(load_packs(rule_packs, allow_plugins=allow_plugins))
+        if rule_packs
+        else (load_default_pack(),)
+    )
+    analysis = _analyze(paths, run_key, case_key, packs)
     summary = build_summary(analysis)
     if out is not None:
         write_outputs(analysis, summary, out, command=sys.argv)
     if fmt == "json":
         click.echo(json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False))
-        return
-    from analyzer.report import terminal_summary
+    else:
+        from analyzer.report import terminal_summary
 
-    for line in terminal_summary(analysis, summary):
-        click.echo(line)
-    if out is not None:
-        click.echo(f"outputs written to {out}")
+        for line in terminal_summary(analysis, summary):
+            click.echo(line)
+        if out is not None:
+            click.echo(f"outputs written to {out}")
+    if fail_on != "never":
+        failing = _SEVERITIES[: _SEVERITIES.index(fail_on) + 1]
+        by_severity = summary["findings"]["by_severity"]
+        if any(by_severity.get(s, 0) for s in failing):
+            click.get_current_context().exit(1)
 
 
 # --- rules ---------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The one user-facing error class and its kinds; the CLI prints them and exits with code 2."""
 
-__all__ = ["AgentTraceError", "InputError", "RulePackError", "TraceFormatError"]
+__all__ = ["AgentTraceError", "InputError", "PriceTableError", "RulePackError", "TraceFormatError"]
 
 
 class AgentTraceError(Exception):
@@ -17,3 +17,7 @@ class TraceFormatError(AgentTraceError):
 
 class RulePackError(AgentTraceError):
     """A rule pack that cannot be loaded; the message lists every problem found."""
+
+
+class PriceTableError(AgentTraceError):
+    """A price table (``--prices FILE``) that cannot be loaded; the message lists every problem."""

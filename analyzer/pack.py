@@ -24,15 +24,22 @@ from analyzer.checks import REGISTRY
 from analyzer.checks.base import Check, LoadEnv, did_you_mean
 from analyzer.checks.plugin import PLUGIN_TYPE, build_plugin
 from analyzer.errors import RulePackError
+from analyzer.resources import schema
 
-__all__ = ["SCHEMA_PATH", "Pack", "load_packs", "pack_from_mapping", "read_tool_specs"]
+__all__ = [
+    "DEFAULT_PACK",
+    "Pack",
+    "load_default_pack",
+    "load_packs",
+    "pack_from_mapping",
+    "read_tool_specs",
+]
 
 #: The JSON Schema every pack is validated against.
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "rulepack.schema.json"
 
 # Rule types of the contract whose implementation has not landed yet: a clearer refusal than
 # "unknown rule type". Remove a name when its module joins the REGISTRY.
-_PLANNED = frozenset({"argument_schema", "grounded_arguments", "grounded_figures", "retries"})
+_PLANNED: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,21 @@ def load_packs(paths: Iterable[str | Path], allow_plugins: bool = False) -> list
             packs.append(pack)
     problems.raise_if_any()
     return packs
+
+
+DEFAULT_PACK = "default.yaml"
+
+
+def load_default_pack() -> Pack:
+    """The built-in pack (``rules/default.yaml``), used by ``report`` when no pack is given."""
+    from analyzer.resources import bundled_rules_text
+
+    problems = _Problems()
+    raw = bundled_rules_text(DEFAULT_PACK).encode("utf-8")
+    pack = _load_bytes(raw, Path(DEFAULT_PACK), "<built-in default pack>", False, problems, {})
+    problems.raise_if_any()
+    assert pack is not None
+    return pack
 
 
 def pack_from_mapping(
@@ -357,7 +379,7 @@ def read_tool_specs(path: Path) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
-    return Draft202012Validator(json.loads(SCHEMA_PATH.read_text(encoding="utf-8")))
+    return Draft202012Validator(schema("rulepack.schema.json"))
 
 
 _JSON_TYPES = {

@@ -11,7 +11,7 @@ The run model of the contract (section 2), computed column-wise with polars:
   model requested in its output and that no tool-execution span ran is still a step
   (``executed = False``); requests and executions are joined by tool call id, else by tool
   name in order.
-- **answer**: see `_answers`.
+- **answer**: see `_answers` (a tool-free final model call, or an output tool called last).
 - **sources**: one row per text the run had seen, with the time from which it was available
   (`sources_before` selects those of a step).
 """
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from analyzer.conventions.semconv import OUTPUT_TOOL_NAMES, OUTPUT_TOOL_PREFIXES
 
 __all__ = [
     "ANSWER_CAP",
@@ -435,13 +437,18 @@ def _answers(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     call's end; its text is the run's top agent span output where recorded. A run whose last
     model call requested tools, or with no successful tool-free call, has no answer. A run with
     no model call answers with its agent span's recorded output, at the agent span's end.
+
+    Except for output tools (`semconv.OUTPUT_TOOL_NAMES`): frameworks that return a structured
+    answer have the model call such a tool and stop. When a successful output-tool call comes
+    after the run's last model call, its arguments are the answer (the agent span output where
+    recorded), at the end of its execution span, or of the requesting call if none ran it.
     """
     model = _requests_tools(steps)
     last = (
         model.sort("run_id", "index")
         .group_by("run_id")
         .last()
-        .select("run_id", pl.col("asks_tools").alias("_last_asks"))
+        .select("run_id", pl.col("asks_tools").alias("_last_asks"), pl.col("index").alias("_m_i"))
     )
     final = (
         model.filter(~pl.col("asks_tools") & (pl.col("status") != "error"))
@@ -455,6 +462,25 @@ def _answers(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
             pl.col("output_text").alias("_a_text"),
         )
     )
+    name = pl.col("tool_name")
+    is_output_tool = name.is_in(list(OUTPUT_TOOL_NAMES))
+    for prefix in OUTPUT_TOOL_PREFIXES:
+        is_output_tool = is_output_tool | name.str.starts_with(prefix)
+    output_tool = (
+        steps.filter(
+            (pl.col("kind") == "tool_call") & is_output_tool & (pl.col("status") != "error")
+        )
+        .sort("run_id", "index")
+        .group_by("run_id")
+        .last()
+        .select(
+            "run_id",
+            pl.col("index").alias("_o_i"),
+            pl.coalesce("span_id", "requested_by").alias("_o_span"),
+            pl.coalesce("end_ns", "start_ns").alias("_o_end"),
+            pl.col("arguments").alias("_o_text"),
+        )
+    )
     agent = _top_agent(frame).select(
         "run_id",
         pl.col("span_id").alias("_g_span"),
@@ -464,20 +490,37 @@ def _answers(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     )
     runs = frame.select("run_id").unique()
     out = runs.join(last, on="run_id", how="left").join(final, on="run_id", how="left")
-    out = out.join(agent, on="run_id", how="left")
+    out = out.join(output_tool, on="run_id", how="left").join(agent, on="run_id", how="left")
     has_model = pl.col("_last_asks").is_not_null()
-    via_model = has_model & ~pl.col("_last_asks") & pl.col("_a_span").is_not_null()
-    via_agent = ~has_model & pl.col("_g_text").is_not_null() & (pl.col("_g_status") != "error")
+    via_tool = pl.col("_o_i").is_not_null() & (~has_model | (pl.col("_o_i") > pl.col("_m_i")))
+    via_model = ~via_tool & has_model & ~pl.col("_last_asks") & pl.col("_a_span").is_not_null()
+    via_agent = (
+        ~via_tool & ~has_model & pl.col("_g_text").is_not_null() & (pl.col("_g_status") != "error")
+    )
     return out.select(
         "run_id",
-        (via_model | via_agent).fill_null(False).alias("has_answer"),
-        pl.when(via_model)
+        (via_tool | via_model | via_agent).fill_null(False).alias("has_answer"),
+        pl.when(via_tool)
+        .then(pl.coalesce("_g_text", "_o_text"))
+        .when(via_model)
         .then(pl.coalesce("_g_text", "_a_text"))
         .when(via_agent)
         .then("_g_text")
         .alias("answer"),
-        pl.when(via_model).then("_a_end").when(via_agent).then("_g_end").alias("answer_ns"),
-        pl.when(via_model).then("_a_span").when(via_agent).then("_g_span").alias("answer_span_id"),
+        pl.when(via_tool)
+        .then("_o_end")
+        .when(via_model)
+        .then("_a_end")
+        .when(via_agent)
+        .then("_g_end")
+        .alias("answer_ns"),
+        pl.when(via_tool)
+        .then("_o_span")
+        .when(via_model)
+        .then("_a_span")
+        .when(via_agent)
+        .then("_g_span")
+        .alias("answer_span_id"),
     )
 
 
@@ -555,7 +598,11 @@ def _runs(
         temperature=pl.when(pl.col("temperatures").list.len() == 1).then(
             pl.col("temperatures").list.first()
         ),
-        duration_s=(pl.coalesce("_agent_ns", pl.col("_last_end") - pl.col("started_ns"))) / 1e9,
+        # Rounded to the nanosecond: polars may divide by multiplying with 1e-9 in some batch
+        # shapes, which would make the same run's float differ by its last bit.
+        duration_s=(
+            pl.coalesce("_agent_ns", pl.col("_last_end") - pl.col("started_ns")) / 1e9
+        ).round(9),
         answer=pl.col("answer").str.slice(0, ANSWER_CAP),
     )
     attrs = _run_attributes(frame, spans, runs)
@@ -598,6 +645,8 @@ def _runs(
         "started_ns",
         "has_content",
         "attributes",
+        # distinct JSON arrays of the tools offered in the run (argument_schema reads them)
+        pl.col("_tool_defs").alias("tool_definitions"),
     ).sort("run_id")
 
 

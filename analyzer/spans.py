@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import msgspec
 import orjson
 import pyarrow as pa
 
@@ -97,7 +98,10 @@ def _attr(key: str, value: Any) -> dict[str, Any] | None:
     elif isinstance(value, bytes):
         row["json"] = orjson.dumps(__import__("base64").b64encode(value).decode()).decode()
     else:
-        row["json"] = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+        try:
+            row["json"] = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+        except orjson.JSONEncodeError:  # an integer beyond 64 bits, or nested over 254 levels
+            row["json"] = msgspec.json.encode(value, enc_hook=str).decode()
     return row
 
 

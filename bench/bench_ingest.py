@@ -1,6 +1,6 @@
 """Ingest benchmark: agenttrace's OTLP JSON lines reader against a stdlib loop and the orjson floor.
 
-    python bench/bench_ingest.py bench/data/otlp-1000000-s1.jsonl [--repeat 3]
+    python bench/bench_ingest.py bench/data/otlp-1000000-s1.jsonl [--repeat 3] [--methods a,b]
 
 Each measurement runs in its own process tree; wall time, CPU time and peak RSS (of the largest
 process in the tree, from ``RUSAGE_CHILDREN``) are read around it. Prints a Markdown table.
@@ -24,8 +24,20 @@ __all__ = ["main"]
 METHODS = {
     "agenttrace-1": "(a) agenttrace `read_lines`, 1 process, full span table",
     "agenttrace-2": "(a) agenttrace `read_lines_file`, 2 processes, full span table",
+    "agenttrace-ingest": "(a') agenttrace `read_traces(jobs=2)`: (a) + digest, de-duplication, "
+    "orphans, sort",
+    "agenttrace-ingest-tuned": "(a'') as (a'), the process started with `TUNED_ENV`",
     "stdlib-json": "(b) stdlib `json.loads` + dict loops, same columns, 1 process",
     "orjson-floor": "(c) floor: `orjson.loads` of every line, 2 processes, nothing kept",
+}
+
+#: Allocator settings for the measured process (its `read_lines_file` worker inherits them):
+#: Arrow and polars both on jemalloc, neither giving freed pages back to the system, so fresh
+#: pages (page faults are dear on this VM) are taken once, not again after every free.
+TUNED_ENV = {
+    "ARROW_DEFAULT_MEMORY_POOL": "jemalloc",
+    "JE_ARROW_MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1",
+    "_RJEM_MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1",
 }
 
 
@@ -47,6 +59,14 @@ def _agenttrace(path: str, jobs: int) -> int:
         table = pa.Table.from_batches(list(read_lines_file(path, log, jobs)), schema=SPAN_SCHEMA)
     assert log.spans_read == table.num_rows + log.spans_quarantined
     return table.num_rows
+
+
+def _ingest(path: str) -> int:
+    from analyzer.ingest import read_traces
+
+    ingested = read_traces([path], jobs=2)
+    assert ingested.log.balanced()
+    return ingested.spans.num_rows
 
 
 def _stdlib_attrs(items: list[dict]) -> list[dict]:
@@ -162,6 +182,8 @@ def _run(method: str, path: str) -> dict:
         spans = _agenttrace(path, 1)
     elif method == "agenttrace-2":
         spans = _agenttrace(path, 2)
+    elif method in ("agenttrace-ingest", "agenttrace-ingest-tuned"):
+        spans = _ingest(path)
     elif method == "stdlib-json":
         spans = _stdlib(path)
     else:
@@ -175,11 +197,13 @@ def _run(method: str, path: str) -> dict:
 def _measure(method: str, path: str) -> dict:
     """Run `method` in a child; its wall, CPU and peak RSS (largest process of its tree)."""
     start = time.perf_counter()
+    env = {**os.environ, **TUNED_ENV} if method.endswith("-tuned") else None
     proc = subprocess.run(
         [sys.executable, __file__, "--run", method, path],
         capture_output=True,
         text=True,
         check=True,
+        env=env,
     )
     wall = time.perf_counter() - start
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -188,11 +212,38 @@ def _measure(method: str, path: str) -> dict:
     return out
 
 
+def _busy(seconds: float = 1.0) -> float:
+    """The share of all CPUs busy over `seconds` (other sessions share this machine)."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as fh:
+            ticks = [int(x) for x in fh.readline().split()[1:]]
+        return sum(ticks), ticks[3] + ticks[4]  # idle + iowait
+
+    total0, idle0 = sample()
+    time.sleep(seconds)
+    total1, idle1 = sample()
+    return 1 - (idle1 - idle0) / max(1, total1 - total0)
+
+
+def _settle(limit: float) -> None:
+    """Wait (up to `limit` seconds) until less than 8% of the CPUs are busy."""
+    deadline = time.monotonic() + limit
+    while _busy() > 0.08 and time.monotonic() < deadline:
+        time.sleep(2)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("file")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--methods", default=",".join(METHODS))
+    ap.add_argument(
+        "--settle",
+        type=float,
+        default=0.0,
+        help="before each run, wait up to this many seconds for the other load to go",
+    )
     ap.add_argument("--run", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--measure", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -207,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[dict]] = {m: [] for m in methods}
     for _ in range(args.repeat):
         for method in methods:  # interleaved, so load from elsewhere hits all methods alike
+            if args.settle:
+                _settle(args.settle)
             proc = subprocess.run(
                 [sys.executable, __file__, "--measure", method, args.file],
                 capture_output=True,
@@ -215,7 +268,9 @@ def main(argv: list[str] | None = None) -> int:
             )
             results[method].append(json.loads(proc.stdout.strip().splitlines()[-1]))
             print(method, results[method][-1], file=sys.stderr)
-    spans = max(r["spans"] for r in results.get("agenttrace-1", results[methods[0]]))
+    spans = max(
+        (r["spans"] for m in methods if m.startswith("agenttrace") for r in results[m]), default=0
+    )
     floor = (
         statistics.median(r["wall"] for r in results["orjson-floor"])
         if "orjson-floor" in results

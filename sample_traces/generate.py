@@ -993,21 +993,33 @@ def support_runs() -> list[Run]:
     return runs
 
 
-def _oi_messages(prefix: str, messages: Sequence[dict[str, Any]], out: dict[str, Any]) -> None:
+def _flat_messages(
+    prefix: str, messages: Sequence[dict[str, Any]], out: dict[str, Any], *, openinference: bool
+) -> None:
+    """Flatten chat messages into attributes, OpenInference or OpenLLMetry style.
+
+    OpenInference nests under ``.message`` / ``.tool_call`` / ``.function`` and names the tool
+    on tool messages; OpenLLMetry puts the same fields directly under the index.
+    """
+    message, tool_call, function = (
+        (".message", ".tool_call", ".function") if openinference else ("", "", "")
+    )
     for i, m in enumerate(messages):
-        key = f"{prefix}.{i}.message"
+        key = f"{prefix}.{i}{message}"
         out[f"{key}.role"] = m["role"]
         if m["role"] == "tool":
             out[f"{key}.content"] = m["content"]
             out[f"{key}.tool_call_id"] = m["call"].id
-            out[f"{key}.name"] = m["call"].name
+            if openinference:
+                out[f"{key}.name"] = m["call"].name
             continue
         if m.get("content"):
             out[f"{key}.content"] = m["content"]
         for j, call in enumerate(m.get("calls") or ()):
-            out[f"{key}.tool_calls.{j}.tool_call.id"] = call.id
-            out[f"{key}.tool_calls.{j}.tool_call.function.name"] = call.name
-            out[f"{key}.tool_calls.{j}.tool_call.function.arguments"] = call.arguments
+            base = f"{key}.tool_calls.{j}{tool_call}"
+            out[f"{base}.id"] = call.id
+            out[f"{base}{function}.name"] = call.name
+            out[f"{base}{function}.arguments"] = call.arguments
 
 
 def write_support(outdir: Path) -> None:
@@ -1056,17 +1068,18 @@ def write_support(outdir: Path) -> None:
                             {"temperature": run.temperature, "tool_choice": "auto"}
                         ),
                     }
-                    _oi_messages("llm.input_messages", t.inputs, attributes)
+                    _flat_messages("llm.input_messages", t.inputs, attributes, openinference=True)
                     for i, schema in enumerate(tool_schemas):
                         attributes[f"llm.tools.{i}.tool.json_schema"] = schema
                     span = llm.start_span(
                         "ChatCompletion", context=ctx, start_time=t.start, attributes=attributes
                     )
                     out_attrs: dict[str, Any] = {}
-                    _oi_messages(
+                    _flat_messages(
                         "llm.output_messages",
                         [{"role": "assistant", "content": step.answer, "calls": step.calls}],
                         out_attrs,
+                        openinference=True,
                     )
                     out_attrs["llm.model_name"] = _response_model(step.model or run.model)
                     out_attrs["llm.token_count.prompt"] = t.input_tokens
@@ -1319,22 +1332,6 @@ class CollectorProtoFileExporter(SpanExporter):
         self._file.close()
 
 
-def _ll_messages(prefix: str, messages: Sequence[dict[str, Any]], out: dict[str, Any]) -> None:
-    for i, m in enumerate(messages):
-        key = f"{prefix}.{i}"
-        out[f"{key}.role"] = m["role"]
-        if m["role"] == "tool":
-            out[f"{key}.content"] = m["content"]
-            out[f"{key}.tool_call_id"] = m["call"].id
-            continue
-        if m.get("content"):
-            out[f"{key}.content"] = m["content"]
-        for j, call in enumerate(m.get("calls") or ()):
-            out[f"{key}.tool_calls.{j}.id"] = call.id
-            out[f"{key}.tool_calls.{j}.name"] = call.name
-            out[f"{key}.tool_calls.{j}.arguments"] = call.arguments
-
-
 def write_realestate(outdir: Path) -> None:
     ids = SeededIdGenerator()
     provider = _provider({"service.name": "realestate-qa", "service.version": "0.9.4"}, ids)
@@ -1390,7 +1387,7 @@ def write_realestate(outdir: Path) -> None:
                     attributes[f"llm.request.functions.{i}.description"] = tool["description"]
                     attributes[f"llm.request.functions.{i}.parameters"] = _dumps(tool["parameters"])
                 if content:
-                    _ll_messages("gen_ai.prompt", t.inputs, attributes)
+                    _flat_messages("gen_ai.prompt", t.inputs, attributes, openinference=False)
                 span = llm.start_span(
                     "openai.chat",
                     context=parent,
@@ -1407,7 +1404,7 @@ def write_realestate(outdir: Path) -> None:
                 }
                 if content:
                     message = {"role": "assistant", "content": step.answer, "calls": step.calls}
-                    _ll_messages("gen_ai.completion", [message], out)
+                    _flat_messages("gen_ai.completion", [message], out, openinference=False)
                     out["gen_ai.completion.0.finish_reason"] = (
                         "tool_calls" if step.calls else "stop"
                     )

@@ -15,7 +15,15 @@ Steps (times in ns, each step starts 1 after the previous one ended unless ``at`
 - ``{answer: TEXT}``: the final model call with that output; ``answer: null`` records no
   content.
 
-Run keys: ``name``, ``attrs`` (root span attributes), ``agent``, ``agent_output``,
+Any step also takes ``status`` (error: a failed call), ``resend`` (its
+``http.request.resend_count``) and ``tool_defs`` (the tool definitions the span recorded, a list
+of ``{name, parameters}``).
+
+Model calls (``model`` and ``answer`` steps) record as input messages the run's ``input`` and
+their own ``{model: {input: ...}}``: a text (one user message) or a list of ``{role: text}``;
+without any, a run has no message source (as when content capture is off).
+
+Run keys: ``name``, ``attrs`` (root span attributes), ``agent``, ``agent_output``, ``input``,
 ``duration_s`` (the agent span's length), ``cost_usd`` (added as the runs' cost column),
 ``findings`` (rule, kind, tool, argument, detail, spans as labels; rule defaults to the only
 rule), ``coverage`` ({rule: status}; default: every rule that applies says checked),
@@ -32,7 +40,7 @@ from typing import Any
 import polars as pl
 import pytest
 import yaml
-from factories import call, tables
+from factories import call, msg, tables
 
 from analyzer.checks import REGISTRY, evaluate
 from analyzer.pack import pack_from_mapping
@@ -43,6 +51,15 @@ CASES = Path(__file__).parent / "checks"
 
 def _case_files() -> list[Path]:
     return sorted(CASES.glob("*.yaml"))
+
+
+def _messages(given: Any) -> list[dict[str, Any]]:
+    """Input messages from a case: a text (one user message) or a list of {role: text}."""
+    if given is None:
+        return []
+    if isinstance(given, str):
+        return [msg("user", given)]
+    return [msg(role, text) for item in given for role, text in item.items()]
 
 
 def _run_rows(index: int, run: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -94,6 +111,10 @@ def _run_rows(index: int, run: dict[str, Any]) -> tuple[list[dict[str, Any]], di
             )
             if tokens:
                 row.update(input_tokens=tokens[0], output_tokens=tokens[1])
+            given = options.get("input") if isinstance(options, dict) else None
+            messages = _messages(run.get("input")) + _messages(given)
+            if messages:  # what the call was given: sources from its start
+                row["input_messages"] = messages
             if "answer" in step:
                 row.update(output_text=step["answer"], finish_reasons=["stop"])
                 if step["answer"] is None:
@@ -101,6 +122,10 @@ def _run_rows(index: int, run: dict[str, Any]) -> tuple[list[dict[str, Any]], di
             else:
                 row.update(finish_reasons=["tool_calls"], requested_calls=[])
                 last_model = row
+        if "resend" in step:  # HTTP resends recorded on the span
+            row["http_resend_count"] = step["resend"]
+        if "tool_defs" in step:  # tools offered, as the normalizer writes them
+            row["tool_definitions"] = json.dumps(step["tool_defs"], sort_keys=True)
         rows.append(row)
         clock = end + 1
     agent_end = max([r["end_ns"] for r in rows] + [0]) + 5

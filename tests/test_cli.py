@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -178,7 +179,10 @@ def test_report_writes_outputs(trace_file: Path, tmp_path: Path):
 def test_report_is_byte_deterministic(trace_file: Path, tmp_path: Path):
     for name in ("a", "b"):
         assert run("report", str(trace_file), "--out", str(tmp_path / name)).exit_code == 0
-    for name in ("summary.json", "runs.parquet", "steps.parquet", "quarantine.jsonl"):
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "b").iterdir())
+    assert {"findings.jsonl", "findings.parquet", "manifest.json", "summary.json"} <= set(names)
+    for name in names:
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
 
 
@@ -210,3 +214,57 @@ def test_empty_folder_and_unknown_run(tmp_path: Path, trace_file: Path):
     assert result.exit_code == 2 and "no input" in result.stderr
     result = CliRunner().invoke(main, ["show", "ffff", str(trace_file)])
     assert result.exit_code == 2 and "no run with id 'ffff'" in result.stderr
+
+
+PACK = """\
+pack: kyc
+rules:
+  - {id: checks, type: required_tools, tools: [screen_sanctions, lookup_owners], severity: high}
+  - {id: answered, type: required_tools, tools: [], severity: low}
+"""
+
+
+def test_report_applies_packs_and_writes_findings(trace_file: Path, tmp_path: Path):
+    pack = tmp_path / "kyc.yaml"
+    pack.write_text(PACK)
+    out = tmp_path / "out"
+    result = run("report", str(trace_file), "--rules", str(pack), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    # screen_sanctions ran, lookup_owners never did: one omission + one premature answer
+    found = [json.loads(x) for x in (out / "findings.jsonl").read_text().splitlines()]
+    assert [(f["rule_id"], f["kind"], f["tool"]) for f in found] == [
+        ("checks", "omission", "lookup_owners"),
+        ("checks", "premature_answer", None),
+    ]
+    assert found[0]["span_ids"] == ["00f067aa0ba902ba"] and found[0]["case_id"] == "K-7"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["findings"]["total"] == 2
+    assert summary["findings"]["by_severity"] == {"critical": 0, "high": 2, "medium": 0, "low": 0}
+    assert [
+        (r["rule_id"], r["kind"], r["findings"], r["runs"]) for r in summary["findings"]["by_rule"]
+    ] == [
+        ("answered", None, 0, 0),
+        ("checks", "omission", 1, 1),
+        ("checks", "premature_answer", 1, 1),
+    ]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["packs"][0]["sha256"] == hashlib.sha256(PACK.encode()).hexdigest()
+    assert "findings 2 (0 critical, 2 high, 0 medium, 0 low)" in result.output
+
+
+@pytest.mark.parametrize(("fail_on", "code"), [("high", 1), ("critical", 0), ("low", 1)])
+def test_fail_on_sets_the_exit_code(trace_file: Path, tmp_path: Path, fail_on: str, code: int):
+    pack = tmp_path / "kyc.yaml"
+    pack.write_text(PACK)
+    result = CliRunner().invoke(
+        main, ["report", str(trace_file), "--rules", str(pack), "--fail-on", fail_on]
+    )
+    assert result.exit_code == code, result.output
+
+
+def test_bad_pack_is_exit_2_before_reading_traces(trace_file: Path, tmp_path: Path):
+    pack = tmp_path / "bad.yaml"
+    pack.write_text("pack: x\nrules:\n  - {id: a, type: required_tool, tools: [t]}\n")
+    result = CliRunner().invoke(main, ["report", str(trace_file), "--rules", str(pack)])
+    assert result.exit_code == 2
+    assert "unknown rule type 'required_tool'; did you mean required_tools?" in result.stderr

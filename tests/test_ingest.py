@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import tracemalloc
+import zlib
 from pathlib import Path
 
 import pytest
@@ -102,29 +104,290 @@ def test_zstd_and_damaged_lines_are_counted_not_fatal(tmp_path: Path):
     assert log.balanced()
 
 
-@pytest.mark.xfail(
-    reason="sniffing peeks past the break on small files: salvage not yet done", strict=True
-)
-def test_truncated_gzip_keeps_what_was_read_before_the_break(tmp_path: Path):
-    body = "".join(line(span(f"{i:016x}", start=i)) + "\n" for i in range(1, 2001)).encode()
-    data = gzip.compress(body, mtime=0)
-    path = tmp_path / "cut.jsonl.gz"
-    path.write_bytes(data[: len(data) // 2])
-    log = read_traces([path]).log
-    assert 0 < log.spans_kept < 2000
-    assert log.quarantine[-1].position == "end of readable data"
+LINES = [line(span(f"{i:016x}", start=i)) + "\n" for i in range(1, 2001)]
+
+
+def _flushed(kind: str, data: bytes) -> bytes:
+    """`data` compressed and flushed, the stream left open: a file cut at a block boundary."""
+    if kind == "gzip":
+        comp = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+        return comp.compress(data) + comp.flush(zlib.Z_SYNC_FLUSH)
+    zcomp = zstandard.ZstdCompressor().compressobj()
+    return zcomp.compress(data) + zcomp.flush(zstandard.COMPRESSOBJ_FLUSH_BLOCK)
+
+
+@pytest.mark.parametrize("kind", ["gzip", "zstd"])
+def test_truncated_stream_keeps_every_complete_line_before_the_cut(tmp_path: Path, kind: str):
+    # 1,000 whole lines and 37 bytes of line 1001, then the file ends (no end-of-stream marker)
+    before = "".join(LINES[:1000]).encode() + LINES[1000].encode()[:37]
+    path = tmp_path / f"cut.jsonl.{'gz' if kind == 'gzip' else 'zst'}"
+    path.write_bytes(_flushed(kind, before))
+    ingested = read_traces([path])
+    log = ingested.log
+    assert log.files[0].format == f"jsonl+{kind}"
+    ids = ingested.spans.column("span_id").to_pylist()
+    assert ids == [f"{i:016x}" for i in range(1, 1001)]
+    assert (log.records, log.spans_read, log.spans_kept, log.spans_quarantined) == (
+        1001,
+        1000,
+        1000,
+        0,
+    )
+    assert log.records_quarantined == 2
+    partial, cut = log.quarantine
+    assert (partial.position, partial.excerpt) == ("line 1001", LINES[1000][:37])
+    assert partial.reason.startswith("invalid JSON")
+    assert (cut.file, cut.position) == (str(path), f"byte {len(before)}")
+    assert cut.reason == (
+        f"truncated {kind} stream: the compressed data ends after {path.stat().st_size:,} "
+        "bytes, before the end-of-stream marker; what was decompressed before is kept"
+    )
     assert log.balanced()
 
 
-@pytest.mark.xfail(
-    reason="bomb guard floor (64 MiB) above this test's payload; issue 7", strict=True
-)
-def test_decompression_bomb_is_refused(tmp_path: Path):
-    path = tmp_path / "bomb.zst"
-    path.write_bytes(zstandard.ZstdCompressor(level=1).compress(b" " * (80 << 20)))
+@pytest.mark.parametrize("kind", ["gzip", "zstd"])
+def test_stream_cut_anywhere_keeps_the_lines_its_prefix_holds(tmp_path: Path, kind: str):
+    body = "".join(LINES).encode()
+    if kind == "gzip":
+        data = gzip.compress(body, mtime=0)
+        cut = data[: len(data) // 2]
+        prefix = zlib.decompressobj(zlib.MAX_WBITS | 16).decompress(cut)
+    else:
+        data = zstandard.ZstdCompressor().compress(body)
+        cut = data[: len(data) // 2]
+        prefix = zstandard.ZstdDecompressor().decompressobj().decompress(cut)
+    whole = prefix.count(b"\n")  # what the library itself decodes from the cut file
+    assert 0 < whole < 2000
+    path = tmp_path / "cut.jsonl.x"
+    path.write_bytes(cut)
+    log = read_traces([path]).log
+    assert (log.spans_read, log.spans_kept) == (whole, whole)
+    positions = [q.position for q in log.quarantine]
+    tail = [f"line {whole + 1}"] if not prefix.endswith(b"\n") else []
+    assert positions == [*tail, f"byte {len(prefix)}"]
+    assert log.quarantine[-1].reason.startswith(f"truncated {kind} stream")
+    assert log.balanced()
+
+
+def test_corrupt_gzip_keeps_the_lines_before_the_damage(tmp_path: Path):
+    good = _flushed("gzip", "".join(LINES[:1000]).encode())
+    path = tmp_path / "bad.jsonl.gz"
+    path.write_bytes(good + b"\xff" * 64 + gzip.compress(LINES[1000].encode()))
     ingested = read_traces([path])
+    log = ingested.log
+    assert ingested.spans.num_rows == 1000
+    [entry] = log.quarantine
+    assert entry.position == f"byte {len(''.join(LINES[:1000]))}"
+    assert entry.reason.startswith(f"corrupt gzip stream at compressed byte {len(good):,}: ")
+    assert "invalid block type" in entry.reason
+    assert log.balanced()
+
+
+def _bomb(path: Path, kind: str, head: bytes, mib: int, tail: bytes = b"]}") -> Path:
+    """`head`, `mib` MiB of spaces and `tail`, compressed as it is written (never held whole)."""
+    chunk = b" " * (1 << 20)
+    with path.open("wb") as fh:
+        if kind == "zstd":
+            with zstandard.ZstdCompressor(level=1).stream_writer(fh) as writer:
+                writer.write(head)
+                for _ in range(mib):
+                    writer.write(chunk)
+                writer.write(tail)
+        else:  # gzip inside gzip: one layer cannot pass 1032x, two can
+            comp = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+            parts = [comp.compress(head), *(comp.compress(chunk) for _ in range(mib))]
+            inner = b"".join([*parts, comp.compress(tail), comp.flush()])
+            fh.write(gzip.compress(inner, mtime=0))
+    return path
+
+
+def _traced_peak(fn):
+    tracemalloc.start()
+    try:
+        result = fn()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize(("kind", "mib"), [("zstd", 1024), ("gzip", 80)])
+def test_decompression_bomb_is_refused_without_expanding_it(tmp_path: Path, kind: str, mib: int):
+    # a valid OTLP document in all but its size: 1 GiB (or 80 MiB) of JSON whitespace
+    path = _bomb(tmp_path / "bomb.json.x", kind, b'{"resourceSpans": [', mib)
+    size = path.stat().st_size
+    assert size * 1000 < (mib << 20)  # past the ratio...
+    ingested, peak = _traced_peak(lambda: read_traces([path]))
+    assert peak < 128 << 20  # ...and refused once past the 64 MiB floor, not expanded
+    log = ingested.log
     assert ingested.spans.num_rows == 0
-    assert "decompression bomb" in ingested.log.quarantine[0].reason
+    [entry] = log.quarantine
+    assert (entry.file, entry.position) == (str(path), "file")
+    assert entry.reason == (
+        f"decompresses to more than 67,108,864 bytes (the limit: 1000x its {size:,} "
+        "compressed bytes, at least 64 MiB); refused as a decompression bomb"
+    )
+    assert log.files[0].format.startswith("jsonl+")
+
+
+def test_highly_compressible_file_under_the_floor_is_read(tmp_path: Path):
+    # near miss: the same shape, 48 MiB (over 1000x, but under the 64 MiB floor)
+    head = line(ROOT).encode()[:-2] + b" "
+    path = _bomb(tmp_path / "big.json.zst", "zstd", head, 48, b"]}\n")
+    assert path.stat().st_size * 1000 < (48 << 20)
+    ingested = read_traces([path])
+    assert ingested.log.quarantine == []
+    assert ingested.spans.column("span_id").to_pylist() == ["eee19b7ec3c1b173"]
+
+
+def test_compressed_zeros_are_not_a_trace_and_are_not_expanded(tmp_path: Path):
+    path = tmp_path / "zeros.zst"
+    with path.open("wb") as fh, zstandard.ZstdCompressor(level=1).stream_writer(fh) as writer:
+        for _ in range(1024):
+            writer.write(bytes(1 << 20))
+    ingested, peak = _traced_peak(lambda: read_traces([path]))
+    assert peak < 16 << 20  # the sniffer's look at the head, no more
+    [entry] = ingested.log.quarantine
+    assert (entry.position, entry.reason) == (
+        "file",
+        "not a trace file (no known format recognised)",
+    )
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["mapped", "gzip-stream"])
+def test_empty_lines_are_counted_and_lines_are_read_in_small_groups(
+    tmp_path: Path, monkeypatch, packed: bool
+):
+    from analyzer.ingest import otlp_json
+
+    monkeypatch.setattr(otlp_json, "GROUP_LINES", 2)  # 3 groups of lines, then the tail
+    text = (
+        line(ROOT)
+        + "\n" * 100_000  # ends line 1, then lines 2..100,000 are empty
+        + "garbage\n"  # line 100,001
+        + " \t\n"  # line 100,002: blank, not a record
+        + line(CHILD)  # line 100,003
+        + "\n\n\n"
+        + line(ORPHAN)  # line 100,006, no newline at the end
+    ).encode()
+    path = tmp_path / ("dump.jsonl.gz" if packed else "dump.jsonl")
+    path.write_bytes(gzip.compress(text, mtime=0) if packed else text)
+    ingested = read_traces([path])
+    log = ingested.log
+    assert (log.records, log.spans_read, log.spans_kept) == (4, 3, 3)
+    assert [q.position for q in log.quarantine] == ["line 100001"]
+    rows = ingested.spans.select(["span_id", "source_pos"]).to_pylist()
+    assert rows == [
+        {"span_id": "eee19b7ec3c1b173", "source_pos": 1},
+        {"span_id": "eee19b7ec3c1b174", "source_pos": 100_003},
+        {"span_id": "eee19b7ec3c1b175", "source_pos": 100_006},
+    ]
+
+
+def test_a_bomb_of_newlines_is_refused_without_a_line_object_per_newline(tmp_path: Path):
+    # 1 GiB of newlines after one good line: 64 MiB are read (the floor), as counted lines only
+    path = tmp_path / "newlines.jsonl.zst"
+    with path.open("wb") as fh, zstandard.ZstdCompressor(level=1).stream_writer(fh) as writer:
+        writer.write(line(ROOT).encode())
+        for _ in range(1024):
+            writer.write(b"\n" * (1 << 20))
+    ingested, peak = _traced_peak(lambda: read_traces([path]))
+    assert peak < 128 << 20  # a view per newline would be 6 GB for each 32 MiB read
+    assert ingested.spans.column("span_id").to_pylist() == ["eee19b7ec3c1b173"]
+    [entry] = ingested.log.quarantine
+    assert entry.position == "end of readable data"
+    assert entry.reason.endswith("refused as a decompression bomb")
+
+
+def test_non_ascii_keys_and_values_are_read_exactly(tmp_path: Path):
+    # the fast path cuts attribute lists with byte offsets: keys and values before a cut
+    # that are not ASCII must not shift it (a character count would)
+    attrs = [
+        {"key": "ключ", "value": {"stringValue": "значение"}},
+        {"key": "emoji 🙂", "value": {"intValue": "7"}},
+        {"key": "k", "value": {"stringValue": 'naïve \u00e9 "quoted"'}},
+    ]
+    # compact and raw UTF-8, as collectors write it: the form the fast path reads
+    request = json.loads(line({**ROOT, "attributes": attrs}))
+    path = tmp_path / "u.jsonl"
+    text = json.dumps(request, separators=(",", ":"), ensure_ascii=False)
+    path.write_text(text + "\n", encoding="utf-8")
+    [row] = read_traces([path]).spans.column("attributes").to_pylist()
+    assert [(a["key"], a["str"], a["int"]) for a in row] == [
+        ("ключ", "значение", None),
+        ("emoji 🙂", None, 7),
+        ("k", 'naïve é "quoted"', None),
+    ]
+
+
+def _damaged_dump(path: Path) -> Path:
+    lines = [line(span(f"{i:016x}", start=i)) for i in range(1, 41)]
+    lines[2] = '{"resourceSpans": [ truncated'  # line 3: not JSON
+    lines[24] = "not json at all"  # line 25
+    lines[37] = line(span(f"{38:016x}", start=38), span("not-an-id", start=39))  # one bad span
+    lines[39] = lines[0]  # line 40: line 1 exported twice
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_big_plain_file_read_by_two_processes_equals_one(tmp_path: Path, monkeypatch):
+    from analyzer.ingest import otlp_json, reader
+
+    path = _damaged_dump(tmp_path / "dump.jsonl")
+    calls: list[int] = []
+    workers: list = []
+    real_read, real_popen = otlp_json.read_lines_file, otlp_json.subprocess.Popen
+
+    def read_lines_file(path, log, jobs=2):
+        calls.append(jobs)
+        yield from real_read(path, log, jobs)
+
+    def popen(*args, **kwargs):
+        workers.append(real_popen(*args, **kwargs))
+        return workers[-1]
+
+    monkeypatch.setattr(otlp_json, "read_lines_file", read_lines_file)
+    monkeypatch.setattr(otlp_json.subprocess, "Popen", popen)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 1000)  # the file has 18,320 bytes
+    one = read_traces([path], jobs=1)
+    assert calls == []
+    two = read_traces([path], jobs=2)
+    assert calls == [2]
+    assert [w.returncode for w in workers] == [0]  # the second half was read by a worker
+    assert two.spans.equals(one.spans)
+    assert two.log.as_dict() == one.log.as_dict()
+    assert two.log.files == one.log.files
+    counts = {k: v for k, v in one.log.as_dict().items() if k != "quarantine"}
+    assert counts == {
+        "files": 1,
+        "records_read": 40,
+        "spans_read": 39,  # 38 lines of one span, line 38 has two, lines 3 and 25 none
+        "spans_kept": 37,
+        "duplicate_spans": 1,
+        "spans_quarantined": 1,
+        "records_quarantined": 2,
+        "orphan_spans": 0,
+        "runs": 0,
+    }
+    # line 3 is read by this process, lines 25 and 38 by the worker
+    assert [q.position for q in two.log.quarantine] == ["line 3", "line 25", "line 38 span 2"]
+    assert [q.spans for q in two.log.quarantine] == [0, 0, 1]
+
+
+def test_small_or_compressed_files_stay_in_one_process(tmp_path: Path, monkeypatch):
+    from analyzer.ingest import otlp_json, reader
+
+    path = _damaged_dump(tmp_path / "dump.jsonl")
+    packed = tmp_path / "dump.jsonl.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes(), mtime=0))
+    calls: list[int] = []
+    monkeypatch.setattr(otlp_json, "read_lines_file", lambda *a: calls.append(1) or iter(()))
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", path.stat().st_size + 1)  # just under
+    small = read_traces([path], jobs=2)
+    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
+    gz = read_traces([packed], jobs=2)
+    assert calls == []
+    assert small.spans.num_rows == gz.spans.num_rows == 37
+    assert [q.position for q in gz.log.quarantine] == ["line 3", "line 25", "line 38 span 2"]
 
 
 def test_missing_path_and_empty_folder_are_user_errors(tmp_path: Path):

@@ -12,7 +12,9 @@ from analyzer.checks import REGISTRY
 from analyzer.checks.base import COMMON_FIELDS, When
 from analyzer.checks.trajectory import Trajectory
 from analyzer.errors import RulePackError
-from analyzer.pack import SCHEMA_PATH, load_packs, pack_from_mapping, read_tool_specs
+from analyzer.pack import load_packs, pack_from_mapping, read_tool_specs
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def write(path: Path, text: str) -> Path:
@@ -103,8 +105,8 @@ rules:
     assert problems(["bad.yaml"]) == [
         "6 problems in rule pack bad.yaml:",
         "  bad.yaml:4: rules[0].type (rule req): unknown rule type 'required_tool'; did you mean "
-        "required_tools? (rule types: allowed_tools, budget, forbidden_text, output_pattern, "
-        "output_schema, required_tools, trajectory; or module:Class for a plugin)",
+        f"required_tools? (rule types: {', '.join(sorted(REGISTRY))}; or module:Class for a "
+        "plugin)",
         "  bad.yaml:9: rules[1].max_step (rule traj): unknown key 'max_step' for rule type "
         "trajectory; did you mean max_steps? (valid keys: args, description, forbidden, id, "
         "max_steps, sequence, severity, type, weight, when)",
@@ -317,12 +319,42 @@ def test_plugin_load_errors(tmp_path, monkeypatch, rule, message):
 
 
 def test_planned_rule_types_say_they_are_not_available_yet(tmp_path, monkeypatch):
+    # A made-up planned type: the contract's types land one by one and leave the list.
+    monkeypatch.setattr("analyzer.pack._PLANNED", frozenset({"future_rule"}))
     monkeypatch.chdir(tmp_path)
-    write(tmp_path / "p.yaml", "pack: p\nrules:\n  - {id: r, type: retries, max: 1}\n")
+    write(tmp_path / "p.yaml", "pack: p\nrules:\n  - {id: r, type: future_rule, max: 1}\n")
     assert problems(["p.yaml"])[1].startswith(
-        "  p.yaml:3: rules[0].type (rule r): rule type 'retries' is not available in this "
+        "  p.yaml:3: rules[0].type (rule r): rule type 'future_rule' is not available in this "
         "version yet"
     )
+
+
+def test_retries_and_argument_schema_options_are_validated(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write(
+        tmp_path / "p.yaml",
+        "pack: p\nrules:\n"
+        "  - {id: r, type: retries, max: -1}\n"
+        "  - {id: a, type: argument_schema, tools: []}\n"
+        "  - {id: b, type: argument_schema, tool: [x]}\n",
+    )
+    assert problems(["p.yaml"])[1:] == [
+        "  p.yaml:3: rules[0].max (rule r): -1 is less than the minimum of 0",
+        "  p.yaml:4: rules[1].tools (rule a): checked tools must list at least one item",
+        "  p.yaml:5: rules[2].tool (rule b): unknown key 'tool' for rule type argument_schema; "
+        "did you mean tools? (valid keys: description, id, severity, tools, type, weight, when)",
+    ]
+    write(
+        tmp_path / "q.yaml",
+        "pack: q\nrules:\n  - {id: r, type: retries}\n"
+        "  - {id: a, type: argument_schema, tools: [lookup_account]}\n",
+    )
+    (pack,) = load_packs(["q.yaml"])
+    assert [(r.type, r.option_names()) for r in pack.rules] == [
+        ("retries", ["max"]),
+        ("argument_schema", ["tools"]),
+    ]
+    assert (pack.rules[0].max, pack.rules[1].tools) == (0, ("lookup_account",))
 
 
 @pytest.mark.parametrize(
@@ -393,7 +425,7 @@ def test_pack_from_mapping_raises_the_same_errors():
 
 
 def _schema() -> dict:
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return json.loads((ROOT / "schemas" / "rulepack.schema.json").read_text(encoding="utf-8"))
 
 
 def _resolve(schema: dict, node: dict) -> dict:

@@ -118,8 +118,7 @@ def test_rules_check_bad_pack_lists_every_problem_and_exits_2(tmp_path: Path, mo
     assert result.output.splitlines() == [
         "Error: 2 problems in rule pack p.yaml:",
         "  p.yaml:3: rules[0].type (rule a): unknown rule type 'budgt'; did you mean budget? "
-        "(rule types: allowed_tools, budget, forbidden_text, output_pattern, output_schema, "
-        "required_tools, trajectory; or module:Class for a plugin)",
+        f"(rule types: {', '.join(sorted(REGISTRY))}; or module:Class for a plugin)",
         "  p.yaml:4: rules[1].type (rule short): plugin rule type plugin_example:X runs Python "
         "code from the pack, so it loads only when allowed: pass --allow-plugins "
         "(allow_plugins=True in the API)",

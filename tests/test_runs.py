@@ -128,6 +128,64 @@ def test_failed_last_call_falls_back_to_earlier_answer_and_error_only_run_has_no
     assert build_runs(*tables(rows)).runs.row(0, named=True)["has_answer"] is False
 
 
+def output_tool_rows(name: str = "final_result", executed: bool = True, status: str = "ok"):
+    """kyc_rows whose last model call answers through an output tool instead of text."""
+    rows = kyc_rows(
+        d={
+            "requested_calls": [call(name, '{"decision": "approve"}', "c9")],
+            "output_text": None,
+            "finish_reasons": ["tool_calls"],
+        }
+    )
+    if executed:
+        rows.append(
+            dict(
+                span_id="e" * 16,
+                parent_span_id="a" * 16,
+                role="tool_call",
+                start_ns=41,
+                end_ns=45,
+                tool_name=name,
+                tool_call_id="c9",
+                status=status,
+            )
+        )
+    return rows
+
+
+def test_output_tool_called_last_is_the_answer():
+    # pydantic-ai / any-agent: the structured answer is the output tool's arguments.
+    run = build_runs(*tables(output_tool_rows())).runs.row(0, named=True)
+    assert (run["has_answer"], run["answer"]) == (True, '{"decision": "approve"}')
+    assert (run["answer_ns"], run["answer_span_id"]) == (45, "e" * 16)
+    # No execution span (pydantic-ai v1/v2 plain output types): the request, at the call's end.
+    run = build_runs(*tables(output_tool_rows(executed=False))).runs.row(0, named=True)
+    assert (run["has_answer"], run["answer_ns"], run["answer_span_id"]) == (True, 40, "d" * 16)
+    # Several output types: final_result_<Type>; the agent span output is the text if recorded.
+    rows = output_tool_rows("final_result_Decision")
+    rows[0]["output_text"] = "approve"
+    run = build_runs(*tables(rows)).runs.row(0, named=True)
+    assert (run["has_answer"], run["answer"], run["answer_ns"]) == (True, "approve", 45)
+
+
+def test_output_tool_near_misses_give_no_answer():
+    # An ordinary tool name, a failed output tool, and an output tool a model call came after.
+    for rows in (
+        output_tool_rows("final_results"),
+        output_tool_rows("get_final_output"),
+        output_tool_rows(status="error"),
+    ):
+        run = build_runs(*tables(rows)).runs.row(0, named=True)
+        assert (run["has_answer"], run["answer"], run["answer_ns"]) == (False, None, None)
+    rows = output_tool_rows()
+    rows.append(
+        dict(span_id="f" * 16, parent_span_id="a" * 16, role="model_call", start_ns=50, end_ns=60)
+    )
+    rows[-1]["requested_calls"] = [call("fetch_documents", "{}", "c10")]
+    run = build_runs(*tables(rows)).runs.row(0, named=True)
+    assert run["has_answer"] is False
+
+
 def test_content_off_model_call_followed_by_a_tool_counts_as_asking_for_tools():
     rows = kyc_rows(b={"requested_calls": [], "has_content": False, "input_messages": []})
     rows = rows[:3]  # the run stops after the tool: its last model call asked for tools

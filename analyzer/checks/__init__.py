@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from analyzer.checks.allowed_tools import AllowedTools
+from analyzer.checks.argument_schema import ArgumentSchema
 from analyzer.checks.base import (
     CHECK_SCHEMA,
     COVERAGE_STATUSES,
@@ -26,9 +27,13 @@ from analyzer.checks.base import (
 )
 from analyzer.checks.budget import Budget
 from analyzer.checks.forbidden_text import ForbiddenText
+from analyzer.checks.grounded_arguments import GroundedArguments
+from analyzer.checks.grounded_figures import GroundedFigures
 from analyzer.checks.output_pattern import OutputPattern
 from analyzer.checks.output_schema import OutputSchema
 from analyzer.checks.required_tools import RequiredTools
+from analyzer.checks.retries import Retries
+from analyzer.checks.tool_errors import ToolErrors
 from analyzer.checks.trajectory import Trajectory
 
 if TYPE_CHECKING:
@@ -52,11 +57,16 @@ __all__ = [
 #: Rule type name (the ``type:`` of a pack) -> its class. Plugins are not listed here.
 REGISTRY: dict[str, type[Check]] = {
     "allowed_tools": AllowedTools,
+    "argument_schema": ArgumentSchema,
     "budget": Budget,
     "forbidden_text": ForbiddenText,
+    "grounded_arguments": GroundedArguments,
+    "grounded_figures": GroundedFigures,
     "output_pattern": OutputPattern,
     "output_schema": OutputSchema,
     "required_tools": RequiredTools,
+    "retries": Retries,
+    "tool_errors": ToolErrors,
     "trajectory": Trajectory,
 }
 

@@ -36,7 +36,8 @@ class RequiredTools(Check):
     Options
     -------
     tools : list of tool names, required
-        The tools every run must call before answering.
+        The tools every run must call before answering. An empty list checks only that
+        the run answered (``no_answer``).
 
     Example
     -------

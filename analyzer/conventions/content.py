@@ -32,6 +32,7 @@ __all__ = [
     "parse_tool_definitions",
     "result_text",
     "to_text",
+    "tool_span_definition",
     "unflatten",
     "unwrap_json_string",
 ]
@@ -905,3 +906,39 @@ def flattened_tool_definitions(
             values.append(tool[sc.OI_JSON_SCHEMA])
     values.extend(unflatten(tl_entries, sc.LLM_REQUEST_FUNCTIONS_PREFIX))
     return parse_tool_definitions(values)
+
+
+def _looks_like_schema(value: Any) -> bool:
+    """An object's argument schema: ``type: object``, or ``properties`` whose entries are all
+    schemas (an arguments object such as ``{"query": "x"}`` is neither)."""
+    if not isinstance(value, dict):
+        return False
+    if value.get("type") == "object":
+        return True
+    props = value.get("properties")
+    return isinstance(props, dict) and all(isinstance(v, dict | bool) for v in props.values())
+
+
+def tool_span_definition(key: str) -> str | None:
+    """The definition a tool span records of its own tool, as `parse_tool_definitions` writes it.
+
+    ``key`` is the JSON object ``{"name", "json_schema", "parameters"}`` (texts or null) of one
+    span. ``json_schema`` may be a whole definition (``{"type": "function", "function": ...}``)
+    or a bare schema; ``parameters`` counts only when it looks like a schema (some emitters put
+    the call's arguments there). None when neither gives a schema.
+    """
+    fields = load_json(key)
+    if not isinstance(fields, dict):
+        return None
+    name = fields.get("name")
+    described = load_json(fields.get("json_schema"))
+    if isinstance(described, dict) and (
+        isinstance(described.get("name"), str) or isinstance(described.get("function"), dict)
+    ):
+        return parse_tool_definitions([described])
+    if not isinstance(name, str) or not name:
+        return None
+    for candidate in (described, load_json(fields.get("parameters"))):
+        if _looks_like_schema(candidate):
+            return parse_tool_definitions([{"name": name, "parameters": candidate}])
+    return None

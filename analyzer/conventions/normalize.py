@@ -583,6 +583,19 @@ def _scalars(df: pl.DataFrame, c: _Cols) -> pl.DataFrame:
         c.first(sc.CONVERSATION_KEYS).alias("conversation_id"),
         pl.coalesce([c.t(k) for k in sc.FINISH_REASON_KEYS]).alias("_finish_text"),
         pl.coalesce([c.t(k) for k in sc.TOOL_DEFINITION_KEYS]).alias("_tooldefs_text"),
+        # a tool span's own definition (OpenInference), parsed once per distinct value
+        pl.when(
+            is_tool
+            & (c.t(sc.TOOL_JSON_SCHEMA).is_not_null() | c.t(sc.TOOL_PARAMETERS).is_not_null())
+        )
+        .then(
+            pl.struct(
+                name=tool_name,
+                json_schema=c.t(sc.TOOL_JSON_SCHEMA),
+                parameters=c.t(sc.TOOL_PARAMETERS),
+            ).struct.json_encode()
+        )
+        .alias("_tool_span_defs"),
     )
 
 
@@ -975,6 +988,7 @@ def _normalize_slice(table: pa.Table) -> pa.Table:
     attr_tooldefs = _map_distinct(
         df, "_tooldefs_text", lambda v: ct.parse_tool_definitions([v]), pl.String
     )
+    span_tooldefs = _map_distinct(df, "_tool_span_defs", ct.tool_span_definition, pl.String)
     df = df.with_columns(
         args.alias("arguments"),
         result.alias("result"),
@@ -983,7 +997,9 @@ def _normalize_slice(table: pa.Table) -> pa.Table:
         .then(attr_finish)
         .otherwise(found["_content_finish"])
         .alias("finish_reasons"),
-        pl.coalesce(attr_tooldefs, found["_flat_tooldefs"]).alias("tool_definitions"),
+        pl.coalesce(attr_tooldefs, found["_flat_tooldefs"], span_tooldefs).alias(
+            "tool_definitions"
+        ),
     )
     has_content = (
         (found["_n_messages"] > 0)

@@ -162,6 +162,11 @@ INPUT_VALUE = "input.value"
 OUTPUT_VALUE = "output.value"
 TOOL_NAME = "tool.name"
 TOOL_ID = "tool.id"  # = tool_call.id of the request
+# On a TOOL span: the invoked tool's definition. `tool.json_schema` is a definition or a schema;
+# `tool.parameters` is an argument schema for some instrumentors (LlamaIndex) but the call's
+# arguments for others (Dify), so it is read as a schema only when it looks like one.
+TOOL_JSON_SCHEMA = "tool.json_schema"
+TOOL_PARAMETERS = "tool.parameters"
 TOOL_CALL_ID = "tool_call.id"
 TOOL_CALL_FUNCTION_NAME = "tool_call.function.name"
 TOOL_CALL_FUNCTION_ARGUMENTS = "tool_call.function.arguments"
@@ -366,6 +371,18 @@ ANY_AGENT_INPUT_COST = "gen_ai.usage.input_cost"
 ANY_AGENT_OUTPUT_COST = "gen_ai.usage.output_cost"
 ANY_AGENT_CALL_NAME = "tool.name"  # keys of an entry of gen_ai.output
 ANY_AGENT_CALL_ARGS = "tool.args"
+
+# -------------------------------------------------------------------------------------------------
+# Output tools: frameworks that return a structured answer have the model call a tool whose
+# arguments are that answer, and end the run there. Tool names, not attribute names.
+# - pydantic-ai: `final_result` (_output.py DEFAULT_OUTPUT_TOOL_NAME); with several output types
+#   `final_result_<TypeName>` (OutputToolset.build). Names set by ToolOutput(name=...) are not
+#   recognisable.
+# - any-agent: `final_output` (shared/real-traces any-agent__GOOGLE_trace.json: the tool "used to
+#   validate the final output", called last with {"answer": <JSON text>}).
+# -------------------------------------------------------------------------------------------------
+OUTPUT_TOOL_NAMES = ("final_output", "final_result")
+OUTPUT_TOOL_PREFIXES = ("final_result_",)
 
 # -------------------------------------------------------------------------------------------------
 # OpenLIT (openlit/openlit): cost attribute.
@@ -622,6 +639,8 @@ EXACT_KEYS = frozenset(
         *RESULT_FALLBACK_KEYS,
         *FINISH_REASON_KEYS,
         *TOOL_DEFINITION_KEYS,
+        TOOL_JSON_SCHEMA,
+        TOOL_PARAMETERS,
         *AGENT_NAME_KEYS,
         *CONVERSATION_KEYS,
         *PROMPT_NAME_KEYS,

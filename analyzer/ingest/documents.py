@@ -36,6 +36,7 @@ get ``source_pos=0`` when the file is one document, their start line when concat
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -69,6 +70,8 @@ BATCH_SPANS = 8192
 # (Negative ones below -2**63 with exactly 19 digits slip through; none is an id.)
 _BIG_INT = re.compile(rb"\d{20}")
 _SPACE = re.compile(r"\s*")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_TOO_DEEP = "nested too deep (Python's parsers and writers stop near 1,000 levels)"
 # json.loads keeps a lone UTF-16 surrogate written as an escape (JS truncating a string, or
 # Python's ensure_ascii output of one); Arrow cannot encode it, so it becomes U+FFFD.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -107,15 +110,17 @@ def parse_json_values(data: bytes, log: FileLog) -> list[tuple[Any, int]]:
     while index < len(text):
         try:
             value, end = decoder.raw_decode(text, index)
-        except json.JSONDecodeError as err:
+            value = _scrub(value) if scrub else value
+        except (json.JSONDecodeError, RecursionError) as err:
             log.records += 1
-            log.quarantine_record(
-                f"line {line}",
-                f"unparseable JSON: {err.msg} (line {err.lineno}, column {err.colno})",
-                text[index : index + EXCERPT_BYTES],
+            reason = (
+                f"unparseable JSON: {err.msg} (line {err.lineno}, column {err.colno})"
+                if isinstance(err, json.JSONDecodeError)
+                else f"unparseable JSON: {_TOO_DEEP}"
             )
+            log.quarantine_record(f"line {line}", reason, text[index : index + EXCERPT_BYTES])
             break
-        values.append((_scrub(value) if scrub else value, line))
+        values.append((value, line))
         following = _SPACE.match(text, end).end()  # type: ignore[union-attr]
         line += text.count("\n", index, following)
         index = following
@@ -249,8 +254,10 @@ class _Reader:
 
     def convert(
         self, obj: Any, convert: Callable[[Any], SpanRow] | None, line: int | None
-    ) -> tuple[SpanRow, int] | None:
-        """Count one span object and convert it; None when it went to the quarantine."""
+    ) -> tuple[SpanRow, int, str] | None:
+        """Count one span object and convert it; None when it went to the quarantine.
+
+        Returns the row, its ``source_pos`` and its quarantine position."""
         self.ordinal += 1
         log = self.log
         log.records += 1
@@ -261,20 +268,33 @@ class _Reader:
         log.spans_read += 1
         try:
             row = convert(obj)
+            _check_times(row)
         except SpanError as err:
             log.quarantine_span(position, str(err), _raw(obj))
             return None
-        except (TypeError, ValueError, AttributeError, KeyError, IndexError, OverflowError) as err:
+        except (
+            TypeError,
+            ValueError,
+            AttributeError,
+            KeyError,
+            IndexError,
+            OverflowError,
+            RecursionError,
+        ) as err:
             # A field of an unexpected type deep inside one span: that span only is lost.
             reason = f"unreadable span: {type(err).__name__}: {err}"
             log.quarantine_span(position, reason, _raw(obj))
             return None
-        return row, (line if line is not None else self.ordinal)
+        return row, (line if line is not None else self.ordinal), position
 
-    def add(self, converted: tuple[SpanRow, int] | None) -> None:
+    def add(self, converted: tuple[SpanRow, int, str] | None) -> None:
         if converted is not None:
-            row, pos = converted
-            row.add_to(self.builder, self.log.path, pos)
+            row, pos, position = converted
+            try:
+                row.add_to(self.builder, self.log.path, pos)
+            except RecursionError:  # an attribute value too deep to write as JSON text
+                self.log.quarantine_span(position, f"unreadable span: {_TOO_DEEP}", b"")
+                return
             if len(self.builder) >= BATCH_SPANS:
                 self.ready.append(self.builder.flush())  # type: ignore[arg-type]
 
@@ -367,6 +387,17 @@ class _Reader:
             add_request(request, self.builder, self.log, source_pos=line, position=where)
 
 
+def _check_times(row: SpanRow) -> None:
+    """Raise `SpanError` when a time of `row` does not fit the span table's int64 nanoseconds
+    (a time or a start plus duration beyond the year 2262 would fail the whole batch)."""
+    for what, ns in (("start", row.start_ns), ("end", row.end_ns)):
+        if not _INT64_MIN <= ns <= _INT64_MAX:
+            raise SpanError(f"{what} time {ns} ns does not fit in int64")
+    for i, (ns, _, _) in enumerate(row.events):
+        if ns is not None and not _INT64_MIN <= ns <= _INT64_MAX:
+            raise SpanError(f"event {i + 1} time {ns} ns does not fit in int64")
+
+
 def _unwrap_otlp(value: Mapping[str, Any]) -> Mapping[str, Any]:
     if _is_otlp(value):
         return value
@@ -379,8 +410,11 @@ def _unwrap_otlp(value: Mapping[str, Any]) -> Mapping[str, Any]:
 def _raw(obj: Any) -> bytes:
     try:
         return orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS)[:EXCERPT_BYTES]
-    except (TypeError, orjson.JSONEncodeError):  # e.g. an integer beyond 64 bits
-        return json.dumps(obj, default=str)[:EXCERPT_BYTES].encode()
+    except (TypeError, orjson.JSONEncodeError):  # an integer beyond 64 bits, deep nesting
+        try:
+            return json.dumps(obj, default=str)[:EXCERPT_BYTES].encode()
+        except RecursionError:
+            return f"({_TOO_DEEP})".encode()
 
 
 def read_json_document(data: bytes, log: FileLog) -> Iterator[pa.RecordBatch]:
@@ -395,11 +429,23 @@ def read_json_document(data: bytes, log: FileLog) -> Iterator[pa.RecordBatch]:
     document_kind(values[0][0])  # raises before anything is read when it is not a trace
     reader = _Reader(log, single=len(values) == 1 and log.records_quarantined == 0)
     for value, line in values:
+        read, quarantined = log.spans_read, log.spans_quarantined
+        rows = len(reader.builder)  # reader.ready is empty here
         try:
             reader.value(value, line)
         except TraceFormatError as err:
             log.records += 1
             log.quarantine_record(f"line {line}", str(err), _raw(value))
+        except RecursionError:
+            # Nested too deep for a helper that walks the whole value (an any-agent
+            # final_output, Langfuse metadata...): the spans it counted but did not keep are lost.
+            log.records += 1
+            log.quarantine_record(f"line {line}", f"unreadable value: {_TOO_DEEP}", _raw(value))
+            kept = len(reader.builder) + sum(b.num_rows for b in reader.ready) - rows
+            lost = log.spans_read - read - kept - (log.spans_quarantined - quarantined)
+            if lost > 0:
+                log.spans_quarantined += lost
+                log.quarantine[-1] = dataclasses.replace(log.quarantine[-1], spans=lost)
         yield from reader.ready
         reader.ready.clear()
         if len(reader.builder) >= BATCH_SPANS:  # an OTLP request may fill it too

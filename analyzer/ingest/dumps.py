@@ -28,9 +28,8 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import orjson
-
 from analyzer.ingest.ids import normalize_id
+from analyzer.ingest.otlp_objects import dumps
 from analyzer.ingest.sdk_json import (
     SpanError,
     SpanRow,
@@ -183,11 +182,8 @@ def add_final_output(rows: list[SpanRow], final_output: Any) -> bool:
                 return False
     roots = [r for r in rows if r.parent_span_id is None]
     target = roots[0] if roots else min(rows, key=lambda r: r.start_ns)
-    text = (
-        final_output
-        if isinstance(final_output, str)
-        else orjson.dumps(final_output, default=str).decode()
-    )
+    # otlp_objects.dumps: orjson, or msgspec for integers beyond 64 bits and deep nesting
+    text = final_output if isinstance(final_output, str) else dumps(final_output)
     if FINAL_OUTPUT_ATTR in target.attributes:
         return False
     target.attributes[FINAL_OUTPUT_ATTR] = text
@@ -301,7 +297,7 @@ def langfuse_span_row(obs: Mapping[str, Any], trace_id_fallback: Any = None) -> 
         if value is None or value in ("", {}, []) or _LANGFUSE_DEFAULTS.get(target) == value:
             continue
         if target in ("input", "output") and not isinstance(value, str):
-            value = orjson.dumps(value, default=str).decode()
+            value = dumps(value)  # orjson, or msgspec beyond 64 bits
         attributes.setdefault(LANGFUSE_PREFIX + target, value)
     if trace_derived:
         attributes.setdefault("langfuse.trace.id", str(raw_trace))

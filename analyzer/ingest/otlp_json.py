@@ -18,6 +18,7 @@ import gc
 import io
 import mmap
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -52,6 +53,12 @@ __all__ = ["read_document", "read_lines", "read_lines_file"]
 
 #: Bytes read at a time; a chunk is cut at its last newline (a longer line is read whole).
 CHUNK_BYTES = 32 << 20
+
+#: Lines parsed together at most: a chunk of tiny lines (or a decompressed run of newlines)
+#: must not become tens of millions of Python objects at once.
+GROUP_LINES = 1 << 16
+
+_CONTENT = re.compile(rb"[^\n]")  # where a line that is not empty starts
 
 _NO_RAW = msgspec.Raw(b"")
 _NULL_RAW = b"null"
@@ -640,9 +647,9 @@ def _blank(line: bytes | memoryview) -> bool:
 
 
 def _process_lines(
-    lines: list[memoryview] | list[memoryview | bytes], first_line: int, log: FileLog, utf8: bool
+    lines: list[memoryview | bytes], numbers: list[int], log: FileLog, utf8: bool
 ) -> Iterator[pa.RecordBatch]:
-    """Rows of `lines` (without their newlines), the first of which has number `first_line`."""
+    """Rows of `lines` (without their newlines), whose line numbers are `numbers`."""
     enabled = gc.isenabled()
     gc.disable()  # millions of young containers: collections would cost more than the work
     try:
@@ -664,13 +671,14 @@ def _process_lines(
             if req.resourceSpans is None:
                 robust.append(i)
                 continue
-            reqs.append((first_line + i, req))
+            reqs.append((numbers[i], req))
         while True:  # each round leaves more lines to the robust path; two rounds at most
             try:
                 batch = _fast_batch(reqs, log.path)
                 break
             except _BadLines as exc:
-                robust.extend(line_no - first_line for line_no in exc.lines)
+                index = {number: i for i, number in enumerate(numbers)}
+                robust.extend(index[line_no] for line_no in exc.lines)
                 reqs = [r for r in reqs if r[0] not in exc.lines]
         robust.sort()
         for _, req in reqs:
@@ -682,7 +690,7 @@ def _process_lines(
         if robust:
             builder = SpanBatchBuilder()
             for i in robust:
-                _robust_line(lines[i], first_line + i, builder, log)
+                _robust_line(lines[i], numbers[i], builder, log)
             extra = builder.flush()
     finally:
         if enabled:
@@ -699,10 +707,54 @@ def _process_lines(
     yield from table.take(order).combine_chunks().to_batches()
 
 
+def _line_groups(
+    buf: bytes | mmap.mmap,
+    view: memoryview,
+    pos: int,
+    end: int,
+    cursor: list[int],
+    last: bytes | None = None,
+) -> Iterator[tuple[list[int], list[memoryview | bytes]]]:
+    """The non-empty lines of ``buf[pos:end]`` (views), then `last`, with their line numbers.
+
+    In groups of `GROUP_LINES` at most. ``cursor[0]`` is the number of the line at `pos`; it is
+    left at the number of the line after. Empty lines are counted, never made into objects.
+    """
+    numbers: list[int] = []
+    lines: list[memoryview | bytes] = []
+    line_no = cursor[0]
+    find = buf.find
+    search = _CONTENT.search
+    while pos < end:
+        found = search(buf, pos, end)
+        if found is None:  # only newlines left: each ends an empty line
+            line_no += end - pos
+            break
+        start = found.start()
+        line_no += start - pos
+        nl = find(b"\n", start, end)
+        stop = end if nl < 0 else nl
+        numbers.append(line_no)
+        lines.append(view[start:stop])
+        line_no += 1
+        pos = stop + 1
+        if len(lines) >= GROUP_LINES:
+            yield numbers, lines
+            numbers, lines = [], []
+    if last is not None:
+        numbers.append(line_no)
+        lines.append(last)
+        line_no += 1
+    cursor[0] = line_no
+    if lines:
+        yield numbers, lines
+
+
 def _line_blocks(
-    stream: BinaryIO, size: int, limit: int | None
-) -> Iterator[tuple[list[memoryview | bytes], bool]]:
-    """Lists of whole lines (views into blocks of about `size` bytes) and whether all are ASCII.
+    stream: BinaryIO, size: int, limit: int | None, cursor: list[int]
+) -> Iterator[tuple[list[int], list[memoryview | bytes], bool]]:
+    """Groups of whole lines (views into blocks of about `size` bytes), their numbers, and
+    whether their block is all ASCII.
 
     Reads `limit` bytes at most; a line that runs past a block is completed with readline.
     """
@@ -722,17 +774,15 @@ def _line_blocks(
         if first and block.startswith(b"\xef\xbb\xbf"):
             block = block[3:]  # a UTF-8 byte order mark
         first = False
-        view = memoryview(block)
-        lines: list[memoryview | bytes] = []
-        find = block.find
-        pos = 0
-        while (nl := find(b"\n", pos)) >= 0:
-            lines.append(view[pos:nl])
-            pos = nl + 1
-        if pos < len(block) or tail:
-            last = block[pos:] + tail
-            lines.append(last[:-1] if last.endswith(b"\n") else last)
-        yield lines, block.isascii() and tail.isascii()
+        ascii_only = block.isascii() and tail.isascii()
+        end = len(block)
+        last = None
+        if tail:  # the last line, completed by readline: the one line copied
+            end = block.rfind(b"\n") + 1
+            last = block[end:] + tail
+            last = last[:-1] if last.endswith(b"\n") else last
+        for numbers, lines in _line_groups(block, memoryview(block), 0, end, cursor, last):
+            yield numbers, lines, ascii_only
 
 
 def _utf8(view: memoryview) -> bool:
@@ -747,8 +797,8 @@ def _utf8(view: memoryview) -> bool:
 
 
 def _mapped_blocks(
-    mm: mmap.mmap, start: int, stop: int, size: int
-) -> Iterator[tuple[list[memoryview], bool]]:
+    mm: mmap.mmap, start: int, stop: int, size: int, cursor: list[int]
+) -> Iterator[tuple[list[int], list[memoryview | bytes], bool]]:
     """Like `_line_blocks`, over bytes [start, stop) of a memory-mapped file: no copies."""
     view = memoryview(mm)
     pos = start
@@ -761,15 +811,9 @@ def _mapped_blocks(
             if nl < 0:  # a line longer than a block
                 nl = mm.find(b"\n", end, stop)
             end = stop if nl < 0 else nl + 1
-        lines: list[memoryview] = []
-        find = mm.find
-        p = pos
-        while (nl := find(b"\n", p, end)) >= 0:
-            lines.append(view[p:nl])
-            p = nl + 1
-        if p < end:
-            lines.append(view[p:end])
-        yield lines, _utf8(view[pos:end])
+        utf8 = _utf8(view[pos:end])
+        for numbers, lines in _line_groups(mm, view, pos, end, cursor):
+            yield numbers, lines, utf8
         pos = end
 
 
@@ -788,19 +832,17 @@ def _map(stream: BinaryIO) -> mmap.mmap | None:
 def _read_lines(
     stream: BinaryIO, log: FileLog, first_line: int, limit: int | None
 ) -> Iterator[pa.RecordBatch]:
-    line_no = first_line
+    cursor = [first_line]
     mm = _map(stream)
     if mm is None:
-        for lines, ascii_only in _line_blocks(stream, CHUNK_BYTES, limit):
-            yield from _process_lines(lines, line_no, log, ascii_only)
-            line_no += len(lines)
+        for numbers, lines, ascii_only in _line_blocks(stream, CHUNK_BYTES, limit, cursor):
+            yield from _process_lines(lines, numbers, log, ascii_only)
         return
     start = stream.tell()
     stop = len(mm) if limit is None else min(len(mm), start + limit)
     try:
-        for mapped, utf8 in _mapped_blocks(mm, start, stop, CHUNK_BYTES):
-            yield from _process_lines(mapped, line_no, log, utf8)
-            line_no += len(mapped)
+        for numbers, mapped, utf8 in _mapped_blocks(mm, start, stop, CHUNK_BYTES, cursor):
+            yield from _process_lines(mapped, numbers, log, utf8)
             del mapped
         stream.seek(stop)
     finally:

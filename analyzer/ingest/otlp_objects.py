@@ -60,6 +60,7 @@ BOOL = msgspec.json.Decoder(bool | None, strict=False)
 ENUM = msgspec.json.Decoder(int | str | None, strict=False)
 
 _BAD = object()
+_TOO_DEEP = "nested too deep (Python's parsers and writers stop near 1,000 levels)"
 #: Accepted spellings (upper case, without prefix) of span kinds and status codes.
 KIND_NAMES = {name.upper(): name for name in KINDS} | {str(i): n for i, n in enumerate(KINDS)}
 STATUS_NAMES = {name.upper(): name for name in STATUSES} | {
@@ -92,6 +93,14 @@ def dumps(value: Any) -> str:
         return orjson.dumps(value, default=str).decode()
     except orjson.JSONEncodeError:  # integers beyond 64 bits
         return msgspec.json.encode(value, enc_hook=str).decode()
+
+
+def _shown(value: Any) -> str:
+    """`value` as JSON text for a quarantine excerpt, or a note when it is too deep to write."""
+    try:
+        return dumps(value)
+    except RecursionError:
+        return f"({_TOO_DEEP})"
 
 
 def _coerce(decoder: msgspec.json.Decoder, value: Any) -> Any:
@@ -418,17 +427,20 @@ def add_request(
     whole; a span that cannot be read is quarantined on its own.
     """
     if not isinstance(obj, dict):
-        log.quarantine_record(position, "not an OTLP trace request: not a JSON object", dumps(obj))
+        log.quarantine_record(position, "not an OTLP trace request: not a JSON object", _shown(obj))
         return
     if _get(obj, "resourceSpans", "resource_spans") is None and not (
         "resourceSpans" in obj or "resource_spans" in obj
     ):
-        log.quarantine_record(position, "not an OTLP trace request: no resourceSpans", dumps(obj))
+        log.quarantine_record(position, "not an OTLP trace request: no resourceSpans", _shown(obj))
         return
     try:
         groups = _scope_groups(obj)
     except _BadRecord as exc:
-        log.quarantine_record(position, f"not an OTLP trace request: {exc}", dumps(obj))
+        log.quarantine_record(position, f"not an OTLP trace request: {exc}", _shown(obj))
+        return
+    except RecursionError:  # resource attributes nested deeper than can be written as JSON
+        log.quarantine_record(position, f"unreadable request: {_TOO_DEEP}", _shown(obj))
         return
     number = 0
     for res_attrs, scope_name, scope_version, spans in groups:
@@ -442,7 +454,10 @@ def add_request(
             try:
                 row = _span_row(span)
             except _BadSpan as exc:
-                log.quarantine_span(where, str(exc), dumps(span))
+                log.quarantine_span(where, str(exc), _shown(span))
+                continue
+            except RecursionError:  # an attribute nested deeper than can be written as JSON
+                log.quarantine_span(where, f"unreadable span: {_TOO_DEEP}", _shown(span))
                 continue
             builder.add(
                 **row,

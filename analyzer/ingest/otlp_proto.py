@@ -90,12 +90,18 @@ def looks_like_frames(head: bytes, size: int) -> bool:
     """
     if size < 4:
         return False
-    first = _looks_like_frame_at(head, 0, size)
+    # Zero bytes read as empty frames: judge by the first non-empty one (a zero-filled file
+    # is not a trace).
+    start = len(head) - len(head.lstrip(b"\0"))
+    start -= start % 4
+    if start + 4 > min(len(head), size):
+        return False
+    first = _looks_like_frame_at(head, start, size)
     if first:
-        (length,) = struct.unpack_from(">I", head, 0)
-        if 4 + length == size:
+        (length,) = struct.unpack_from(">I", head, start)
+        if start + 4 + length == size:
             return True
-        second = _looks_like_frame_at(head, 4 + length, size)
+        second = _looks_like_frame_at(head, start + 4 + length, size)
         if second is not False:
             return True
     return _looks_like_body(head, size)
@@ -205,10 +211,13 @@ def _scope_spans(rs: Any) -> list[Any]:
 
 
 def _add_request(req: Any, builder: SpanBatchBuilder, log: FileLog, offset: int) -> None:
+    # Legacy groups are decoded here, before any span is counted: a corrupt one raises
+    # DecodeError and the frame is quarantined whole, with nothing half-counted.
+    groups = [(rs, _scope_spans(rs)) for rs in req.resource_spans]
     number = 0
-    for rs in req.resource_spans:
+    for rs, scope_spans in groups:
         res_attrs = _attrs(rs.resource.attributes)
-        for ss in _scope_spans(rs):
+        for ss in scope_spans:
             scope_name = ss.scope.name or None
             scope_version = ss.scope.version or None
             for span in ss.spans:
@@ -270,6 +279,8 @@ def read_frames(stream: BinaryIO, log: FileLog) -> Iterator[pa.RecordBatch]:
                 yield batch
             return
         stream = _Replay(data[4:])
+    else:
+        stream = _Replay(b"", stream)
     offset = 0
     while head:
         if len(head) < 4:
@@ -279,6 +290,17 @@ def read_frames(stream: BinaryIO, log: FileLog) -> Iterator[pa.RecordBatch]:
             )
             break
         (length,) = struct.unpack(">I", head)
+        if length == 0 and (zeros := _zero_run(stream)):
+            # Two empty frames in a row are a zero-filled region (a preallocated or crashed
+            # log), not requests: one record, skipped in blocks (frame by frame, 1 GiB of
+            # zeros would take minutes).
+            log.records += 1
+            log.quarantine_record(
+                f"byte {offset}", f"{4 + zeros:,} zero bytes where frames should be", b""
+            )
+            offset += 4 + zeros
+            head = stream.read(4)
+            continue
         payload = stream.read(length)
         log.records += 1
         if len(payload) < length:
@@ -289,11 +311,10 @@ def read_frames(stream: BinaryIO, log: FileLog) -> Iterator[pa.RecordBatch]:
             )
             break
         try:
-            req = _parse(payload)
+            _add_request(_parse(payload), builder, log, offset)
         except (DecodeError, zstandard.ZstdError) as exc:
             log.quarantine_record(f"byte {offset}", f"corrupt frame: {exc}", payload)
         else:
-            _add_request(req, builder, log, offset)
             if len(builder) >= _BATCH_SPANS:
                 yield builder.flush()  # type: ignore[misc]
         offset += 4 + length
@@ -303,15 +324,39 @@ def read_frames(stream: BinaryIO, log: FileLog) -> Iterator[pa.RecordBatch]:
         yield batch
 
 
-class _Replay:
-    """A stream over bytes already read."""
+_ZERO_BLOCK = 1 << 16  # a multiple of 4: frame lengths stay aligned
 
-    def __init__(self, data: bytes) -> None:
+
+def _zero_run(stream: _Replay) -> int:
+    """Read past the zero bytes at the start of `stream`, a multiple of 4; return how many."""
+    count = 0
+    while True:
+        block = stream.read(_ZERO_BLOCK)
+        data = block.lstrip(b"\0")
+        if data or len(block) < _ZERO_BLOCK:  # data resumes, or the stream ends
+            zeros = len(block) - len(data)
+            keep = zeros - zeros % 4
+            stream.unread(block[keep:])
+            return count + keep
+        count += len(block)
+
+
+class _Replay:
+    """A stream over bytes already read (or put back), then the rest of `rest`, if given."""
+
+    def __init__(self, data: bytes, rest: BinaryIO | None = None) -> None:
         self._data = data
+        self._pos = 0
+        self._rest = rest
+
+    def unread(self, data: bytes) -> None:
+        self._data = data + self._data[self._pos :]
         self._pos = 0
 
     def read(self, n: int = -1) -> bytes:
         end = len(self._data) if n < 0 else self._pos + n
         out = self._data[self._pos : end]
         self._pos += len(out)
+        if self._rest is not None and (n < 0 or len(out) < n):
+            out += self._rest.read(-1 if n < 0 else n - len(out))
         return out

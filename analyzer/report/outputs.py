@@ -1,4 +1,4 @@
-"""The files `report --out DIR` writes: summary, runs and steps Parquet, quarantine, manifest."""
+"""The files `report --out DIR` writes: summary, findings, runs and steps, quarantine, manifest."""
 
 from __future__ import annotations
 
@@ -9,7 +9,18 @@ from typing import Any
 
 import polars as pl
 
+from analyzer.checks import FINDING_SCHEMA
+
 __all__ = ["write_outputs"]
+
+_HASHED = (
+    "summary.json",
+    "findings.jsonl",
+    "findings.parquet",
+    "runs.parquet",
+    "steps.parquet",
+    "quarantine.jsonl",
+)
 
 
 def _json(path: Path, data: Any) -> None:
@@ -29,6 +40,15 @@ def write_outputs(analysis, summary: dict[str, Any], out: Path, *, command: list
     )
     runs.write_parquet(out / "runs.parquet", compression="zstd")
     analysis.runs.steps.write_parquet(out / "steps.parquet", compression="zstd")
+    findings = (
+        analysis.evaluation.findings
+        if analysis.evaluation is not None
+        else pl.DataFrame(schema=FINDING_SCHEMA)
+    )
+    findings.write_parquet(out / "findings.parquet", compression="zstd")
+    with (out / "findings.jsonl").open("w", encoding="utf-8") as fh:
+        for row in findings.iter_rows(named=True):
+            fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
     log = analysis.ingested.log
     with (out / "quarantine.jsonl").open("w", encoding="utf-8") as fh:
         for entry in log.quarantine:
@@ -47,8 +67,16 @@ def write_outputs(analysis, summary: dict[str, Any], out: Path, *, command: list
             }
             for f in log.files
         ],
+        "packs": [
+            {
+                "name": pack.name,
+                "path": str(pack.path) if pack.path else None,
+                "sha256": pack.sha256,
+            }
+            for pack in analysis.packs
+        ],
         "outputs": {},
     }
-    for name in ("summary.json", "runs.parquet", "steps.parquet", "quarantine.jsonl"):
+    for name in _HASHED:
         manifest["outputs"][name] = hashlib.sha256((out / name).read_bytes()).hexdigest()
     _json(out / "manifest.json", manifest)

@@ -40,4 +40,35 @@ def terminal_summary(analysis, summary: dict[str, Any]) -> list[str]:
         clip(f"models   {', '.join(runs['models']) or '-'}", 100),
         clip("agents   " + ", ".join(f"{a} ({n})" for a, n in runs["agents"].items()), 100),
     ]
+    return lines + _findings_lines(summary)
+
+
+def _findings_lines(summary: dict[str, Any]) -> list[str]:
+    found = summary["findings"]
+    packs = ", ".join(p["name"] for p in summary["packs"]) or "none"
+    sev = found["by_severity"]
+    lines = [
+        "",
+        clip(f"rules    {packs}", 100),
+        f"findings {found['total']:,} ({', '.join(f'{n} {s}' for s, n in sev.items())})",
+    ]
+    rows = [r for r in found["by_rule"] if r["findings"]]
+    if rows:
+        lines.append(f"  {'RULE':<28} {'KIND':<22} {'SEVERITY':<9} {'FINDINGS':>8} {'RUNS':>10}")
+        for r in rows:
+            runs = f"{r['runs']}/{r['runs_applied']}"
+            lines.append(
+                f"  {clip(r['rule_id'], 28):<28} {clip(r['kind'], 22):<22} {r['severity']:<9} "
+                f"{r['findings']:>8,} {runs:>10}"
+            )
+    unverifiable = [r for r in found["by_rule"] if r["runs_unverifiable"]]
+    seen: set[tuple[str, str]] = set()
+    for r in unverifiable:
+        if (r["pack"], r["rule_id"]) not in seen:
+            seen.add((r["pack"], r["rule_id"]))
+            lines.append(clip(f"  {r['rule_id']}: {r['runs_unverifiable']} runs unverifiable", 100))
+    if found["check_errors"]:
+        lines.append(f"CHECK ERRORS {len(found['check_errors'])} (see summary.json):")
+        for e in found["check_errors"][:5]:
+            lines.append(clip(f"  {e['rule_id']} on run {e['run_id']}: {e['error']}", 100))
     return lines

@@ -1,0 +1,308 @@
+"""retries: model calls redone, failed tool calls repeated, HTTP resends (`retry_steps`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import orjson
+import polars as pl
+
+from analyzer.checks.base import Check, CheckContext
+from analyzer.runs import _requests_tools
+
+if TYPE_CHECKING:
+    from analyzer.runs import RunSet
+
+__all__ = ["RETRY_PATTERNS", "RETRY_STEPS_SCHEMA", "Retries", "retry_steps"]
+
+#: What made a step a retry, in the order details name them.
+RETRY_PATTERNS = ("model_after_failure", "model_after_answer", "tool_repeat", "http_resend")
+
+#: Columns of `retry_steps`: one row per superseded attempt, in run order.
+RETRY_STEPS_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.String(),
+    "index": pl.Int32(),  # the retrying step's index in the run
+    "span_id": pl.String(),  # the superseded attempt (null for HTTP resends: not a span)
+    "pattern": pl.String(),  # one of RETRY_PATTERNS
+    "count": pl.Int64(),  # retries the row stands for: 1, or the span's HTTP resend count
+    "retry_span_id": pl.String(),  # the retrying span (a requested call: its model call)
+    "tool": pl.String(),  # the tool, for tool_repeat
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Retries(Check):
+    """The run did not retry more than allowed.
+
+    Flags
+    -----
+    ``retry``: one finding for a run whose retries exceed ``max``; the detail counts them by
+    pattern and the evidence is the retrying spans. A retry is:
+
+    - a model call after a failed model call (status error), or after a model call that gave
+      an answer (succeeded and requested no tool), with no tool call in between; the earlier
+      call is superseded;
+    - a tool call repeating the name and arguments (compared as canonical JSON: key order and
+      spacing do not matter) of the previous call of that tool with those arguments, when that
+      call failed; a call the model requested that never ran counts too;
+    - each HTTP resend recorded on a model or tool call span (``http.request.resend_count``).
+
+    Not retries: a model call after a tool call (the agent loop going on), a model call that
+    starts before the previous one ended (calls in parallel), a repeated call with other
+    arguments or of a call that succeeded, and steps in different traces (a conversation
+    grouped into one run by ``--run-key`` starts each turn in a new trace). A model call whose
+    outcome was not recorded (no content, no finish reason) followed by another, and a failed
+    tool call followed by a call of the same tool where either call's arguments were not
+    recorded, make the run ``partial``: a retry may have been missed there.
+
+    Why it matters
+    --------------
+    Retries are paid twice and hide in averages: a provider returning errors, an output
+    validator rejecting answers, a tool the agent calls again with the same failing arguments.
+    The report sums them per run with their cost (the cost of the superseded attempts).
+
+    Options
+    -------
+    max : integer, default 0
+        Most retries allowed in a run.
+
+    Example
+    -------
+    - id: retries
+      type: retries
+      max: 1
+      severity: low
+    """
+
+    type = "retries"
+    kinds = ("retry",)
+
+    max: int = 0
+
+    def check(self, ctx: CheckContext) -> pl.DataFrame:
+        found, unknown_outcome, unrecorded_args = _retries(ctx.steps)
+        ctx.mark(unknown_outcome, "partial", "a model call's outcome was not recorded")
+        ctx.mark(unrecorded_args, "partial", "arguments of a failed tool call not recorded")
+        n = pl.col("count")
+        per_run = (
+            found.group_by("run_id", maintain_order=True)
+            .agg(
+                n.sum().alias("_n"),
+                n.filter(pl.col("pattern") == "model_after_failure").sum().alias("_failure"),
+                n.filter(pl.col("pattern") == "model_after_answer").sum().alias("_answer"),
+                n.filter(pl.col("pattern") == "tool_repeat").sum().alias("_tool"),
+                n.filter(pl.col("pattern") == "http_resend").sum().alias("_http"),
+                pl.col("tool").drop_nulls().unique().sort().str.join(", ").alias("_tools"),
+                pl.col("retry_span_id").unique(maintain_order=True).alias("_spans"),
+            )
+            .filter(pl.col("_n") > self.max)
+        )
+        parts = [
+            _counted("_failure", "model call", "model calls", " after failure"),
+            _counted("_answer", "model call", "model calls", " after an answer"),
+            pl.when(pl.col("_tool") > 0).then(
+                pl.format(
+                    "{} {} {}",
+                    "_tool",
+                    pl.when(pl.col("_tool") == 1)
+                    .then(pl.lit("repeated tool call"))
+                    .otherwise(pl.lit("repeated tool calls")),
+                    "_tools",
+                )
+            ),
+            _counted("_http", "HTTP resend", "HTTP resends", ""),
+        ]
+        return per_run.select(
+            "run_id",
+            pl.lit("retry").alias("kind"),
+            pl.lit(None, pl.String).alias("tool"),
+            pl.lit(None, pl.String).alias("argument"),
+            pl.format(
+                "{} {} > max {}: {}",
+                "_n",
+                pl.when(pl.col("_n") == 1).then(pl.lit("retry")).otherwise(pl.lit("retries")),
+                pl.lit(self.max),
+                pl.concat_str(parts, separator=", ", ignore_nulls=True),
+            ).alias("detail"),
+            pl.col("_spans").list.drop_nulls().alias("span_ids"),
+            pl.lit(0, pl.Int64).alias("_pos"),
+        )
+
+
+def _counted(column: str, one: str, many: str, suffix: str) -> pl.Expr:
+    """'2 model calls after failure' for a positive count, else null (left out of the detail)."""
+    n = pl.col(column)
+    noun = pl.when(n == 1).then(pl.lit(one)).otherwise(pl.lit(many))
+    return pl.when(n > 0).then(pl.format("{} {}{}", n, noun, pl.lit(suffix)))
+
+
+def retry_steps(runset: RunSet) -> pl.DataFrame:
+    """Every retry of every run (see `Retries`), one row per superseded attempt.
+
+    Columns of `RETRY_STEPS_SCHEMA`, sorted by run and index of the retrying step. A run's
+    retries are the sum of ``count``; its retry cost is the cost of the ``span_id`` steps. An
+    HTTP resend row has a null ``span_id``: the resent requests are not spans of their own,
+    and what they cost is not recorded apart from their span's.
+    """
+    return _retries(runset.steps)[0]
+
+
+def _retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, pl.Series]:
+    """Retries of the runs in ``steps``, and the runs where a model call's outcome, or the
+    arguments of a failed tool call, were not recorded (a retry may have been missed)."""
+    steps = steps.sort("run_id", "index")
+    # A requested call that never ran records no trace: it is in its model call's.
+    traces = (
+        steps.filter(pl.col("span_id").is_not_null())
+        .select("run_id", pl.col("span_id").alias("requested_by"), pl.col("trace_id").alias("_rt"))
+        .unique(["run_id", "requested_by"], keep="first", maintain_order=True)
+    )
+    steps = (
+        steps.join(traces, on=["run_id", "requested_by"], how="left", maintain_order="left")
+        .with_columns(pl.coalesce("trace_id", "_rt").alias("trace_id"))
+        .drop("_rt")
+    )
+    models, unknown = _model_retries(steps)
+    tools, unrecorded = _tool_retries(steps)
+    resends = steps.filter(pl.col("http_resend_count") > 0).select(
+        "run_id",
+        "index",
+        pl.lit(None, pl.String).alias("span_id"),
+        pl.lit("http_resend").alias("pattern"),
+        pl.col("http_resend_count").cast(pl.Int64).alias("count"),
+        pl.col("span_id").alias("retry_span_id"),
+        pl.lit(None, pl.String).alias("tool"),
+    )
+    order = {p: i for i, p in enumerate(RETRY_PATTERNS)}
+    found = (
+        pl.concat([f.cast(RETRY_STEPS_SCHEMA) for f in (models, tools, resends)])  # type: ignore[arg-type]
+        .with_columns(_p=pl.col("pattern").replace_strict(order, return_dtype=pl.Int8))
+        .sort("run_id", "index", "_p")
+        .drop("_p")
+    )
+    return found, unknown, unrecorded
+
+
+def _prev(column: str) -> pl.Expr:
+    return pl.col(column).shift(1)
+
+
+def _model_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    asks = _requests_tools(steps).select("run_id", "index", "asks_tools")
+    rows = steps.select(
+        "run_id",
+        "index",
+        "kind",
+        "span_id",
+        "trace_id",
+        "start_ns",
+        "end_ns",
+        "status",
+        # an outcome is known from content, or from a finish reason (recorded without content)
+        (
+            pl.col("has_content").fill_null(False)
+            | (pl.col("finish_reasons").list.len().fill_null(0) > 0)
+        ).alias("_known"),
+    ).join(asks, on=["run_id", "index"], how="left", maintain_order="left")
+    # Steps are only model and tool calls: "no tool call in between" is "the previous step of
+    # the run is a model call".
+    after_model = (
+        (pl.col("run_id") == _prev("run_id"))
+        & (pl.col("kind") == "model_call")
+        & (_prev("kind") == "model_call")
+        & (pl.col("trace_id") == _prev("trace_id"))
+        & (pl.col("start_ns") >= _prev("end_ns"))
+    ).fill_null(False)
+    prev_ok = (_prev("status") != "error").fill_null(True)
+    prev_answered = prev_ok & ~_prev("asks_tools").fill_null(False)
+    flagged = rows.with_columns(
+        pl.when(after_model & ~prev_ok)
+        .then(pl.lit("model_after_failure"))
+        .when(after_model & prev_answered & _prev("_known"))
+        .then(pl.lit("model_after_answer"))
+        .alias("pattern"),
+        (after_model & prev_answered & ~_prev("_known")).alias("_unknown"),
+        _prev("span_id").alias("_superseded"),
+    )
+    found = flagged.filter(pl.col("pattern").is_not_null()).select(
+        "run_id",
+        "index",
+        pl.col("_superseded").alias("span_id"),
+        "pattern",
+        pl.lit(1, pl.Int64).alias("count"),
+        pl.col("span_id").alias("retry_span_id"),
+        pl.lit(None, pl.String).alias("tool"),
+    )
+    unknown = flagged.filter("_unknown").get_column("run_id").unique(maintain_order=True)
+    return found, unknown
+
+
+def _canonical(text: str) -> str:
+    """Arguments as canonical JSON (sorted keys, no spaces); text that is not JSON stays as is."""
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text.strip()
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _tool_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+    calls = steps.filter(pl.col("kind") == "tool_call").select(
+        "run_id",
+        "index",
+        "trace_id",
+        "tool_name",
+        "status",
+        "arguments",
+        "span_id",
+        pl.coalesce("span_id", "requested_by").alias("_span"),
+    )
+    # Arguments repeat (the same lookups run after run): each distinct text is parsed once.
+    distinct = calls.get_column("arguments").drop_nulls().unique()
+    canon = pl.DataFrame(
+        {"arguments": distinct, "_canon": [_canonical(t) for t in distinct.to_list()]},
+        schema={"arguments": pl.String, "_canon": pl.String},
+    )
+    calls = calls.join(canon, on="arguments", how="left", maintain_order="left")
+    key = ["run_id", "trace_id", "tool_name", "_canon"]
+    keyed = calls.filter(pl.col("tool_name").is_not_null() & pl.col("_canon").is_not_null())
+    keyed = keyed.sort([*key, "index"])
+    same = pl.all_horizontal([pl.col(k) == _prev(k) for k in key]).fill_null(False)
+    found = (
+        keyed.with_columns(
+            _same=same,
+            _prev_failed=(_prev("status") == "error").fill_null(False),
+            _prev_span=_prev("span_id"),
+        )
+        .filter(pl.col("_same") & pl.col("_prev_failed"))
+        .select(
+            "run_id",
+            "index",
+            pl.col("_prev_span").alias("span_id"),
+            pl.lit("tool_repeat").alias("pattern"),
+            pl.lit(1, pl.Int64).alias("count"),
+            pl.col("_span").alias("retry_span_id"),
+            pl.col("tool_name").alias("tool"),
+        )
+    )
+    # A failed call and a later call of the same tool, one of them with arguments not recorded:
+    # whether the later one repeats the failed one cannot be told.
+    later = calls.select("run_id", "trace_id", "tool_name", "index", "_canon")
+    failed = calls.filter(pl.col("status") == "error").select(
+        "run_id",
+        "trace_id",
+        "tool_name",
+        pl.col("index").alias("_f"),
+        pl.col("_canon").alias("_fc"),
+    )
+    unrecorded = (
+        failed.join(later, on=["run_id", "trace_id", "tool_name"])
+        .filter(
+            (pl.col("index") > pl.col("_f"))
+            & (pl.col("_fc").is_null() | pl.col("_canon").is_null())
+        )
+        .get_column("run_id")
+        .unique(maintain_order=True)
+    )
+    return found, unrecorded

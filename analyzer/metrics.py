@@ -1,0 +1,789 @@
+"""Run metrics: tails with order-statistic intervals, Wilson rates, coverage, scores, pass^k.
+
+Pure functions on polars frames (the runs of a `RunSet`, with ``cost_usd`` once priced; the
+findings and coverage of an `Evaluation`). Every result is sorted by its keys, nulls last.
+
+Methods
+-------
+- **Quantiles** (`quantile`, `tails`): linear interpolation between order statistics, Hyndman
+  & Fan type 7 (the default of R, numpy and polars ``interpolation="linear"``): with the ``n``
+  values sorted ``x[0] <= ... <= x[n-1]`` and ``h = (n - 1) q``,
+  ``Q(q) = x[floor h] + (h - floor h) (x[floor h + 1] - x[floor h])``. Null values are left
+  out and counted as ``missing`` (for cost: the runs with an unknown price).
+- **Quantile intervals** (`quantile_interval`): distribution-free, from order statistics. With
+  ``B ~ Binomial(n, q)``, ``[x_(l), x_(u)]`` (1-based ranks) covers the true q-quantile with
+  probability ``P(l <= B <= u - 1)``. We take the largest ``l`` with ``P(B <= l - 1) <= a/2``
+  and the smallest ``u`` with ``P(B >= u) <= a/2`` (``a = 1 - confidence``), so each tail
+  misses with probability at most a/2 and the coverage is at least 95 %. When no such rank
+  exists on one side the sample is too small and both bounds are null: at 95 % that is
+  ``n < 6`` for p50, ``n < 72`` for p95 and ``n < 368`` for p99.
+- **Rates** (`wilson`): Wilson score interval at 95 % (z = 1.959964), clipped to [0, 1]; null
+  when the denominator is 0.
+- **Judged runs**: a rule *judged* a run when its coverage status is ``checked`` or
+  ``partial``, or when it found something there. Runs it could not judge (``unverifiable``,
+  ``not_applicable``, ``error``) are in no denominator: they are shown by `rule_coverage`.
+- **Passed run** (`run_outcomes`): a run with no finding at or above a severity (``high`` by
+  default). Check errors are not findings and fail no run.
+- **Run score** (`run_scores`): start at 100 and subtract, once per run, the weight of each rule
+  that has at least one finding in the run (however many findings it has there); floor at 0.
+  A rule's weight is its ``weight:`` in the pack, else `SEVERITY_WEIGHTS` of its severity
+  (critical 40, high 20, medium 10, low 5).
+- **pass^k** (`pass_hat_k`, tau-bench): for a case with ``n`` trials of which ``c`` passed,
+  ``pass^k = C(c, k) / C(n, k)``, the chance that k trials drawn without replacement all
+  pass; averaged over the cases with ``n >= k``. Runs with no case id are left out.
+- **Breakdowns**: every function takes ``by`` (a run column, an alias such as ``model`` or
+  ``service.version``, or any run attribute such as ``app.case_type``) and then also needs
+  ``runs``. A list column (``models``) is exploded: a run that used two models counts in both
+  groups. Runs lacking the value form a null group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from analyzer.checks import FINDING_SCHEMA
+from analyzer.checks.base import SEVERITIES
+
+if TYPE_CHECKING:
+    from analyzer.pack import Pack
+
+__all__ = [
+    "JUDGED",
+    "QUANTILES",
+    "SEVERITY_WEIGHTS",
+    "TAIL_METRICS",
+    "Z_95",
+    "breakdown",
+    "content_coverage",
+    "cost_per_correct_run",
+    "kind_rates",
+    "omission_rates",
+    "pass_hat_k",
+    "quantile",
+    "quantile_interval",
+    "required_tools_of",
+    "rule_coverage",
+    "rule_kinds_of",
+    "rule_rates",
+    "rule_weights",
+    "run_groups",
+    "run_outcomes",
+    "run_scores",
+    "tails",
+    "wilson",
+]
+
+#: Normal quantile for a two-sided 95 % interval.
+Z_95 = 1.959963984540054
+#: The quantiles reported for tails.
+QUANTILES = (0.5, 0.95, 0.99)
+#: Per-run quantities whose tails are reported (``tokens`` = input + output tokens).
+TAIL_METRICS = ("cost_usd", "tokens", "model_calls", "tool_calls", "duration_s")
+#: Weight of a failed rule in the run score when its pack gives none.
+SEVERITY_WEIGHTS = {"critical": 40.0, "high": 20.0, "medium": 10.0, "low": 5.0}
+#: Coverage statuses under which a rule judged a run.
+JUDGED = ("checked", "partial")
+#: Short names accepted by ``by`` for run columns.
+_ALIASES = {
+    "model": "models",
+    "case": "case_id",
+    "service.version": "service_version",
+    "service.name": "service_name",
+}
+
+
+# --- scalar statistics -------------------------------------------------------------------------
+
+
+def quantile(values: Sequence[float | None] | pl.Series, q: float) -> float | None:
+    """The q-quantile of the non-null ``values`` (type 7, linear); None when there are none."""
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"quantile {q} is not between 0 and 1")
+    xs = sorted(v for v in values if v is not None)
+    if not xs:
+        return None
+    h = (len(xs) - 1) * q
+    lo = math.floor(h)
+    hi = min(lo + 1, len(xs) - 1)
+    return float(xs[lo] + (h - lo) * (xs[hi] - xs[lo]))
+
+
+@lru_cache(maxsize=4096)
+def quantile_interval(n: int, q: float, confidence: float = 0.95) -> tuple[int, int] | None:
+    """1-based ranks ``(l, u)``: ``[x_(l), x_(u)]`` covers the q-quantile at ``confidence``.
+
+    Equal tails, each of probability at most ``(1 - confidence) / 2`` under
+    ``Binomial(n, q)``; None when ``n`` is too small for one of them (see the module doc).
+    """
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile {q} is not strictly between 0 and 1")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence {confidence} is not strictly between 0 and 1")
+    if n < 1:
+        return None
+    tail = (1.0 - confidence) / 2.0
+    log_q, log_1q = math.log(q), math.log1p(-q)
+    log_nf = math.lgamma(n + 1)
+
+    def pmf(i: int) -> float:
+        return math.exp(
+            log_nf - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * log_q + (n - i) * log_1q
+        )
+
+    # Terms more than 12 standard deviations from the mean weigh < 1e-30: start there.
+    mean, sd = n * q, math.sqrt(n * q * (1.0 - q))
+    first = max(0, math.floor(mean - 12 * sd) - 1)
+    last = min(n, math.ceil(mean + 12 * sd) + 1)
+    lower = None
+    cdf = 0.0  # P(B <= i - 1) before term i is added
+    for i in range(first, n + 1):
+        if i >= 1 and cdf <= tail:
+            lower = i
+        cdf += pmf(i)
+        if cdf > tail:
+            break
+    upper = None
+    sf = 0.0  # P(B >= i + 1) before term i is added
+    for i in range(last, -1, -1):
+        if i + 1 <= n and sf <= tail:
+            upper = i + 1
+        sf += pmf(i)
+        if sf > tail:
+            break
+    if lower is None or upper is None:
+        return None
+    return lower, upper
+
+
+def wilson(k: int, n: int, z: float = Z_95) -> tuple[float, float] | None:
+    """Wilson score interval of the rate ``k / n``; None when ``n`` is 0."""
+    if n <= 0:
+        return None
+    if not 0 <= k <= n:
+        raise ValueError(f"{k} successes out of {n}")
+    p = k / n
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    center = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    # At k = 0 and k = n the bounds are exactly 0 and 1; say so rather than 1 - 1e-16.
+    lo = 0.0 if k == 0 else max(0.0, center - half)
+    hi = 1.0 if k == n else min(1.0, center + half)
+    return lo, hi
+
+
+def _wilson_exprs(k: str, n: str, prefix: str) -> list[pl.Expr]:
+    """Columns ``{prefix}``, ``{prefix}_lo``, ``{prefix}_hi`` from count columns k and n."""
+    kk, nn = pl.col(k).cast(pl.Float64), pl.col(n).cast(pl.Float64)
+    ok = nn > 0
+    p = kk / nn
+    z2 = Z_95 * Z_95
+    denom = 1.0 + z2 / nn
+    center = (p + z2 / (2 * nn)) / denom
+    half = Z_95 * (p * (1 - p) / nn + z2 / (4 * nn * nn)).sqrt() / denom
+    return [
+        pl.when(ok).then(p).alias(prefix),
+        pl.when(ok & (kk == 0))
+        .then(0.0)
+        .when(ok)
+        .then((center - half).clip(0.0, 1.0))
+        .alias(f"{prefix}_lo"),
+        pl.when(ok & (kk == nn))
+        .then(1.0)
+        .when(ok)
+        .then((center + half).clip(0.0, 1.0))
+        .alias(f"{prefix}_hi"),
+    ]
+
+
+# --- groups ------------------------------------------------------------------------------------
+
+
+def run_groups(runs: pl.DataFrame, by: str | Sequence[str]) -> tuple[pl.DataFrame, list[str]]:
+    """``run_id`` and one column per name of ``by`` (lists exploded), and those names.
+
+    A name is a run column, an alias (``model`` -> ``models``, ``case`` -> ``case_id``,
+    ``service.version``, ``service.name``) or an attribute of the run (text from the
+    ``attributes`` JSON).
+    """
+    names = [by] if isinstance(by, str) else list(by)
+    if not names:
+        raise ValueError("by names no column")
+    exprs = []
+    for name in names:
+        column = name if name in runs.columns else _ALIASES.get(name)
+        if column is not None and column in runs.columns:
+            exprs.append(pl.col(column).alias(name))
+        elif "attributes" in runs.columns:
+            key = name.replace("\\", "\\\\").replace("'", "\\'")
+            exprs.append(pl.col("attributes").str.json_path_match(f"$['{key}']").alias(name))
+        else:
+            raise ValueError(f"runs have no column or attribute {name!r}")
+    groups = runs.select("run_id", *exprs)
+    for name in names:
+        if isinstance(groups.schema[name], pl.List):
+            # A run with an empty list (no model recorded) stays, in the null group.
+            groups = groups.explode(name, empty_as_null=True)
+    return groups.unique(maintain_order=True), names
+
+
+def _with_groups(
+    frame: pl.DataFrame, runs: pl.DataFrame | None, by: str | Sequence[str] | None
+) -> tuple[pl.DataFrame, list[str]]:
+    """``frame`` (with run_id) joined to its runs' groups; no change when ``by`` is None."""
+    if by is None:
+        return frame, []
+    if runs is None:
+        raise ValueError("a breakdown (by=...) needs the runs frame")
+    groups, names = run_groups(runs, by)
+    clash = [n for n in names if n in frame.columns and n != "run_id"]
+    if clash:
+        frame = frame.drop(clash)
+    return frame.join(groups, on="run_id", how="inner"), names
+
+
+def _aggregate(rows: pl.DataFrame, keys: list[str], aggs: list[pl.Expr]) -> pl.DataFrame:
+    """``aggs`` per group of ``keys``; without keys, one row over everything (even none)."""
+    return rows.group_by(keys).agg(aggs) if keys else rows.select(aggs)
+
+
+def _sorted(frame: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
+    return frame.sort(list(keys), nulls_last=True) if keys else frame
+
+
+# --- tails -------------------------------------------------------------------------------------
+
+
+def _qname(q: float) -> str:
+    return f"p{round(q * 100, 6):g}"
+
+
+def _metric_values(runs: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
+    """run_id and one Float64 column per metric (null where unknown or absent)."""
+    exprs = []
+    for metric in metrics:
+        if metric == "tokens" and "tokens" not in runs.columns:
+            parts = [c for c in ("input_tokens", "output_tokens") if c in runs.columns]
+            if parts:
+                known = pl.any_horizontal([pl.col(c).is_not_null() for c in parts])
+                total = pl.sum_horizontal([pl.col(c).fill_null(0) for c in parts])
+                exprs.append(pl.when(known).then(total).cast(pl.Float64).alias(metric))
+            else:
+                exprs.append(pl.lit(None, pl.Float64).alias(metric))
+        elif metric in runs.columns:
+            exprs.append(pl.col(metric).cast(pl.Float64).alias(metric))
+        else:
+            exprs.append(pl.lit(None, pl.Float64).alias(metric))
+    return runs.select("run_id", *exprs)
+
+
+def tails(
+    runs: pl.DataFrame,
+    *,
+    by: str | Sequence[str] | None = None,
+    metrics: Sequence[str] = TAIL_METRICS,
+    quantiles: Sequence[float] = QUANTILES,
+    confidence: float = 0.95,
+) -> pl.DataFrame:
+    """Quantiles of per-run metrics with distribution-free intervals, one row per metric.
+
+    Columns: [by...], ``metric``, ``runs``, ``n`` (non-null values), ``missing``, ``max``, and
+    per quantile ``p50``, ``p50_lo``, ``p50_hi`` (likewise p95, p99). Metrics keep the order
+    given; ``tokens`` is input + output tokens.
+    """
+    values = _metric_values(runs, metrics)
+    values, keys = _with_groups(values, runs, by)
+    long = values.unpivot(
+        index=["run_id", *keys], on=list(metrics), variable_name="metric", value_name="value"
+    )
+    aggs = [
+        pl.col("run_id").n_unique().cast(pl.Int64).alias("runs"),
+        pl.col("value").count().cast(pl.Int64).alias("n"),
+        pl.col("value").null_count().cast(pl.Int64).alias("missing"),
+        pl.col("value").max().alias("max"),
+        pl.col("value").drop_nulls().sort().alias("_sorted"),
+    ]
+    aggs += [
+        pl.col("value").quantile(q, interpolation="linear").alias(_qname(q)) for q in quantiles
+    ]
+    out = long.group_by([*keys, "metric"]).agg(aggs)
+    ranks = _rank_table(out.get_column("n").unique().to_list(), quantiles, confidence)
+    out = out.join(ranks, on="n", how="left")
+    cols = [*keys, "metric", "runs", "n", "missing", "max"]
+    for q in quantiles:
+        name = _qname(q)
+        out = out.with_columns(
+            pl.col("_sorted")
+            .list.get(pl.col(f"_l_{name}") - 1, null_on_oob=True)
+            .alias(f"{name}_lo"),
+            pl.col("_sorted")
+            .list.get(pl.col(f"_u_{name}") - 1, null_on_oob=True)
+            .alias(f"{name}_hi"),
+        )
+        cols += [name, f"{name}_lo", f"{name}_hi"]
+    order = pl.DataFrame(
+        {"metric": list(metrics), "_order": list(range(len(metrics)))},
+        schema={"metric": pl.String, "_order": pl.Int64},
+    )
+    out = out.join(order, on="metric", how="left")
+    return _sorted(out, [*keys, "_order"]).select(cols)
+
+
+def _rank_table(ns: list[int], quantiles: Sequence[float], confidence: float) -> pl.DataFrame:
+    rows: dict[str, list[int | None]] = {"n": []}
+    for q in quantiles:
+        rows[f"_l_{_qname(q)}"] = []
+        rows[f"_u_{_qname(q)}"] = []
+    for n in sorted(ns):
+        rows["n"].append(n)
+        for q in quantiles:
+            ranks = quantile_interval(int(n), float(q), confidence) if 0 < q < 1 else None
+            rows[f"_l_{_qname(q)}"].append(ranks[0] if ranks else None)
+            rows[f"_u_{_qname(q)}"].append(ranks[1] if ranks else None)
+    return pl.DataFrame(rows, schema={k: pl.Int64 for k in rows})
+
+
+# --- rule, kind and tool rates -----------------------------------------------------------------
+
+
+def _findings(findings: pl.DataFrame | None) -> pl.DataFrame:
+    return findings if findings is not None else pl.DataFrame(schema=FINDING_SCHEMA)
+
+
+def _judged_rows(findings: pl.DataFrame, coverage: pl.DataFrame) -> pl.DataFrame:
+    """One row per (run, pack, rule) the rule applied to: status, _hit, _judged."""
+    hits = findings.select("run_id", "pack", "rule_id").unique().with_columns(_hit=pl.lit(True))
+    return (
+        coverage.select("run_id", "pack", "rule_id", "status")
+        .join(hits, on=["run_id", "pack", "rule_id"], how="left")
+        .with_columns(pl.col("_hit").fill_null(False))
+        .with_columns(_judged=pl.col("status").is_in(list(JUDGED)) | pl.col("_hit"))
+    )
+
+
+def rule_rates(
+    findings: pl.DataFrame | None,
+    coverage: pl.DataFrame,
+    *,
+    runs: pl.DataFrame | None = None,
+    by: str | Sequence[str] | None = None,
+) -> pl.DataFrame:
+    """Per rule: runs with at least one finding / runs the rule judged, with Wilson.
+
+    Columns: [by...], pack, rule_id, applied (runs the rule applied to), judged, failed,
+    rate, rate_lo, rate_hi.
+    """
+    rows, keys = _with_groups(_judged_rows(_findings(findings), coverage), runs, by)
+    out = rows.group_by([*keys, "pack", "rule_id"]).agg(
+        pl.col("run_id").n_unique().cast(pl.Int64).alias("applied"),
+        pl.col("run_id").filter("_judged").n_unique().cast(pl.Int64).alias("judged"),
+        pl.col("run_id").filter("_hit").n_unique().cast(pl.Int64).alias("failed"),
+    )
+    out = out.with_columns(_wilson_exprs("failed", "judged", "rate"))
+    return _sorted(out, [*keys, "pack", "rule_id"])
+
+
+def kind_rates(
+    findings: pl.DataFrame | None,
+    coverage: pl.DataFrame,
+    *,
+    rule_kinds: Mapping[tuple[str, str], Sequence[str]] | None = None,
+    runs: pl.DataFrame | None = None,
+    by: str | Sequence[str] | None = None,
+) -> pl.DataFrame:
+    """Per finding kind: runs with that kind / runs judged by a rule that can yield it.
+
+    ``rule_kinds`` maps (pack, rule_id) to the kinds the rule can yield (`rule_kinds_of`);
+    kinds actually found are added to it, so with None only kinds found appear. Columns:
+    [by...], kind, judged, failed, rate, rate_lo, rate_hi.
+    """
+    findings = _findings(findings)
+    kinds = _pairs(
+        rule_kinds, findings.select("pack", "rule_id", "kind").unique(), value_name="kind"
+    )
+    rows = _judged_rows(findings, coverage).join(kinds, on=["pack", "rule_id"], how="inner")
+    rows, keys = _with_groups(rows, runs, by)
+    hit = (
+        findings.select("run_id", "pack", "rule_id", "kind")
+        .unique()
+        .with_columns(_kind_hit=pl.lit(True))
+    )
+    rows = rows.join(hit, on=["run_id", "pack", "rule_id", "kind"], how="left").with_columns(
+        pl.col("_kind_hit").fill_null(False)
+    )
+    out = rows.group_by([*keys, "kind"]).agg(
+        pl.col("run_id").filter("_judged").n_unique().cast(pl.Int64).alias("judged"),
+        pl.col("run_id").filter("_kind_hit").n_unique().cast(pl.Int64).alias("failed"),
+    )
+    out = out.with_columns(_wilson_exprs("failed", "judged", "rate"))
+    return _sorted(out, [*keys, "kind"])
+
+
+def omission_rates(
+    findings: pl.DataFrame | None,
+    coverage: pl.DataFrame,
+    *,
+    required: Mapping[tuple[str, str], Sequence[str]] | None = None,
+    runs: pl.DataFrame | None = None,
+    by: str | Sequence[str] | None = None,
+) -> pl.DataFrame:
+    """Per tool: runs where it was omitted / runs where a judging rule required it, with Wilson.
+
+    ``required`` maps (pack, rule_id) of required_tools rules to their tools
+    (`required_tools_of`); omissions found are added to it, so with None only tools omitted at
+    least once appear. A run the rule gave ``no_answer`` was not judged for omissions and is
+    left out. Columns: [by...], tool, required_runs, omitted_runs, rate, rate_lo, rate_hi.
+    """
+    findings = _findings(findings)
+    omissions = findings.filter((pl.col("kind") == "omission") & pl.col("tool").is_not_null())
+    tools = _pairs(
+        required, omissions.select("pack", "rule_id", "tool").unique(), value_name="tool"
+    )
+    no_answer = (
+        findings.filter(pl.col("kind") == "no_answer").select("run_id", "pack", "rule_id").unique()
+    )
+    rows = (
+        _judged_rows(findings, coverage)
+        .filter("_judged")
+        .join(no_answer, on=["run_id", "pack", "rule_id"], how="anti")
+        .join(tools, on=["pack", "rule_id"], how="inner")
+    )
+    rows, keys = _with_groups(rows, runs, by)
+    hit = (
+        omissions.select("run_id", "pack", "rule_id", "tool")
+        .unique()
+        .with_columns(_omitted=pl.lit(True))
+    )
+    rows = rows.join(hit, on=["run_id", "pack", "rule_id", "tool"], how="left").with_columns(
+        pl.col("_omitted").fill_null(False)
+    )
+    out = rows.group_by([*keys, "tool"]).agg(
+        pl.col("run_id").n_unique().cast(pl.Int64).alias("required_runs"),
+        pl.col("run_id").filter("_omitted").n_unique().cast(pl.Int64).alias("omitted_runs"),
+    )
+    out = out.with_columns(_wilson_exprs("omitted_runs", "required_runs", "rate"))
+    return _sorted(out, [*keys, "tool"])
+
+
+def _pairs(
+    given: Mapping[tuple[str, str], Sequence[str]] | None,
+    found: pl.DataFrame,
+    *,
+    value_name: str,
+) -> pl.DataFrame:
+    """(pack, rule_id, value) rows from a mapping, plus those found; unique."""
+    rows = [
+        (pack, rule_id, value)
+        for (pack, rule_id), values in (given or {}).items()
+        for value in values
+    ]
+    schema = {"pack": pl.String, "rule_id": pl.String, value_name: pl.String}
+    listed = pl.DataFrame(rows, schema=schema, orient="row")
+    return pl.concat([listed, found.select(list(schema)).cast(schema)]).unique()  # type: ignore[arg-type]
+
+
+# --- coverage ----------------------------------------------------------------------------------
+
+
+def rule_coverage(
+    coverage: pl.DataFrame,
+    *,
+    runs: pl.DataFrame | None = None,
+    by: str | Sequence[str] | None = None,
+) -> pl.DataFrame:
+    """Per rule: how many of the runs it applied to it could judge, by coverage status.
+
+    Columns: [by...], pack, rule_id, applied, checked, partial, not_applicable, unverifiable,
+    error, judged (checked + partial), judged_rate, judged_rate_lo, judged_rate_hi.
+    """
+    rows, keys = _with_groups(coverage.select("run_id", "pack", "rule_id", "status"), runs, by)
+    statuses = ("checked", "partial", "not_applicable", "unverifiable", "error")
+    out = rows.group_by([*keys, "pack", "rule_id"]).agg(
+        pl.col("run_id").n_unique().cast(pl.Int64).alias("applied"),
+        *[
+            pl.col("run_id").filter(pl.col("status") == s).n_unique().cast(pl.Int64).alias(s)
+            for s in statuses
+        ],
+    )
+    out = out.with_columns((pl.col("checked") + pl.col("partial")).alias("judged"))
+    out = out.with_columns(_wilson_exprs("judged", "applied", "judged_rate"))
+    return _sorted(out, [*keys, "pack", "rule_id"])
+
+
+def content_coverage(runs: pl.DataFrame, *, by: str | Sequence[str] | None = None) -> pl.DataFrame:
+    """Runs that recorded message content (what grounding checks need), with Wilson.
+
+    Columns: [by...], runs, with_content, rate, rate_lo, rate_hi.
+    """
+    rows, keys = _with_groups(
+        runs.select("run_id", pl.col("has_content").fill_null(False).alias("_content")),
+        runs,
+        by,
+    )
+    out = _aggregate(
+        rows,
+        keys,
+        [
+            pl.col("run_id").n_unique().cast(pl.Int64).alias("runs"),
+            pl.col("run_id").filter("_content").n_unique().cast(pl.Int64).alias("with_content"),
+        ],
+    )
+    out = out.with_columns(_wilson_exprs("with_content", "runs", "rate"))
+    return _sorted(out, keys)
+
+
+# --- outcomes, cost per correct run, scores ----------------------------------------------------
+
+
+def _severity_rank(severity: str) -> int:
+    if severity not in SEVERITIES:
+        raise ValueError(f"unknown severity {severity!r}; expected one of {', '.join(SEVERITIES)}")
+    return SEVERITIES.index(severity)
+
+
+def run_outcomes(
+    runs: pl.DataFrame, findings: pl.DataFrame | None, *, at_least: str = "high"
+) -> pl.DataFrame:
+    """Per run: ``findings`` (count), ``blocking`` (findings at or above ``at_least``),
+    ``passed`` (no blocking finding). Sorted by run_id."""
+    blocking = list(SEVERITIES[: _severity_rank(at_least) + 1])
+    counts = (
+        _findings(findings)
+        .group_by("run_id")
+        .agg(
+            pl.len().cast(pl.Int64).alias("findings"),
+            pl.col("severity").is_in(blocking).sum().cast(pl.Int64).alias("blocking"),
+        )
+    )
+    out = runs.select("run_id").join(counts, on="run_id", how="left")
+    out = out.with_columns(pl.col("findings", "blocking").fill_null(0))
+    return out.with_columns(passed=pl.col("blocking") == 0).sort("run_id")
+
+
+def cost_per_correct_run(
+    runs: pl.DataFrame,
+    findings: pl.DataFrame | None,
+    *,
+    at_least: str = "high",
+    by: str | Sequence[str] | None = None,
+) -> pl.DataFrame:
+    """Total cost of all runs / runs that passed (no finding at or above ``at_least``).
+
+    The total is null when any run's cost is unknown (``unpriced_runs`` > 0) and the ratio is
+    null then or when no run passed. Columns: [by...], runs, passed_runs, unpriced_runs,
+    total_cost_usd, cost_per_correct_run.
+    """
+    outcome = run_outcomes(runs, findings, at_least=at_least)
+    cost = (
+        runs.select("run_id", pl.col("cost_usd").cast(pl.Float64))
+        if "cost_usd" in runs.columns
+        else runs.select("run_id", pl.lit(None, pl.Float64).alias("cost_usd"))
+    )
+    rows, keys = _with_groups(outcome.join(cost, on="run_id", how="left"), runs, by)
+    out = _aggregate(
+        rows,
+        keys,
+        [
+            pl.len().cast(pl.Int64).alias("runs"),
+            pl.col("passed").sum().cast(pl.Int64).alias("passed_runs"),
+            pl.col("cost_usd").null_count().cast(pl.Int64).alias("unpriced_runs"),
+            pl.when(pl.col("cost_usd").null_count() == 0)
+            .then(pl.col("cost_usd").sum().round(12))
+            .alias("total_cost_usd"),
+        ],
+    )
+    out = out.with_columns(
+        cost_per_correct_run=pl.when(pl.col("passed_runs") > 0).then(
+            pl.col("total_cost_usd") / pl.col("passed_runs")
+        )
+    )
+    return _sorted(out, keys)
+
+
+def rule_weights(packs: Sequence[Pack]) -> dict[tuple[str, str], float]:
+    """(pack, rule_id) -> the rule's weight: its ``weight:``, else that of its severity."""
+    return {
+        (pack.name, rule.id): float(
+            rule.weight if rule.weight is not None else SEVERITY_WEIGHTS[rule.severity]
+        )
+        for pack in packs
+        for rule in pack.rules
+    }
+
+
+def rule_kinds_of(packs: Sequence[Pack]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(pack, rule_id) -> the finding kinds the rule's type can yield."""
+    return {(pack.name, rule.id): tuple(rule.kinds) for pack in packs for rule in pack.rules}
+
+
+def required_tools_of(packs: Sequence[Pack]) -> dict[tuple[str, str], tuple[str, ...]]:
+    """(pack, rule_id) -> required tools, for the ``required_tools`` rules of ``packs``."""
+    return {
+        (pack.name, rule.id): tuple(getattr(rule, "tools", ()))
+        for pack in packs
+        for rule in pack.rules
+        if rule.type == "required_tools"
+    }
+
+
+def run_scores(
+    runs: pl.DataFrame,
+    findings: pl.DataFrame | None,
+    *,
+    weights: Mapping[tuple[str, str], float] | None = None,
+) -> pl.DataFrame:
+    """Per run: ``score`` out of 100 and ``failed_rules`` (sorted rule ids); see the module doc.
+
+    ``weights`` maps (pack, rule_id) to a weight (`rule_weights`); rules not in it weigh
+    `SEVERITY_WEIGHTS` of their findings' severity.
+    """
+    given = pl.DataFrame(
+        [(p, r, float(w)) for (p, r), w in (weights or {}).items()],
+        schema={"pack": pl.String, "rule_id": pl.String, "_w": pl.Float64},
+        orient="row",
+    )
+    failed = (
+        _findings(findings)
+        .group_by("run_id", "pack", "rule_id")
+        .agg(pl.col("severity").first())
+        .join(given, on=["pack", "rule_id"], how="left")
+        .with_columns(
+            _w=pl.coalesce("_w", pl.col("severity").replace_strict(SEVERITY_WEIGHTS, default=None))
+        )
+    )
+    missing = failed.filter(pl.col("_w").is_null())
+    if not missing.is_empty():
+        rule = missing.row(0, named=True)
+        raise ValueError(f"rule {rule['rule_id']!r} has unknown severity {rule['severity']!r}")
+    lost = failed.group_by("run_id").agg(
+        pl.col("_w").sum().alias("_lost"),
+        pl.col("rule_id").unique().sort().alias("failed_rules"),
+    )
+    out = runs.select("run_id").join(lost, on="run_id", how="left")
+    return out.select(
+        "run_id",
+        (100.0 - pl.col("_lost").fill_null(0.0)).clip(0.0, 100.0).alias("score"),
+        pl.col("failed_rules").fill_null(pl.lit([], pl.List(pl.String))),
+    ).sort("run_id")
+
+
+# --- pass^k ------------------------------------------------------------------------------------
+
+
+def pass_hat_k(
+    runs: pl.DataFrame,
+    findings: pl.DataFrame | None = None,
+    *,
+    ks: Sequence[int] = (1, 2, 4, 8),
+    at_least: str = "high",
+    passed: pl.DataFrame | None = None,
+    by: str | Sequence[str] | None = None,
+) -> pl.DataFrame:
+    """pass^k over trials sharing a case id (tau-bench), for each k of ``ks``.
+
+    A trial passed when it has no finding at or above ``at_least``, unless ``passed``
+    (run_id, passed) says otherwise, e.g. from labels. Columns: [by...], k, cases (cases with
+    at least k trials), trials (their runs), pass_hat_k (null when no case has k trials).
+    """
+    if any(k < 1 for k in ks):
+        raise ValueError("k must be at least 1")
+    if passed is None:
+        outcome = run_outcomes(runs, findings, at_least=at_least).select("run_id", "passed")
+    else:
+        outcome = passed.select("run_id", pl.col("passed").cast(pl.Boolean))
+    trials = runs.select("run_id", "case_id").filter(pl.col("case_id").is_not_null())
+    trials = trials.join(outcome, on="run_id", how="inner")
+    trials, keys = _with_groups(trials, runs, by)
+    cases = trials.group_by([*keys, "case_id"]).agg(
+        pl.len().cast(pl.Int64).alias("_n"),
+        pl.col("passed").sum().cast(pl.Int64).alias("_c"),
+    )
+    pairs = cases.select("_n", "_c").unique().rows()
+    ratio = pl.DataFrame(
+        [
+            (n, c, k, math.comb(c, k) / math.comb(n, k))
+            for n, c in sorted(pairs)
+            for k in sorted(set(ks))
+            if n >= k
+        ],
+        schema={"_n": pl.Int64, "_c": pl.Int64, "k": pl.Int64, "_v": pl.Float64},
+        orient="row",
+    )
+    per_case = cases.join(ratio, on=["_n", "_c"], how="inner")
+    out = per_case.group_by([*keys, "k"]).agg(
+        pl.len().cast(pl.Int64).alias("cases"),
+        pl.col("_n").sum().cast(pl.Int64).alias("trials"),
+        pl.col("_v").mean().alias("pass_hat_k"),
+    )
+    # Every requested k appears, for every group: with no case of k trials it is null.
+    ks_frame = pl.DataFrame({"k": sorted(set(ks))}, schema={"k": pl.Int64})
+    groups = cases.select(keys).unique() if keys else None
+    grid = groups.join(ks_frame, how="cross") if groups is not None else ks_frame
+    out = grid.join(out, on=[*keys, "k"], how="left", nulls_equal=True).with_columns(
+        pl.col("cases", "trials").fill_null(0)
+    )
+    return _sorted(out, [*keys, "k"]).select(*keys, "k", "cases", "trials", "pass_hat_k")
+
+
+# --- breakdown ---------------------------------------------------------------------------------
+
+
+def breakdown(
+    runs: pl.DataFrame,
+    by: str | Sequence[str],
+    *,
+    findings: pl.DataFrame | None = None,
+    weights: Mapping[tuple[str, str], float] | None = None,
+    at_least: str = "high",
+    metrics: Sequence[str] = TAIL_METRICS,
+) -> pl.DataFrame:
+    """One row per group of ``by``: the headline numbers of its runs.
+
+    Columns: [by...], runs, passed_runs, pass_rate (+ _lo, _hi, Wilson), runs_with_findings,
+    mean_score, unpriced_runs, total_cost_usd, cost_per_correct_run, and ``{metric}_p50``,
+    ``{metric}_p95`` for each metric. The per-rule, per-kind, per-tool and tail tables take
+    ``by`` too, for the full picture per group.
+    """
+    outcome = run_outcomes(runs, findings, at_least=at_least)
+    scores = run_scores(runs, findings, weights=weights).select("run_id", "score")
+    rows = outcome.join(scores, on="run_id", how="left")
+    rows, keys = _with_groups(rows, runs, by)
+    head = rows.group_by(keys).agg(
+        pl.len().cast(pl.Int64).alias("runs"),
+        pl.col("passed").sum().cast(pl.Int64).alias("passed_runs"),
+        (pl.col("findings") > 0).sum().cast(pl.Int64).alias("runs_with_findings"),
+        pl.col("score").mean().alias("mean_score"),
+    )
+    head = head.with_columns(_wilson_exprs("passed_runs", "runs", "pass_rate"))
+    cost = cost_per_correct_run(runs, findings, at_least=at_least, by=by).drop(
+        "runs", "passed_runs"
+    )
+    out = head.join(cost, on=keys, how="left", nulls_equal=True)
+    tail = tails(runs, by=by, metrics=metrics, quantiles=(0.5, 0.95))
+    for metric in metrics:
+        part = tail.filter(pl.col("metric") == metric).select(
+            *keys,
+            pl.col("p50").alias(f"{metric}_p50"),
+            pl.col("p95").alias(f"{metric}_p95"),
+        )
+        out = out.join(part, on=keys, how="left", nulls_equal=True)
+    cols = [
+        *keys,
+        "runs",
+        "passed_runs",
+        "pass_rate",
+        "pass_rate_lo",
+        "pass_rate_hi",
+        "runs_with_findings",
+        "mean_score",
+        "unpriced_runs",
+        "total_cost_usd",
+        "cost_per_correct_run",
+        *[f"{m}_{p}" for m in metrics for p in ("p50", "p95")],
+    ]
+    return _sorted(out, keys).select(cols)

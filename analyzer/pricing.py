@@ -1,0 +1,473 @@
+"""Price tables and costs: list prices per million tokens -> cost per model call and per run.
+
+**Table.** YAML validated by ``schemas/prices.schema.json`` (`load_prices`); the dated default
+is ``rules/prices.yaml``. A recorded model name is priced by the entry whose ``model`` equals
+it (case-insensitive, surrounding spaces ignored), else by the first entry, in file order,
+whose ``match`` pattern (Rust regex syntax, case-insensitive) is found in it. Matching runs
+once per distinct model name, not per span.
+
+**Cost of a model call** (`price_steps`), in USD::
+
+    uncached = input_tokens - cached_input_tokens
+    cost = (uncached * input + cached_input_tokens * cached_input + output_tokens * output) / 1e6
+
+``cached_input`` falls back to ``input`` when the table gives none. Input tokens are taken to
+*include* cached tokens: the OTel GenAI conventions say ``gen_ai.usage.input_tokens`` "SHOULD
+include all types of input tokens, including cached tokens" and that
+``gen_ai.usage.cache_read.input_tokens`` is included in it (CONVENTIONS.md section 1); OpenAI's
+``prompt_tokens`` and OpenInference's ``llm.token_count.prompt`` count the same way. Where a
+span reports more cached tokens than input tokens, its input count evidently excludes them
+(Anthropic's raw ``usage.input_tokens`` does), so the input count is priced whole as uncached.
+Cache *writes* (``cache_creation``) are priced as ordinary input; reasoning tokens are part of
+the output count. A missing token count counts as zero, but a model call that recorded no
+input and no output count has no cost (null), except a failed call, which is 0: providers do
+not bill a rejected request and such spans carry no usage.
+
+**Cost of a run** (`price_runs`): the sum over its model calls, null when any model call of
+the run has no cost (unknown model or no usage): never a partial sum, never zero for an
+unknown price. A run with no model call costs 0. Sums are rounded to 1e-12 USD so that they
+do not depend on summation order. Agent spans that carry aggregated usage are not steps, so
+they are never added again (CONTRACT section 2).
+
+**Recorded cost.** A cost the span carried itself (``llm.cost.total``, ``operation.cost``,
+``gen_ai.usage.cost``, any-agent's input + output cost, Langfuse's cost details), read by the
+normalizer into ``recorded_cost_usd``, stays beside ``cost_usd`` on steps and runs; it is
+never summed with or substituted for the computed cost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import difflib
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+import yaml
+from jsonschema import Draft202012Validator, ValidationError
+
+from analyzer.errors import PriceTableError
+from analyzer.resources import bundled_rules_text, schema
+
+if TYPE_CHECKING:
+    from analyzer.runs import RunSet
+
+__all__ = [
+    "BUNDLED_PRICES",
+    "TOKENS_PER_UNIT",
+    "PriceTable",
+    "apply_prices",
+    "load_prices",
+    "match_models",
+    "price_runs",
+    "price_steps",
+    "prices_from_mapping",
+    "unpriced_models",
+]
+
+#: The default table shipped in ``rules/``.
+BUNDLED_PRICES = "prices.yaml"
+#: Prices are per this many tokens.
+TOKENS_PER_UNIT = 1_000_000
+#: Run costs are rounded to this many decimals (1e-12 USD): sums stay order-independent.
+_ROUND = 12
+
+_ENTRY_SCHEMA: dict[str, pl.DataType] = {
+    "entry": pl.Int64(),
+    "model": pl.String(),
+    "match": pl.String(),
+    "input": pl.Float64(),
+    "output": pl.Float64(),
+    "cached_input": pl.Float64(),
+}
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """A validated price table."""
+
+    currency: str
+    as_of: str  # YYYY-MM-DD
+    models: pl.DataFrame  # columns of _ENTRY_SCHEMA, one row per entry, in file order
+    source: str  # the file as given, or "<built-in rules/prices.yaml>"
+    sha256: str | None = None  # of the file's bytes, for the manifest
+
+    def describe(self) -> dict[str, Any]:
+        """What the manifest and summary record about the table."""
+        return {
+            "source": self.source,
+            "sha256": self.sha256,
+            "currency": self.currency,
+            "as_of": self.as_of,
+            "models": self.models.height,
+        }
+
+
+# --- loading -----------------------------------------------------------------------------------
+
+
+def load_prices(path: str | Path | None = None) -> PriceTable:
+    """The price table in ``path`` (YAML or JSON), or the bundled one when ``path`` is None.
+
+    Raises `PriceTableError` (exit code 2 at the CLI) naming the file, the line and the path
+    inside it (``models[3].input``) of every problem found.
+    """
+    if path is None:
+        text = bundled_rules_text(BUNDLED_PRICES)
+        raw = text.encode("utf-8")
+        shown = f"<built-in rules/{BUNDLED_PRICES}>"
+    else:
+        shown = str(path)
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as err:
+            raise PriceTableError(
+                f"{shown}: cannot read the price table: {err.strerror or err}"
+            ) from err
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise PriceTableError(f"{shown}: not UTF-8 text ({err.reason})") from err
+    try:
+        root = yaml.compose(text, Loader=_Loader)
+        data = yaml.load(text, Loader=_Loader)  # a SafeLoader subclass
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{shown}:{mark.line + 1}" if mark is not None else shown
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise PriceTableError(f"{where}: not valid YAML: {problem}") from err
+    return _build(data, root, shown, hashlib.sha256(raw).hexdigest())
+
+
+def prices_from_mapping(data: Any, source: str = "<prices>") -> PriceTable:
+    """A price table from already-parsed data (same validation as `load_prices`)."""
+    return _build(data, None, source, None)
+
+
+def _build(data: Any, root: yaml.Node | None, shown: str, sha256: str | None) -> PriceTable:
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    if not isinstance(data, dict):
+        problems.append(((), f"a price table is a mapping, not {_kind(data)}"))
+    else:
+        problems.extend(_schema_problems(data))
+        problems.extend(_semantic_problems(data))
+    if problems:
+        lines = []
+        for where, message in sorted(problems, key=lambda p: (_line(root, p[0]) or 0, p[0])):
+            line = _line(root, where)
+            loc = f"{shown}:{line}" if line else shown
+            path = _render_path(where)
+            lines.append(f"  {loc}: {path}: {message}" if path else f"  {loc}: {message}")
+        n = len(lines)
+        head = f"{n} problem{'s' if n > 1 else ''} in price table {shown}:"
+        raise PriceTableError("\n".join([head, *lines]))
+    assert isinstance(data, dict)
+    models = pl.DataFrame(
+        [
+            {
+                "entry": i,
+                "model": m["model"],
+                "match": m.get("match"),
+                "input": float(m["input"]),
+                "output": float(m["output"]),
+                "cached_input": (
+                    float(m["cached_input"]) if m.get("cached_input") is not None else None
+                ),
+            }
+            for i, m in enumerate(data["models"])
+        ],
+        schema=_ENTRY_SCHEMA,
+    )
+    return PriceTable(
+        currency=data["currency"], as_of=data["as_of"], models=models, source=shown, sha256=sha256
+    )
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that keeps dates as written: ``as_of: 2026-11-01`` unquoted is the text."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(schema("prices.schema.json"))
+
+
+def _schema_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    out = []
+    for err in sorted(_validator().iter_errors(data), key=lambda e: [str(p) for p in e.path]):
+        out.extend(_explain(err))
+    return out
+
+
+def _explain(err: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
+    where = tuple(err.path)
+    value = err.instance
+    sch = err.schema if isinstance(err.schema, dict) else {}
+    if err.validator == "additionalProperties" and isinstance(value, dict):
+        known = sorted(sch.get("properties", {}))
+        out = []
+        for key in sorted(k for k in value if k not in known):
+            close = difflib.get_close_matches(str(key), known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            out.append(
+                ((*where, key), f"unknown key {key!r}{hint}; expected one of {', '.join(known)}")
+            )
+        return out
+    if err.validator == "required":
+        missing = re.findall(r"'([^']+)' is a required property", err.message)
+        return [(where, f"missing required key {missing[0]!r}" if missing else err.message)]
+    if err.validator == "type":
+        return [(where, f"expected {sch.get('type')}, got {_kind(value)} {_show(value)}")]
+    if err.validator == "minimum":
+        return [(where, f"{_show(value)} is negative; prices are USD per million tokens, >= 0")]
+    if err.validator == "pattern" and where == ("as_of",):
+        return [(where, f"{_show(value)} is not a date written YYYY-MM-DD")]
+    if err.validator == "enum" and where == ("currency",):
+        return [(where, f"{_show(value)} is not supported; prices must be in USD")]
+    return [(where, err.message)]
+
+
+def _semantic_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+    """What the schema cannot say: real dates, unique names, patterns polars accepts."""
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    as_of = data.get("as_of")
+    if isinstance(as_of, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of):
+        try:
+            dt.date.fromisoformat(as_of)
+        except ValueError:
+            out.append((("as_of",), f"{as_of!r} is not a calendar date"))
+    models = data.get("models")
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(models if isinstance(models, list) else []):
+        if not isinstance(entry, dict):
+            continue
+        name = entry.get("model")
+        if isinstance(name, str):
+            key = name.strip().lower()
+            if key in seen:
+                out.append(
+                    (("models", i, "model"), f"{name!r} is already priced in models[{seen[key]}]")
+                )
+            else:
+                seen[key] = i
+        pattern = entry.get("match")
+        if isinstance(pattern, str) and pattern:
+            problem = _regex_problem(pattern)
+            if problem:
+                out.append((("models", i, "match"), f"not a valid pattern: {problem}"))
+    return out
+
+
+def _regex_problem(pattern: str) -> str | None:
+    """Why polars (Rust regex) refuses ``pattern``, or None."""
+    try:
+        pl.select(pl.lit("").str.contains(f"(?i){pattern}"))
+    except pl.exceptions.PolarsError as err:
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip().startswith("error:")]
+        return lines[0].removeprefix("error:").strip() if lines else str(err).splitlines()[0]
+    return None
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a text"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return "null" if value is None else type(value).__name__
+
+
+def _show(value: Any, limit: int = 40) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _render_path(where: Sequence[str | int]) -> str:
+    out = ""
+    for part in where:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _line(root: yaml.Node | None, where: Sequence[str | int]) -> int | None:
+    """1-based line of the deepest YAML node found along ``where``."""
+    if root is None:
+        return None
+    node = root
+    line = node.start_mark.line + 1
+    for part in where:
+        child = None
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
+                    # An unknown key points at the key itself, a bad value at the value.
+                    child = value if part != where[-1] else key
+                    break
+        elif (
+            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
+        ):
+            child = node.value[part]
+        if child is None:
+            break
+        node = child
+        line = node.start_mark.line + 1
+    return line
+
+
+# --- matching ----------------------------------------------------------------------------------
+
+
+def match_models(names: Iterable[str | None] | pl.Series, prices: PriceTable) -> pl.DataFrame:
+    """Each distinct non-null model name -> the entry that prices it (nulls when none).
+
+    Columns: ``model`` (as recorded), ``priced_as`` (the entry's model name), ``input``,
+    ``output``, ``cached_input``; sorted by model. An exact name wins over any pattern; among
+    patterns the first in file order wins.
+    """
+    series = names if isinstance(names, pl.Series) else pl.Series(list(names), dtype=pl.String)
+    frame = (
+        pl.DataFrame({"model": series.cast(pl.String)})
+        .drop_nulls()
+        .unique()
+        .sort("model")
+        .with_columns(_key=pl.col("model").str.strip_chars())
+    )
+    table = prices.models
+    exact = table.select(
+        pl.col("model").str.strip_chars().str.to_lowercase().alias("_lower"),
+        pl.col("entry").alias("_exact"),
+    )
+    frame = frame.with_columns(_lower=pl.col("_key").str.to_lowercase()).join(
+        exact, on="_lower", how="left", maintain_order="left"
+    )
+    patterns = table.filter(pl.col("match").is_not_null()).select("entry", "match").rows()
+    by_pattern = (
+        pl.coalesce(
+            [
+                pl.when(pl.col("_key").str.contains(f"(?i){pattern}")).then(pl.lit(entry))
+                for entry, pattern in patterns
+            ]
+        )
+        if patterns
+        else pl.lit(None, pl.Int64)
+    )
+    frame = frame.with_columns(entry=pl.coalesce(pl.col("_exact"), by_pattern).cast(pl.Int64))
+    return frame.join(
+        table.rename({"model": "priced_as"}), on="entry", how="left", maintain_order="left"
+    ).select("model", "priced_as", "input", "output", "cached_input")
+
+
+# --- costs -------------------------------------------------------------------------------------
+
+
+def price_steps(steps: pl.DataFrame, prices: PriceTable | None = None) -> pl.DataFrame:
+    """``steps`` plus ``priced_as`` and ``cost_usd`` (USD; null for tool calls and unknowns).
+
+    Uses the bundled table when ``prices`` is None. Row order and other columns are kept,
+    ``recorded_cost_usd`` included. See the module docstring for the formula.
+    """
+    prices = prices if prices is not None else load_prices(None)
+    is_model = pl.col("kind") == "model_call"
+    names = steps.filter(is_model).get_column("model")
+    mapping = match_models(names, prices).rename(
+        {"input": "_p_in", "output": "_p_out", "cached_input": "_p_cached"}
+    )
+    drop = [c for c in ("priced_as", "cost_usd") if c in steps.columns]
+    out = steps.drop(drop).join(mapping, on="model", how="left", maintain_order="left")
+    inp = pl.col("input_tokens").fill_null(0).cast(pl.Float64)
+    cached = pl.col("cached_input_tokens").fill_null(0).cast(pl.Float64)
+    output = pl.col("output_tokens").fill_null(0).cast(pl.Float64)
+    # More cached than input tokens: this span's input count excludes the cache reads.
+    uncached = pl.when(cached > inp).then(inp).otherwise(inp - cached)
+    cost = (
+        uncached * pl.col("_p_in")
+        + cached * pl.coalesce("_p_cached", "_p_in")
+        + output * pl.col("_p_out")
+    ) / TOKENS_PER_UNIT
+    has_usage = pl.col("input_tokens").is_not_null() | pl.col("output_tokens").is_not_null()
+    failed = pl.col("status") == "error"
+    return out.with_columns(
+        priced_as=pl.when(is_model).then(pl.col("priced_as")),
+        cost_usd=pl.when(~is_model | pl.col("priced_as").is_null())
+        .then(pl.lit(None, pl.Float64))
+        .when(has_usage)
+        .then(cost)
+        .when(failed)
+        .then(pl.lit(0.0))
+        .otherwise(pl.lit(None, pl.Float64)),
+    ).drop("_p_in", "_p_out", "_p_cached")
+
+
+def price_runs(runs: pl.DataFrame, priced_steps: pl.DataFrame) -> pl.DataFrame:
+    """``runs`` plus ``cost_usd``: the sum over the run's model calls, null if any is unknown."""
+    model = priced_steps.filter(pl.col("kind") == "model_call")
+    totals = model.group_by("run_id").agg(
+        pl.when(pl.col("cost_usd").is_null().any())
+        .then(pl.lit(None, pl.Float64))
+        .otherwise(pl.col("cost_usd").sum())
+        .round(_ROUND)
+        .alias("_cost")
+    )
+    out = runs.drop([c for c in ("cost_usd",) if c in runs.columns]).join(
+        totals, on="run_id", how="left", maintain_order="left"
+    )
+    # A run absent from the totals made no model call: it cost nothing.
+    has_calls = pl.col("run_id").is_in(model.get_column("run_id").unique().implode())
+    return out.with_columns(
+        cost_usd=pl.when(has_calls).then(pl.col("_cost")).otherwise(pl.lit(0.0))
+    ).drop("_cost")
+
+
+def apply_prices(runset: RunSet, prices: PriceTable | None = None) -> RunSet:
+    """A copy of ``runset`` whose steps and runs carry ``cost_usd`` (steps also ``priced_as``)."""
+    steps = price_steps(runset.steps, prices)
+    return dataclasses.replace(runset, steps=steps, runs=price_runs(runset.runs, steps))
+
+
+def unpriced_models(priced_steps: pl.DataFrame) -> pl.DataFrame:
+    """Model calls with no cost, grouped by model name and reason, with their token counts.
+
+    ``reason`` is ``no price`` (the table has no entry for the model, or the model name was
+    not recorded: ``model`` null) or ``no token counts`` (priced, but the call recorded no
+    usage). Columns: model, reason, model_calls, runs, input_tokens, output_tokens,
+    cached_input_tokens; sorted by model (null last), then reason.
+    """
+    calls = priced_steps.filter((pl.col("kind") == "model_call") & pl.col("cost_usd").is_null())
+    reason = (
+        pl.when(pl.col("priced_as").is_null())
+        .then(pl.lit("no price"))
+        .otherwise(pl.lit("no token counts"))
+    )
+    return (
+        calls.with_columns(reason=reason)
+        .group_by("model", "reason")
+        .agg(
+            pl.len().cast(pl.Int64).alias("model_calls"),
+            pl.col("run_id").n_unique().cast(pl.Int64).alias("runs"),
+            pl.col("input_tokens").sum().cast(pl.Int64),
+            pl.col("output_tokens").sum().cast(pl.Int64),
+            pl.col("cached_input_tokens").sum().cast(pl.Int64),
+        )
+        .sort("model", "reason", nulls_last=True)
+    )
