@@ -57,13 +57,19 @@ def _analyze(
     run_key: str | None = None,
     case_key: str | None = None,
     packs: tuple = (),
+    prices=None,
 ):
     from analyzer.pipeline import analyze_paths
 
     if not paths:
         raise InputError("no input: give at least one trace file or folder")
     analysis = analyze_paths(
-        list(paths), run_key=run_key, case_key=case_key, packs=packs, progress=_progress()
+        list(paths),
+        run_key=run_key,
+        case_key=case_key,
+        packs=packs,
+        prices=prices,
+        progress=_progress(),
     )
     if sys.stderr.isatty():
         click.echo("\r\x1b[K", err=True, nl=False)
@@ -266,6 +272,13 @@ _SEVERITIES = ("critical", "high", "medium", "low")
     help="Load plugin rule types (module:Class): this runs Python code named by the pack.",
 )
 @click.option(
+    "--prices",
+    "prices_file",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Price table (YAML, USD per million tokens). Default: the bundled rules/prices.yaml.",
+)
+@click.option(
     "--out",
     "out",
     type=click.Path(path_type=Path),
@@ -287,12 +300,14 @@ def report(
     case_key: str | None,
     rule_packs: tuple[Path, ...],
     allow_plugins: bool,
+    prices_file: Path | None,
     out: Path | None,
     fmt: str,
     fail_on: str,
 ) -> None:
     """Analyze trace files: accounting, runs, findings (the main job)."""
     from analyzer.pack import load_default_pack, load_packs
+    from analyzer.pricing import load_prices
     from analyzer.report import build_summary, write_outputs
 
     packs = (
@@ -300,7 +315,8 @@ def report(
         if rule_packs
         else (load_default_pack(),)
     )
-    analysis = _analyze(paths, run_key, case_key, packs)
+    prices = load_prices(prices_file)
+    analysis = _analyze(paths, run_key, case_key, packs, prices)
     summary = build_summary(analysis)
     if out is not None:
         write_outputs(analysis, summary, out, command=sys.argv)

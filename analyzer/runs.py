@@ -83,6 +83,7 @@ def build_runs(
     frame = pl.from_arrow(calls)
     assert isinstance(frame, pl.DataFrame)
     frame = frame.with_row_index("_i")
+    frame = _roll_up_resends(frame)
     frame = frame.with_columns(run_id=_run_ids(frame, spans, run_key))
     frame = frame.filter(pl.col("run_id").is_not_null())
     in_runs = (
@@ -127,6 +128,37 @@ def _run_ids(frame: pl.DataFrame, spans: pa.Table, run_key: str | None) -> pl.Se
     keyed = _trace_attribute(spans, run_key)
     per_trace = frame.select("trace_id").join(keyed, on="trace_id", how="left").get_column("_value")
     return pl.select(pl.coalesce(per_trace, ids)).to_series().alias("run_id")
+
+
+def _roll_up_resends(frame: pl.DataFrame) -> pl.DataFrame:
+    """Give each step the HTTP resends recorded below it (``http.request.resend_count``).
+
+    HTTP client instrumentations record a resent request as a child span of the model or tool
+    call; the step keeps the highest count found on itself or a non-step descendant (a
+    resend count numbers the attempts of one request, so counts are not added up).
+    """
+    if frame.get_column("http_resend_count").drop_nulls().is_empty():
+        return frame
+    is_step = pa.array(frame.get_column("role").is_in(["model_call", "tool_call"]).to_arrow())
+    step = _nearest_marked_ancestor(_parent_index(frame), is_step)
+    below = (
+        frame.select(pl.Series("_step", step).cast(pl.UInt32), "http_resend_count", "role")
+        .filter(
+            pl.col("_step").is_not_null()
+            & pl.col("http_resend_count").is_not_null()
+            & ~pl.col("role").is_in(["model_call", "tool_call", "agent"])
+        )
+        .group_by("_step")
+        .agg(pl.col("http_resend_count").max().alias("_below"))
+    )
+    return (
+        frame.join(below, left_on="_i", right_on="_step", how="left")
+        .sort("_i")
+        .with_columns(
+            http_resend_count=pl.max_horizontal("http_resend_count", "_below").cast(pl.Int64)
+        )
+        .drop("_below")
+    )
 
 
 def _parent_index(frame: pl.DataFrame) -> pa.Array:

@@ -146,10 +146,14 @@ class RequiredTools(Check):
                 pl.lit("no_answer").alias("kind"),
                 pl.lit(None, pl.String).alias("tool"),
                 pl.lit(None, pl.String).alias("argument"),
-                pl.format(
-                    "no answer; {} of {} required tools called",
-                    pl.col("_called").fill_null(0),
-                    pl.lit(n),
+                (
+                    pl.format(
+                        "no answer; {} of {} required tools called",
+                        pl.col("_called").fill_null(0),
+                        pl.lit(n),
+                    )
+                    if n
+                    else pl.lit("no answer: the run ended without a final answer")
                 ).alias("detail"),
                 pl.concat_list("_last").list.drop_nulls().alias("span_ids"),
                 pl.lit(0, pl.Int64).alias("_pos"),

@@ -75,6 +75,7 @@ def write_outputs(analysis, summary: dict[str, Any], out: Path, *, command: list
             }
             for pack in analysis.packs
         ],
+        "prices": analysis.prices.describe() if analysis.prices is not None else None,
         "outputs": {},
     }
     for name in _HASHED:
