@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
@@ -25,6 +24,7 @@ from analyzer.checks.base import Check, LoadEnv, did_you_mean
 from analyzer.checks.plugin import PLUGIN_TYPE, build_plugin
 from analyzer.errors import RulePackError
 from analyzer.resources import schema
+from analyzer.yamlplace import path_text, show, yaml_line
 
 __all__ = [
     "DEFAULT_PACK",
@@ -192,7 +192,7 @@ def _build(
     base_dir = path.resolve().parent if path is not None else Path.cwd()
 
     def report(where: tuple[str | int, ...], message: str) -> None:
-        problems.add(shown, _line(root, where), _render_path(where, data), message)
+        problems.add(shown, yaml_line(root, where), _render_path(where, data), message)
 
     if root is not None:
         for where, key in _duplicate_keys(root):
@@ -431,14 +431,14 @@ def _explain(err: ValidationError, data: Any) -> list[tuple[tuple[str | int, ...
         return [
             (
                 where,
-                f"{_show(value)} is not a valid {title}{hint}; choose one of {', '.join(choices)}",
+                f"{show(value)} is not a valid {title}{hint}; choose one of {', '.join(choices)}",
             )
         ]
     if v == "type":
         expected = err.validator_value
         expected = expected if isinstance(expected, list) else [expected]
         wanted = " or ".join(_JSON_TYPES.get(t, t) for t in expected)
-        return [(where, f"expected {wanted}, got {_kind(value)} {_show(value)}")]
+        return [(where, f"expected {wanted}, got {_kind(value)} {show(value)}")]
     if v == "anyOf":
         branches = err.validator_value
         if all(set(b) == {"required"} for b in branches):
@@ -450,7 +450,7 @@ def _explain(err: ValidationError, data: Any) -> list[tuple[tuple[str | int, ...
             else "a value"
             for b in branches
         )
-        return [(where, f"expected {wanted}, got {_kind(value)} {_show(value)}")]
+        return [(where, f"expected {wanted}, got {_kind(value)} {show(value)}")]
     if v == "minItems" and err.validator_value == 1:
         return [(where, f"{title} must list at least one item")]
     if v in ("minProperties",) and err.validator_value == 1:
@@ -461,9 +461,7 @@ def _explain(err: ValidationError, data: Any) -> list[tuple[tuple[str | int, ...
         dups = sorted({str(x) for x in value if value.count(x) > 1})
         return [(where, f"{title} lists {', '.join(dups)} more than once")]
     if v == "pattern":
-        return [
-            (where, f"{_show(value)} is not a valid {title} (must match {err.validator_value})")
-        ]
+        return [(where, f"{show(value)} is not a valid {title} (must match {err.validator_value})")]
     if v == "propertyNames":
         return [(where, f"{title}: {err.message}")]
     return [(where, err.message)]
@@ -473,7 +471,7 @@ def _type_message(value: Any) -> str:
     choices = sorted(REGISTRY)
     listing = f"rule types: {', '.join(choices)}; or module:Class for a plugin"
     if not isinstance(value, str):
-        return f"rule type must be a text, got {_kind(value)} {_show(value)} ({listing})"
+        return f"rule type must be a text, got {_kind(value)} {show(value)} ({listing})"
     if value in _PLANNED:
         return f"rule type {value!r} is not available in this version yet ({listing})"
     if ":" in value and not PLUGIN_TYPE.match(value):
@@ -501,11 +499,6 @@ def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _show(value: Any, limit: int = 40) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 # --- paths and line numbers -------------------------------------------------------------------
 
 
@@ -520,43 +513,12 @@ def _get(data: Any, where: Sequence[str | int]) -> Any:
 
 
 def _render_path(where: Sequence[str | int], data: Any) -> str:
-    out = ""
-    for part in where:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", str(part)):
-            out += f".{part}" if out else str(part)
-        else:
-            out += f"[{json.dumps(part, ensure_ascii=False)}]"
+    out = path_text(where)
     if len(where) >= 2 and where[0] == "rules" and isinstance(where[1], int):
         rule = _get(data, where[:2])
         if isinstance(rule, dict) and isinstance(rule.get("id"), str):
             out += f" (rule {rule['id']})"
     return out
-
-
-def _line(root: yaml.Node | None, where: Sequence[str | int]) -> int | None:
-    """1-based line of the deepest YAML node found along ``where``."""
-    if root is None:
-        return None
-    node = root
-    line = node.start_mark.line + 1
-    for part in where:
-        nxt = None
-        if isinstance(node, yaml.MappingNode):
-            for key, val in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
-                    nxt = val
-                    line = key.start_mark.line + 1
-        elif (
-            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
-        ):
-            nxt = node.value[part]
-            line = nxt.start_mark.line + 1
-        if nxt is None:
-            break
-        node = nxt
-    return line
 
 
 def _duplicate_keys(node: yaml.Node, where: tuple[str | int, ...] = ()):

@@ -41,9 +41,8 @@ import dataclasses
 import datetime as dt
 import difflib
 import hashlib
-import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -55,6 +54,7 @@ from jsonschema import Draft202012Validator, ValidationError
 
 from analyzer.errors import PriceTableError
 from analyzer.resources import bundled_rules_text, schema
+from analyzer.yamlplace import path_text, show, yaml_line
 
 if TYPE_CHECKING:
     from analyzer.runs import RunSet
@@ -160,10 +160,10 @@ def _build(data: Any, root: yaml.Node | None, shown: str, sha256: str | None) ->
         problems.extend(_semantic_problems(data))
     if problems:
         lines = []
-        for where, message in sorted(problems, key=lambda p: (_line(root, p[0]) or 0, p[0])):
-            line = _line(root, where)
+        for where, message in sorted(problems, key=lambda p: (yaml_line(root, p[0]) or 0, p[0])):
+            line = yaml_line(root, where)
             loc = f"{shown}:{line}" if line else shown
-            path = _render_path(where)
+            path = path_text(where)
             lines.append(f"  {loc}: {path}: {message}" if path else f"  {loc}: {message}")
         n = len(lines)
         head = f"{n} problem{'s' if n > 1 else ''} in price table {shown}:"
@@ -230,13 +230,13 @@ def _explain(err: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
         missing = re.findall(r"'([^']+)' is a required property", err.message)
         return [(where, f"missing required key {missing[0]!r}" if missing else err.message)]
     if err.validator == "type":
-        return [(where, f"expected {sch.get('type')}, got {_kind(value)} {_show(value)}")]
+        return [(where, f"expected {sch.get('type')}, got {_kind(value)} {show(value)}")]
     if err.validator == "minimum":
-        return [(where, f"{_show(value)} is negative; prices are USD per million tokens, >= 0")]
+        return [(where, f"{show(value)} is negative; prices are USD per million tokens, >= 0")]
     if err.validator == "pattern" and where == ("as_of",):
-        return [(where, f"{_show(value)} is not a date written YYYY-MM-DD")]
+        return [(where, f"{show(value)} is not a date written YYYY-MM-DD")]
     if err.validator == "enum" and where == ("currency",):
-        return [(where, f"{_show(value)} is not supported; prices must be in USD")]
+        return [(where, f"{show(value)} is not supported; prices must be in USD")]
     return [(where, err.message)]
 
 
@@ -293,46 +293,6 @@ def _kind(value: Any) -> str:
     if isinstance(value, dict):
         return "a mapping"
     return "null" if value is None else type(value).__name__
-
-
-def _show(value: Any, limit: int = 40) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _render_path(where: Sequence[str | int]) -> str:
-    out = ""
-    for part in where:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _line(root: yaml.Node | None, where: Sequence[str | int]) -> int | None:
-    """1-based line of the deepest YAML node found along ``where``."""
-    if root is None:
-        return None
-    node = root
-    line = node.start_mark.line + 1
-    for part in where:
-        child = None
-        if isinstance(node, yaml.MappingNode):
-            for key, value in node.value:
-                if isinstance(key, yaml.ScalarNode) and key.value == str(part):
-                    # An unknown key points at the key itself, a bad value at the value.
-                    child = value if part != where[-1] else key
-                    break
-        elif (
-            isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value)
-        ):
-            child = node.value[part]
-        if child is None:
-            break
-        node = child
-        line = node.start_mark.line + 1
-    return line
 
 
 # --- matching ----------------------------------------------------------------------------------
