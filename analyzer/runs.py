@@ -305,11 +305,14 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
     )
     pairs = pl.concat([by_id, by_name])
     matched = pairs.join(requests.select("_r", "requested_by", "_req_args"), on="_r").join(
-        execs.select("_t", "span_id"), on="_t"
+        execs.select("_t", "run_id", "span_id"), on="_t"
     )
 
+    # span ids are unique within a trace only: copies of one run under other trace ids share them
     executed = tools.join(
-        matched.select("span_id", "requested_by", "_req_args"), on="span_id", how="left"
+        matched.select("run_id", "span_id", "requested_by", "_req_args"),
+        on=["run_id", "span_id"],
+        how="left",
     )
     executed = executed.with_columns(
         arguments=pl.coalesce("arguments", "_req_args"),

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
 from factories import TRACE, call, msg, tables
 
 from analyzer.runs import build_runs, sources_before
@@ -348,3 +352,29 @@ def test_case_key_option_and_config_hash():
     assert same["config_hash"] == base
     assert warmer["config_hash"] != base
     assert warmer["temperature"] is None and warmer["temperatures"] == [0.0, 0.7]
+
+
+def test_runs_sharing_span_ids_under_other_trace_ids_stay_apart():
+    """Span ids are unique within a trace only: a copy of a run under new trace ids (a replayed
+    export, a load test) must give the same steps, not steps crossed between the copies."""
+    import pyarrow.compute as pc
+
+    from analyzer.conventions import normalize
+    from analyzer.ingest import read_traces
+
+    root = Path(__file__).resolve().parent.parent / "sample_traces" / "kyc"
+    spans = read_traces([root]).spans
+    copy = spans.set_column(
+        0,
+        "trace_id",
+        pc.binary_join_element_wise(
+            "ffffffff", pc.utf8_slice_codeunits(spans.column("trace_id"), 8), ""
+        ),
+    )
+    both = pa.concat_tables([spans, copy])
+    alone = build_runs(spans, normalize(spans)).steps
+    together = build_runs(both, normalize(both)).steps
+    assert together.height == 2 * alone.height
+    columns = ["span_id", "tool_name", "requested_by", "arguments", "executed"]
+    first = together.filter(~pl.col("run_id").str.starts_with("ffffffff")).sort("run_id", "index")
+    assert first.select(columns).equals(alone.sort("run_id", "index").select(columns))
