@@ -12,7 +12,7 @@ import click
 
 from analyzer import __version__
 from analyzer.errors import AgentTraceError, InputError
-from analyzer.textsafe import clip, terminal_safe
+from analyzer.textsafe import clip, json_safe, terminal_lines, terminal_safe
 
 __all__ = ["main"]
 
@@ -25,6 +25,42 @@ _CASE_KEY = click.option(
     metavar="ATTR",
     help="Attribute holding the case id (default: app.case_id, case_id).",
 )
+_REDACT = click.option(
+    "--redact",
+    is_flag=True,
+    help="Replace argument values, results, answers and message content with salted hashes "
+    "in every output (ids, names and figures stay).",
+)
+_REDACT_SALT = click.option(
+    "--redact-salt",
+    metavar="TEXT",
+    help="Salt of --redact (implies it): the same salt gives the same hashes across reports. "
+    "Default: a random salt, printed on stderr and written to no file.",
+)
+
+
+def _redacted(analysis, redact: bool, salt: str | None) -> tuple[Any, dict[str, str] | None]:
+    """`analysis` redacted when asked (see analyzer.redact), and the manifest's record of it."""
+    if not redact and salt is None:
+        return analysis, None
+    from analyzer.redact import new_salt, redact_analysis, redaction_record
+
+    given = salt is not None
+    salt = salt if given else new_salt()
+    if not given:
+        click.echo(f"redaction salt (generated, written to no file): {salt}", err=True)
+    return redact_analysis(analysis, salt), redaction_record(salt, given=given)
+
+
+def _command_line(salt: str | None) -> list[str]:
+    """sys.argv with the value of --redact-salt hidden (the manifest records the command)."""
+    args = list(sys.argv)
+    for i, arg in enumerate(args):
+        if salt is not None and arg == "--redact-salt" and i + 1 < len(args):
+            args[i + 1] = "***"
+        elif arg.startswith("--redact-salt="):
+            args[i] = "--redact-salt=***"
+    return args
 
 
 class _Group(click.Group):
@@ -32,7 +68,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except AgentTraceError as err:
-            click.echo(f"Error: {err}", err=True)
+            click.echo(f"Error: {terminal_lines(err)}", err=True)
             ctx.exit(2)
 
 
@@ -58,22 +94,67 @@ def _analyze(
     case_key: str | None = None,
     packs: tuple = (),
     prices=None,
+    *,
+    jobs: int | None = None,
+    partitions: int | None = 0,
+    spill: Path | None = None,
+    since_ns: int | None = None,
+    until_ns: int | None = None,
 ):
+    """In process (`partitions` 0), or partitioned (None: only when the input is big)."""
     from analyzer.pipeline import analyze_paths
 
     if not paths:
         raise InputError("no input: give at least one trace file or folder")
-    analysis = analyze_paths(
-        list(paths),
-        run_key=run_key,
-        case_key=case_key,
-        packs=packs,
-        prices=prices,
-        progress=_progress(),
-    )
+    if partitions is None:
+        from analyzer.partitioned import AUTO_MIN_BYTES, estimate_bytes
+
+        partitions = None if estimate_bytes(list(paths)) >= AUTO_MIN_BYTES else 0
+    if partitions != 0:
+        from analyzer.partitioned import analyze_partitioned
+
+        analysis = analyze_partitioned(
+            list(paths),
+            partitions=partitions,
+            jobs=jobs,
+            spill=spill,
+            run_key=run_key,
+            case_key=case_key,
+            packs=packs,
+            prices=prices,
+            since_ns=since_ns,
+            until_ns=until_ns,
+            progress=_progress(),
+        )
+    else:
+        analysis = analyze_paths(
+            list(paths),
+            run_key=run_key,
+            case_key=case_key,
+            packs=packs,
+            prices=prices,
+            progress=_progress(),
+            jobs=jobs,
+            since_ns=since_ns,
+            until_ns=until_ns,
+        )
     if sys.stderr.isatty():
         click.echo("\r\x1b[K", err=True, nl=False)
+    _require_traces(analysis.ingested.log)
     return analysis
+
+
+def _require_traces(log) -> None:
+    """Raise InputError when no file read is a trace at all (each refused whole): there is no
+    input (exit 2). A trace file that holds no span yet is input."""
+    refused = [
+        q for f in log.files for q in f.quarantine if q.position == "file" and not f.spans_read
+    ]
+    if not log.files or len({q.file for q in refused}) < len(log.files):
+        return
+    shown = "; ".join(f"{terminal_safe(q.file)}: {terminal_safe(q.reason)}" for q in refused[:3])
+    more = f"; and {len(refused) - 3} more" if len(refused) > 3 else ""
+    raise InputError(f"no input: no trace file among the {len(log.files)} read ({shown}{more})")
 
 
 def _accounting_line(log, skipped: list[str]) -> str:
@@ -88,6 +169,8 @@ def _accounting_line(log, skipped: list[str]) -> str:
         )
     if log.orphans:
         parts.append(f"{log.orphans:,} orphan spans (parent missing) treated as roots")
+    if log.warnings:
+        parts.append(f"{len(log.warnings):,} warnings (values cut, clock skew, parent cycles)")
     if skipped:
         parts.append(f"{len(skipped)} non-trace files skipped by name")
     return "; ".join(parts)
@@ -104,19 +187,67 @@ def _quarantine_lines(log, limit: int = 10) -> list[str]:
     return lines
 
 
+def _jobs_option(func: Callable) -> Callable:
+    return click.option(
+        "--jobs",
+        "-j",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Processes to parse and analyze with (default: the CPUs this process may use).",
+    )(func)
+
+
+def _time_ns(value: str | None, option: str) -> int | None:
+    """An ISO 8601 time (a date, or date and time; UTC unless an offset is given) in ns."""
+    if value is None:
+        return None
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError as err:
+        raise click.BadParameter(f"not an ISO 8601 time: {value!r}", param_hint=option) from err
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+
+
 @main.command()
 @_PATHS
 @click.option(
-    "--out", "out", required=True, type=click.Path(path_type=Path), help="New dataset folder."
+    "--out",
+    "out",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Dataset folder: a new one, or an existing dataset to append the new files to.",
 )
-def ingest(paths: tuple[Path, ...], out: Path) -> None:
-    """Parse trace files once into a Parquet dataset that every command reads back fast."""
-    from analyzer.ingest import read_traces, write_dataset
+@_jobs_option
+def ingest(paths: tuple[Path, ...], out: Path, jobs: int | None) -> None:
+    """Parse trace files once into a Parquet dataset that every command reads back fast.
+
+    Into an existing dataset, only files not ingested before (by SHA-256) are read; running
+    the same command again changes nothing.
+    """
+    from analyzer.ingest.dataset import ingested_digests
+    from analyzer.ingest.files import expand_paths, sha256_of
+    from analyzer.partitioned import ingest_partitioned
 
     if not paths:
         raise InputError("no input: give at least one trace file or folder")
-    ingested = read_traces(list(paths), progress=_progress())
-    write_dataset(ingested.spans, ingested.log, out, tool_version=__version__)
+    done = ingested_digests(out)
+    if done:
+        files, _ = expand_paths(list(paths))
+        new = [f for f in files if f.is_dir() or sha256_of(f) not in done]
+        if not new:
+            click.echo(f"nothing new: {len(files):,} files already in the dataset {out}")
+            return
+        if len(new) < len(files):
+            click.echo(f"{len(files) - len(new):,} files already in the dataset skipped")
+        paths = tuple(new)
+    ingested = ingest_partitioned(
+        list(paths), out, tool_version=__version__, jobs=jobs, progress=_progress()
+    )
     click.echo(_accounting_line(ingested.log, ingested.skipped))
     for line in _quarantine_lines(ingested.log):
         click.echo(line)
@@ -151,7 +282,7 @@ def runs(paths: tuple[Path, ...], run_key: str | None, case_key: str | None, fmt
             "has_answer",
         ]
         for row in frame.select(cols).iter_rows(named=True):
-            click.echo(json.dumps(row, ensure_ascii=False, sort_keys=True))
+            click.echo(json_safe(json.dumps(row, ensure_ascii=False, sort_keys=True)))
     else:
         header = (
             f"{'RUN':<32}  {'AGENT':<16} {'CASE':<12} {'MODELS':<22} "
@@ -184,18 +315,26 @@ def runs(paths: tuple[Path, ...], run_key: str | None, case_key: str | None, fmt
 @click.option(
     "--width", default=60, show_default=True, help="Characters kept of arguments and results."
 )
+@_REDACT
+@_REDACT_SALT
 def show(
-    run_id: str, paths: tuple[Path, ...], run_key: str | None, case_key: str | None, width: int
+    run_id: str,
+    paths: tuple[Path, ...],
+    run_key: str | None,
+    case_key: str | None,
+    width: int,
+    redact: bool,
+    redact_salt: str | None,
 ) -> None:
     """Print one run's trajectory step by step (RUN_ID may be a unique prefix)."""
-    analysis = _analyze(paths, run_key, case_key)
+    analysis, _ = _redacted(_analyze(paths, run_key, case_key), redact, redact_salt)
     ids = analysis.runs.runs.get_column("run_id").to_list()
     matches = [r for r in ids if r == run_id] or [r for r in ids if r.startswith(run_id)]
     if len(matches) != 1:
         what = "no run" if not matches else f"{len(matches)} runs"
         raise InputError(f"{what} with id {run_id!r} in the input ({len(ids)} runs read)")
     run, steps = analysis.runs.run(matches[0])
-    click.echo(f"run      {run['run_id']}")
+    click.echo(f"run      {terminal_safe(run['run_id'])}")
     click.echo(
         f"agent    {terminal_safe(run['agent'] or '-')}   "
         f"case {terminal_safe(run['case_id'] or '-')}"
@@ -207,7 +346,7 @@ def show(
     click.echo(
         f"totals   {run['model_calls']} model calls, {run['tool_calls']} tool calls, "
         f"{_fmt_int(run['input_tokens'])} in / {_fmt_int(run['output_tokens'])} out tokens, "
-        f"{run['duration_s']:.3f} s"
+        + ("duration unknown" if run["duration_s"] is None else f"{run['duration_s']:.3f} s")
     )
     origin = run["started_ns"]
     click.echo("")
@@ -279,13 +418,34 @@ _SEVERITIES = ("critical", "high", "medium", "low")
     help="Price table (YAML, USD per million tokens). Default: the bundled rules/prices.yaml.",
 )
 @click.option(
+    "--labels",
+    "labels_file",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Golden labels (JSONL, schemas/labels.schema.json), joined to runs by case id.",
+)
+@click.option(
+    "--case-class",
+    "case_class",
+    metavar="ATTR",
+    default="app.case_type",
+    show_default=True,
+    help="Run attribute holding the case class, for the case_class breakdown.",
+)
+@click.option(
     "--out",
     "out",
     type=click.Path(path_type=Path),
-    help="Folder for summary.json, findings, runs/steps Parquet, quarantine, manifest.",
+    help="Folder for summary.json, findings, runs/steps Parquet, quarantine, report.html, "
+    "manifest.",
 )
 @click.option(
-    "--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "html"]),
+    default="table",
+    show_default=True,
+    help="table: the terminal summary; json: summary.json; html: the report.html page.",
 )
 @click.option(
     "--fail-on",
@@ -294,6 +454,43 @@ _SEVERITIES = ("critical", "high", "medium", "low")
     show_default=True,
     help="Exit 1 when a finding has this severity or a higher one.",
 )
+@_jobs_option
+@click.option(
+    "--partitions",
+    default="auto",
+    show_default=True,
+    metavar="N|auto",
+    help="Analyze in N hash partitions of runs, one at a time per process (bounded memory); "
+    "0: all in memory; auto: partitioned when the input would take over 512 MB in memory.",
+)
+@click.option(
+    "--spill",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder for the partitions' temporary files (default: the system temporary folder).",
+)
+@click.option(
+    "--since",
+    metavar="TIME",
+    help="Only runs that started at or after TIME (ISO 8601; UTC unless an offset is given).",
+)
+@click.option("--until", metavar="TIME", help="Only runs that started before TIME (ISO 8601).")
+@click.option(
+    "--engine",
+    type=click.Choice(["inprocess", "spark"]),
+    default="inprocess",
+    show_default=True,
+    help="spark: analyze inside PySpark (the spark extra), the same checks grouped by run key; "
+    "--jobs, --partitions and --spill then do not apply.",
+)
+@click.option(
+    "--spark-master",
+    metavar="URL",
+    help="Spark master of --engine spark (local[N], spark://HOST:PORT, yarn, sc://HOST for "
+    "Spark Connect). Default: $SPARK_REMOTE, else local[*].",
+)
+@_REDACT
+@_REDACT_SALT
 def report(
     paths: tuple[Path, ...],
     run_key: str | None,
@@ -301,9 +498,20 @@ def report(
     rule_packs: tuple[Path, ...],
     allow_plugins: bool,
     prices_file: Path | None,
+    labels_file: Path | None,
+    case_class: str,
     out: Path | None,
     fmt: str,
     fail_on: str,
+    jobs: int | None,
+    partitions: str,
+    spill: Path | None,
+    since: str | None,
+    until: str | None,
+    engine: str,
+    spark_master: str | None,
+    redact: bool,
+    redact_salt: str | None,
 ) -> None:
     """Analyze trace files: accounting, runs, findings (the main job)."""
     from analyzer.pack import load_default_pack, load_packs
@@ -316,16 +524,66 @@ def report(
         else (load_default_pack(),)
     )
     prices = load_prices(prices_file)
-    analysis = _analyze(paths, run_key, case_key, packs, prices)
-    summary = build_summary(analysis)
+    labels = None
+    if labels_file is not None:
+        from analyzer.labels import load_labels
+
+        labels = load_labels(labels_file)  # before the traces: a bad file fails fast
+    if partitions.strip().lower() == "auto":
+        parts: int | None = None
+    else:
+        try:
+            parts = int(partitions)
+        except ValueError:
+            parts = -1
+        if parts < 0:
+            raise click.BadParameter(
+                f"{partitions!r} is neither a count of partitions nor auto",
+                param_hint="--partitions",
+            )
+    since_ns, until_ns = _time_ns(since, "--since"), _time_ns(until, "--until")
+    if engine == "spark":
+        from analyzer.spark import analyze_spark
+
+        analysis = analyze_spark(
+            list(paths),
+            master=spark_master,
+            run_key=run_key,
+            case_key=case_key,
+            packs=packs,
+            prices=prices,
+            since_ns=since_ns,
+            until_ns=until_ns,
+        )
+    else:
+        analysis = _analyze(
+            paths,
+            run_key,
+            case_key,
+            packs,
+            prices,
+            jobs=jobs,
+            partitions=parts,
+            spill=spill,
+            since_ns=since_ns,
+            until_ns=until_ns,
+        )
+    analysis, redaction = _redacted(analysis, redact, redact_salt)
+    summary = build_summary(analysis, labels, case_class=case_class)
     if out is not None:
-        write_outputs(analysis, summary, out, command=sys.argv)
+        write_outputs(
+            analysis, summary, out, command=_command_line(redact_salt), redaction=redaction
+        )
     if fmt == "json":
-        click.echo(json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False))
+        click.echo(json_safe(json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False)))
+    elif fmt == "html":
+        from analyzer.report.html import render_html
+
+        click.echo(render_html(analysis, summary), nl=False)
     else:
         from analyzer.report import terminal_summary
 
-        for line in terminal_summary(analysis, summary):
+        for line in terminal_summary(analysis, summary, color=sys.stdout.isatty()):
             click.echo(line)
         if out is not None:
             click.echo(f"outputs written to {out}")
@@ -430,3 +688,119 @@ def rules_check(packs: tuple[Path, ...], allow_plugins: bool) -> None:
                 f"  {terminal_safe(rule.id):<24} {kind:<16} {rule.severity:<8} {weight:<10} "
                 f"when {terminal_safe(when)}"
             )
+
+
+# --- diff ----------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("baseline", type=click.Path(path_type=Path))
+@click.argument("candidate", type=click.Path(path_type=Path))
+@_RUN_KEY
+@_CASE_KEY
+@click.option(
+    "--rules",
+    "rule_packs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="PACK",
+    help="Rule pack (YAML) for the trace sides; repeatable. Default: the built-in pack.",
+)
+@_ALLOW_PLUGINS
+@click.option(
+    "--prices",
+    "prices_file",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Price table for the trace sides. Default: the bundled rules/prices.yaml.",
+)
+@click.option(
+    "--labels",
+    "labels_file",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Golden labels (JSONL): adds all_fields_correct to the comparison.",
+)
+@click.option(
+    "--gate",
+    "gate_file",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Limits on the deltas (YAML, schemas/gate.schema.json); exit 1 when one is broken.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "markdown", "html"]),
+    default="table",
+    show_default=True,
+)
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(path_type=Path),
+    help="Folder for diff.json, diff.md and diff.html.",
+)
+def diff(
+    baseline: Path,
+    candidate: Path,
+    run_key: str | None,
+    case_key: str | None,
+    rule_packs: tuple[Path, ...],
+    allow_plugins: bool,
+    prices_file: Path | None,
+    labels_file: Path | None,
+    gate_file: Path | None,
+    fmt: str,
+    out: Path | None,
+) -> None:
+    """Compare a BASELINE and a CANDIDATE (trace paths or report folders) and gate the change.
+
+    Runs are paired by case id when both sides have case ids. Every headline metric gets
+    baseline, candidate, delta (candidate - baseline) and a 95% interval on the delta.
+    """
+    from analyzer.diff import compare, load_side
+    from analyzer.diff.gate import judge, load_gate
+    from analyzer.diff.render import render_html, render_json, render_markdown, render_table
+    from analyzer.pack import load_default_pack, load_packs
+    from analyzer.pricing import load_prices
+
+    # Every file the user wrote is checked before any trace is read: a typo fails fast.
+    gate = load_gate(gate_file) if gate_file is not None else None
+    packs = (
+        tuple(load_packs(rule_packs, allow_plugins=allow_plugins))
+        if rule_packs
+        else (load_default_pack(),)
+    )
+    prices = load_prices(prices_file)
+    labels = None
+    if labels_file is not None:
+        from analyzer.labels import load_labels
+
+        labels = load_labels(labels_file)
+    sides = [
+        load_side(
+            path, packs=packs, prices=prices, run_key=run_key, case_key=case_key, labels=labels
+        )
+        for path in (baseline, candidate)
+    ]
+    result = compare(sides[0], sides[1])
+    checks = judge(gate, result) if gate is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "diff.json").write_text(render_json(result, checks, gate) + "\n", encoding="utf-8")
+        (out / "diff.md").write_text(render_markdown(result, checks), encoding="utf-8")
+        (out / "diff.html").write_text(render_html(result, checks), encoding="utf-8")
+    if fmt == "json":
+        click.echo(render_json(result, checks, gate))
+    elif fmt == "markdown":
+        click.echo(render_markdown(result, checks), nl=False)
+    elif fmt == "html":
+        click.echo(render_html(result, checks), nl=False)
+    else:
+        for line in render_table(result, checks):
+            click.echo(line)
+        if out is not None:
+            click.echo(f"diff written to {out}")
+    if checks is not None and any(not c.passed for c in checks):
+        click.get_current_context().exit(1)

@@ -1,6 +1,13 @@
 """The one user-facing error class and its kinds; the CLI prints them and exits with code 2."""
 
-__all__ = ["AgentTraceError", "InputError", "PriceTableError", "RulePackError", "TraceFormatError"]
+__all__ = [
+    "AgentTraceError",
+    "GateError",
+    "InputError",
+    "PriceTableError",
+    "RulePackError",
+    "TraceFormatError",
+]
 
 
 class AgentTraceError(Exception):
@@ -21,3 +28,7 @@ class RulePackError(AgentTraceError):
 
 class PriceTableError(AgentTraceError):
     """A price table (``--prices FILE``) that cannot be loaded; the message lists every problem."""
+
+
+class GateError(AgentTraceError):
+    """A gate file (``diff --gate FILE``) that cannot be used; the message lists every problem."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import polars as pl
 import pyarrow as pa
 
 from analyzer.ingest import Ingested, read_traces
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from analyzer.pack import Pack
     from analyzer.pricing import PriceTable
 
-__all__ = ["Analysis", "analyze", "analyze_paths"]
+__all__ = ["Analysis", "analyze", "analyze_paths", "runs_in_window"]
 
 
 @dataclass
@@ -31,6 +32,9 @@ class Analysis:
     packs: tuple[Pack, ...] = ()
     evaluation: Evaluation | None = None  # None when no pack was applied
     prices: PriceTable | None = None
+    #: ``pricing.unpriced_models(runs.steps)`` when computed beforehand (the partitioned path
+    #: does, so that a summary need not load every step); None: compute it from the steps
+    unpriced: pl.DataFrame | None = None
 
 
 def analyze(
@@ -40,18 +44,23 @@ def analyze(
     case_key: str | None = None,
     packs: Sequence[Pack] = (),
     prices: PriceTable | None = None,
+    since_ns: int | None = None,
+    until_ns: int | None = None,
 ) -> Analysis:
     """Normalize the span table, rebuild its runs, price them and apply the rule packs.
 
     ``prices`` defaults to the bundled table (``rules/prices.yaml``). The runs then carry
     ``cost_usd``, ``retries``, ``retry_cost_usd``, and, when packs were applied,
-    ``findings`` (count) and ``score`` (/100).
+    ``findings`` (count) and ``score`` (/100). ``since_ns``/``until_ns`` keep only the runs
+    whose start (earliest span start) is at or after ``since_ns`` and before ``until_ns``.
     """
     from analyzer.conventions import normalize
     from analyzer.pricing import apply_prices, load_prices
 
     normalized = normalize(ingested.spans)
     runset = build_runs(ingested.spans, normalized, run_key=run_key, case_key=case_key)
+    if since_ns is not None or until_ns is not None:
+        runset = runs_in_window(runset, since_ns, until_ns)
     ingested.log.runs = runset.runs.height
     prices = prices if prices is not None else load_prices()
     runset = _with_retries(apply_prices(runset, prices))
@@ -71,6 +80,27 @@ def analyze(
     )
 
 
+def runs_in_window(runset: RunSet, since_ns: int | None, until_ns: int | None) -> RunSet:
+    """The runs of ``runset`` that started in [since_ns, until_ns), with their steps and sources."""
+    import polars as pl
+
+    start = pl.col("started_ns")
+    keep = pl.lit(True)
+    if since_ns is not None:
+        keep = keep & (start >= since_ns)
+    if until_ns is not None:
+        keep = keep & (start < until_ns)
+    runs = runset.runs.filter(keep)
+    ids = runs.select("run_id")
+    return dataclasses.replace(
+        runset,
+        runs=runs,
+        steps=runset.steps.join(ids, on="run_id", how="semi"),
+        sources=runset.sources.join(ids, on="run_id", how="semi"),
+        span_runs=runset.span_runs.join(ids, on="run_id", how="semi"),
+    )
+
+
 def _with_retries(runset: RunSet) -> RunSet:
     """Add ``retries`` and ``retry_cost_usd`` (the cost of the superseded attempts) to runs."""
     import polars as pl
@@ -79,17 +109,17 @@ def _with_retries(runset: RunSet) -> RunSet:
 
     superseded = retry_steps(runset)
     cost = superseded.join(
-        runset.steps.select("run_id", "span_id", "cost_usd"), on=["run_id", "span_id"], how="left"
+        runset.steps.select("run_id", "span_id", "kind", "cost_usd"),
+        on=["run_id", "span_id"],
+        how="left",
     )
+    # Unknown only when a superseded *model* call is unpriced: a tool call costs no tokens, and
+    # HTTP resends cost nothing we can see.
+    unknown = pl.col("cost_usd").is_null() & (pl.col("kind") == "model_call")
     per_run = cost.group_by("run_id").agg(
         pl.col("count").sum().alias("retries"),
-        # null when a superseded model call is unpriced; HTTP resends cost nothing we can see
-        pl.when(pl.col("cost_usd").is_null() & pl.col("span_id").is_not_null())
-        .then(None)
-        .otherwise(pl.col("cost_usd").fill_null(0.0))
-        .sum()
-        .alias("_cost"),
-        (pl.col("cost_usd").is_null() & pl.col("span_id").is_not_null()).any().alias("_unknown"),
+        pl.col("cost_usd").fill_null(0.0).sum().alias("_cost"),
+        unknown.fill_null(False).any().alias("_unknown"),
     )
     runs = (
         runset.runs.join(per_run, on="run_id", how="left")
@@ -129,6 +159,8 @@ def analyze_paths(
     prices: PriceTable | None = None,
     progress: Callable[[str, int], None] | None = None,
     jobs: int | None = None,
+    since_ns: int | None = None,
+    until_ns: int | None = None,
 ) -> Analysis:
     """Read `paths`, rebuild their runs, price them and apply the rule packs (if any)."""
     return analyze(
@@ -137,4 +169,6 @@ def analyze_paths(
         case_key=case_key,
         packs=packs,
         prices=prices,
+        since_ns=since_ns,
+        until_ns=until_ns,
     )

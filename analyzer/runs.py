@@ -613,7 +613,10 @@ def _runs(
         pl.col("span_id").alias("agent_span_id"),
         pl.col("agent_name").alias("_top_name"),
         pl.col("span_name").alias("_top_span_name"),
-        (pl.col("end_ns") - pl.col("start_ns")).alias("_agent_ns"),
+        # an agent span that ends before it starts (clock skew) gives no duration
+        pl.when(pl.col("end_ns") >= pl.col("start_ns"))
+        .then(pl.col("end_ns") - pl.col("start_ns"))
+        .alias("_agent_ns"),
     )
     runs = (
         extent.join(model_totals, on="run_id", how="left")
@@ -636,7 +639,13 @@ def _runs(
         # Rounded to the nanosecond: polars may divide by multiplying with 1e-9 in some batch
         # shapes, which would make the same run's float differ by its last bit.
         duration_s=(
-            pl.coalesce("_agent_ns", pl.col("_last_end") - pl.col("started_ns")) / 1e9
+            pl.coalesce(
+                "_agent_ns",
+                pl.when(pl.col("_last_end") >= pl.col("started_ns")).then(
+                    pl.col("_last_end") - pl.col("started_ns")
+                ),
+            )
+            / 1e9
         ).round(9),
         answer=pl.col("answer").str.slice(0, ANSWER_CAP),
     )
@@ -764,9 +773,14 @@ def _case_id(case_key: str | None) -> pl.Expr:
 def _config_hash(runs: pl.DataFrame) -> pl.Series:
     """A short stable hash of (agent, version, prompts, tool definitions, models, temperatures)."""
     out = []
+    seen: dict[tuple, str] = {}  # runs of one agent mostly share their configuration
     for row in runs.select(
         "agent", "agent_version", "_prompts", "_tool_defs", "models", "temperatures"
     ).iter_rows():
+        key = tuple(tuple(v) if isinstance(v, list) else v for v in row)
+        if key in seen:
+            out.append(seen[key])
+            continue
         payload = json.dumps(
             {
                 "agent": row[0],
@@ -779,7 +793,8 @@ def _config_hash(runs: pl.DataFrame) -> pl.Series:
             sort_keys=True,
             ensure_ascii=False,
         )
-        out.append(hashlib.sha256(payload.encode()).hexdigest()[:12])
+        seen[key] = hashlib.sha256(payload.encode()).hexdigest()[:12]
+        out.append(seen[key])
     return pl.Series("config_hash", out, dtype=pl.String)
 
 

@@ -248,8 +248,89 @@ def _line(spans: list[tuple[int, int, str]]) -> str:
     return '{"resourceSpans":[' + ",".join(rs) + "]}\n"
 
 
-def generate(path: Path, spans: int, seed: int, concurrency: int = 64) -> tuple[int, int, int]:
-    """Write about `spans` spans to `path`; return (spans, traces, lines)."""
+_KYC_TOOLS = ("fetch_documents", "screen_sanctions", "lookup_beneficial_owners", "lookup_account")
+_KYC_RESOURCE = len(_RESOURCES)
+_RESOURCES.append(
+    '{"attributes":['
+    + ",".join(
+        [
+            _kv_s("service.name", "kyc-reviewer"),
+            _kv_s("service.version", "2.3.0"),
+            _kv_s("deployment.environment", "prod"),
+            _kv_s("telemetry.sdk.language", "python"),
+        ]
+    )
+    + "]}"
+)
+
+
+def _kyc_run(r: random.Random, t0: int) -> list[tuple[int, int, str]]:
+    """A KYC file review as `rules/kyc.yaml` expects it: documents, sanctions screening,
+    beneficial owners, account lookup, then the verdict. About one run in eight skips the
+    screening or the owners (an `omission` and a `premature_answer` for the pack)."""
+    trace = f"{r.getrandbits(128):032x}"
+    root = f"{r.getrandbits(64):016x}"
+    case = f"KYC-2026-{r.randint(1, 99999):05d}"
+    out: list[tuple[int, int, str]] = []
+    t = t0 + r.randint(50_000, 500_000)
+    provider, model = r.choice(_MODELS)
+    skip = r.choice(_KYC_TOOLS[1:3]) if r.random() < 0.125 else None
+    turns = [["fetch_documents"], ["screen_sanctions", "lookup_beneficial_owners"]]
+    plan = [[tool for tool in turn if tool != skip] for turn in [*turns, ["lookup_account"]]]
+    for turn, tools in enumerate([*plan, []]):
+        sid = f"{r.getrandbits(64):016x}"
+        start = t
+        t += r.randint(300_000_000, 4_000_000_000)
+        attrs = [
+            _kv_s("gen_ai.operation.name", "chat"),
+            _kv_s("gen_ai.system", provider),
+            _kv_s("gen_ai.request.model", model),
+            _kv_d("gen_ai.request.temperature", 0),
+            _kv_i("gen_ai.usage.input_tokens", r.randint(800, 9000) + 600 * turn),
+            _kv_i("gen_ai.usage.output_tokens", r.randint(20, 600)),
+            '{"key":"gen_ai.response.finish_reasons","value":{"arrayValue":{"values":[{"stringValue":'
+            + (_FINISH[1] if tools else _FINISH[0])
+            + "}]}}}",
+        ]
+        out.append((t, 1, _span(trace, sid, root, f"chat {model}", 3, start, t, attrs, "{}")))
+        for tool in tools:
+            sid = f"{r.getrandbits(64):016x}"
+            start = t + r.randint(10_000, 900_000)
+            t = start + r.randint(1_000_000, 900_000_000)
+            call = {
+                "fetch_documents": {"case_id": case},
+                "screen_sanctions": {"full_name": _words(r, 2, 3).title()},
+                "lookup_beneficial_owners": {"company_id": f"FR{r.randint(10**8, 10**9 - 1)}"},
+                "lookup_account": {"account_id": f"ACC-{r.randint(10000, 99999)}"},
+            }[tool]
+            tool_attrs = [
+                _kv_s("gen_ai.operation.name", "execute_tool"),
+                _kv_s("gen_ai.tool.name", tool),
+                _kv_s("gen_ai.tool.call.id", f"call_{r.getrandbits(88):022x}"),
+                _kv_raw("gen_ai.tool.call.arguments", json.dumps(json.dumps(call))),
+            ]
+            span = _span(trace, sid, root, f"execute_tool {tool}", 1, start, t, tool_attrs, "{}")
+            out.append((t, 0, span))
+    t += r.randint(100_000, 5_000_000)
+    attrs = [
+        _kv_s("gen_ai.operation.name", "invoke_agent"),
+        _kv_s("gen_ai.agent.name", "kyc-reviewer"),
+        _kv_s("app.case_type", r.choice(["kyc", "kyc_renewal"])),
+        _kv_s("app.case_id", case),
+    ]
+    agent = "invoke_agent kyc-reviewer"
+    out.append((t, 0, _span(trace, root, "", agent, 1, t0, t, attrs, '{"code":1}')))
+    return out
+
+
+def generate(
+    path: Path, spans: int, seed: int, concurrency: int = 64, kyc_share: float = 0.0
+) -> tuple[int, int, int]:
+    """Write about `spans` spans to `path`; return (spans, traces, lines).
+
+    `kyc_share` of the runs are KYC file reviews (`_kyc_run`), for `rules/kyc.yaml`; with 0
+    (the default) the output is byte for byte what it was before that option existed.
+    """
     r = random.Random(seed)
     now = 1_767_225_600_000_000_000  # 2026-01-01
     pending: list[tuple[int, int, int, int, str]] = []  # heap of (end, seq, resource, scope, json)
@@ -260,9 +341,13 @@ def generate(path: Path, spans: int, seed: int, concurrency: int = 64) -> tuple[
         while n_spans < spans or pending:
             # keep `concurrency` runs in flight, each starting "now", so spans end interleaved
             while n_spans < spans and in_flight < concurrency:
-                res = r.randrange(len(_RESOURCES))
+                res = r.randrange(len(_AGENTS))
                 start = now + r.randint(1_000, 200_000_000)
-                for end, scope, text in _run(r, start, _AGENTS[res]):
+                if kyc_share and r.random() < kyc_share:
+                    res, run = _KYC_RESOURCE, _kyc_run(r, start)
+                else:
+                    run = _run(r, start, _AGENTS[res])
+                for end, scope, text in run:
                     heapq.heappush(pending, (end, seq, res, scope, text))
                     seq += 1
                     n_spans += 1
@@ -285,10 +370,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spans", type=int, default=1_000_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument(
+        "--kyc-share",
+        type=float,
+        default=0.0,
+        help="share of runs that are KYC file reviews (for rules/kyc.yaml); default 0",
+    )
     args = ap.parse_args(argv)
     out = args.out or _DEFAULT_DIR / f"otlp-{args.spans}-s{args.seed}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
-    n, traces, lines = generate(out, args.spans, args.seed)
+    n, traces, lines = generate(out, args.spans, args.seed, kyc_share=args.kyc_share)
     size = out.stat().st_size
     print(f"{out}: {n} spans, {traces} traces, {lines} lines, {size / 1e6:.1f} MB", file=sys.stderr)
     return 0

@@ -1,9 +1,12 @@
 """Hostile files: each is read into a batch that keeps the good spans and names what it refused.
 
 Every file is generated in tmp_path. Covered: truncated gzip, zstd bombs, a 50 MB attribute
-value, 10,000-deep JSON nesting (and nesting just deep enough to parse but not to write back),
-NUL bytes and zero-filled files, invalid UTF-8, numbers beyond 64 bits, clock skew, children
-before their parents, parent-id cycles, and a binary file and a CSV among the traces.
+value (cut at the attribute limit, marked, warned), lines and frames over the record limit,
+10,000-deep JSON nesting (and nesting just deep enough to parse but not to write back), NUL
+bytes and zero-filled files, invalid UTF-8, numbers beyond 64 bits, clock skew (warned; no
+negative duration), children before their parents, parent-id cycles (warned, no hang), a
+binary file and a CSV among the traces, and control and escape sequences in trace text (never
+raw on the terminal, exact in the files).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import gzip
 import io
 import json
 import random
+import re
 import signal
 import struct
 import time
@@ -23,7 +27,7 @@ from pathlib import Path
 import pytest
 import zstandard
 
-from analyzer.ingest import read_traces
+from analyzer.ingest import limits, read_traces
 from analyzer.pipeline import analyze_paths
 
 pytest.importorskip("analyzer.ingest.otlp_json")
@@ -31,7 +35,10 @@ pytest.importorskip("analyzer.ingest.otlp_json")
 TRACE = "5b8efff798038103d269b633813fc60c"
 T0 = 1_700_000_000_000_000_000
 DEEP = 10_000
-TOO_DEEP = "nested too deep (Python's parsers and writers stop near 1,000 levels)"
+
+
+def too_deep(found: int) -> str:
+    return f"nesting deeper than 512 levels ({found:,} found)"
 
 
 class Hang(BaseException):
@@ -177,23 +184,79 @@ def _fifty_mb_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_fifty_megabyte_attribute_value_does_not_stop_the_batch(tmp_path: Path):
+def test_fifty_megabyte_attribute_value_is_truncated_marked_and_warned(tmp_path: Path):
     ingested = read(_fifty_mb_file(tmp_path))
     assert kept_ids(ingested) == ["00000000000000a1", "00000000000000a2"]
     assert ingested.log.quarantine == []
     attrs = {a["key"]: a["str"] for a in ingested.spans.column("attributes")[1].as_py()}
-    assert attrs["small"] == "ok" and attrs["big"].startswith("x" * 1000)
+    marker = "…[agenttrace: truncated from 52,428,800 bytes to 1,048,576]"
+    assert attrs == {"big": "x" * (1 << 20) + marker, "small": "ok"}
+    assert [(Path(w.file).name, w.position, w.reason, w.spans) for w in ingested.log.warnings] == [
+        (
+            "big.jsonl",
+            "line 2, span 00000000000000a2",
+            "attribute 'big': value of 52,428,800 bytes cut to 1,048,576 and marked",
+            1,
+        )
+    ]
+    assert ingested.log.as_dict()["warnings"][0]["position"] == "line 2, span 00000000000000a2"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no maximum attribute value exists: analyzer/spans.py and the readers keep values "
-    "whole (ARCHITECTURE.md: 'cap the sizes you keep'); the cap and its marker are not defined",
-)
-def test_fifty_megabyte_attribute_value_is_truncated_and_marked(tmp_path: Path):
-    ingested = read(_fifty_mb_file(tmp_path))
-    attrs = {a["key"]: a["str"] for a in ingested.spans.column("attributes")[1].as_py()}
-    assert len(attrs["big"]) < FIFTY_MB
+def test_value_one_byte_over_the_cap_is_cut_between_characters(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(limits, "MAX_ATTRIBUTE_BYTES", 8)
+    at_cap = span("00000000000000a1", attrs=[attr("k", "12345678")])  # 8 bytes: kept whole
+    # 9 bytes, "é" (2 bytes) straddling the cut: the cut character is dropped, not split
+    over = span("00000000000000a2", attrs=[attr("k", "1234567é")])
+    doc = {"key": "j", "value": {"arrayValue": {"values": [{"stringValue": "abcdefgh"}]}}}
+    as_json = span("00000000000000a3", attrs=[doc])  # ["abcdefgh"]: 12 bytes of JSON text
+    event = span("00000000000000a4")
+    event["events"] = [{"timeUnixNano": "5", "name": "e", "attributes": [attr("m", "x" * 20)]}]
+    path = tmp_path / "caps.jsonl"
+    path.write_text("".join(line(s) + "\n" for s in (at_cap, over, as_json, event)))
+    ingested = read(path)
+    assert kept_ids(ingested) == [f"00000000000000a{i}" for i in range(1, 5)]
+    rows = ingested.spans.to_pylist()
+    mark = "…[agenttrace: truncated from {:,} bytes to 8]"
+    assert [a["str"] for a in rows[0]["attributes"]] == ["12345678"]
+    assert [a["str"] for a in rows[1]["attributes"]] == ["1234567" + mark.format(9)]
+    # cut JSON text is no JSON any more: it moves from `json` to `str`
+    assert [(a["str"], a["json"]) for a in rows[2]["attributes"]] == [
+        ('["abcdef' + mark.format(12), None)
+    ]
+    assert [a["str"] for a in rows[3]["events"][0]["attributes"]] == ["x" * 8 + mark.format(20)]
+    assert [(w.position, w.reason) for w in ingested.log.warnings] == [
+        ("line 2, span 00000000000000a2", "attribute 'k': value of 9 bytes cut to 8 and marked"),
+        ("line 3, span 00000000000000a3", "attribute 'j': value of 12 bytes cut to 8 and marked"),
+        (
+            "line 4, span 00000000000000a4",
+            "event attribute 'm': value of 20 bytes cut to 8 and marked",
+        ),
+    ]
+
+
+def test_line_over_the_record_limit_is_quarantined_unread(tmp_path: Path, monkeypatch):
+    big = line(span("00000000000000a2", attrs=[attr("k", "x" * 500)]))
+    monkeypatch.setattr(limits, "MAX_RECORD_BYTES", len(big) - 1)
+    path = tmp_path / "long.jsonl"
+    path.write_text(GOOD + big + "\n" + line(span("00000000000000a3")) + "\n")
+    ingested = read(path)
+    assert kept_ids(ingested) == ["00000000000000a1", "00000000000000a3"]
+    reason = f"record of {len(big):,} bytes, longer than the {len(big) - 1:,} read at most"
+    assert entries(ingested) == [("long.jsonl", "line 2", reason, 0)]
+    assert ingested.log.records == 3
+
+
+def test_frame_over_the_record_limit_is_skipped_unread(tmp_path: Path, monkeypatch):
+    first, last = _frame("00000000000000a1"), _frame("00000000000000a3")
+    big = _frame("00000000000000a2", name="x" * 100)
+    monkeypatch.setattr(limits, "MAX_RECORD_BYTES", len(first) - 4)  # the small frames fit
+    path = tmp_path / "frames.binpb"
+    path.write_bytes(first + big + last)
+    ingested = read(path)
+    assert kept_ids(ingested) == ["00000000000000a1", "00000000000000a3"]
+    reason = f"record of {len(big) - 4:,} bytes, longer than the {len(first) - 4:,} read at most"
+    assert entries(ingested) == [("frames.binpb", f"byte {len(first)}", reason, 0)]
+    assert ingested.log.records == 3
 
 
 def test_ten_thousand_deep_json_document_is_quarantined_not_fatal(tmp_path: Path):
@@ -205,10 +268,9 @@ def test_ten_thousand_deep_json_document_is_quarantined_not_fatal(tmp_path: Path
     good.write_text(GOOD)
     ingested = read(arrays, good, objects)
     assert kept_ids(ingested) == ["00000000000000a1"]
-    too_deep = f"unparseable JSON: {TOO_DEEP}"
     assert entries(ingested) == [
-        ("arrays.json", "line 1", too_deep, 0),
-        ("objects.json", "line 1", too_deep, 0),
+        ("arrays.json", "line 1", f"unparseable JSON: {too_deep(10_000)}", 0),
+        ("objects.json", "line 1", f"unparseable JSON: {too_deep(10_000)}", 0),
     ]
     assert [f.records for f in ingested.log.files] == [1, 1, 1]
 
@@ -222,7 +284,8 @@ def test_sdk_console_spans_before_a_ten_thousand_deep_one_are_kept(tmp_path: Pat
     assert kept_ids(ingested) == ["00000000000000a1"]
     [(_, position, reason, _)] = entries(ingested)
     assert position == f"line {first.count(chr(10)) + 1}"  # where the deep span starts
-    assert reason.startswith("unparseable JSON: nested too deep")
+    # measured from the deep span on: the span object, then 10,000 arrays
+    assert reason == f"unparseable JSON: {too_deep(10_001)}"
 
 
 def test_attribute_too_deep_to_write_back_loses_only_its_span(tmp_path: Path):
@@ -235,10 +298,11 @@ def test_attribute_too_deep_to_write_back_loses_only_its_span(tmp_path: Path):
     requests.write_text("[" + request.replace('{"stringValue": "@"}', deep) + "]")
     ingested = read(console, requests)
     assert kept_ids(ingested) == ["00000000000000b1"]
-    reason = f"unreadable span: {TOO_DEEP}"
     assert [e[:3] for e in entries(ingested)] == [
-        ("console.json", "line 1", reason),
-        ("requests.json", "request 1 span 2", reason),
+        # span object, attributes object, 1,000 arrays
+        ("console.json", "line 1", f"unreadable span: {too_deep(1002)}"),
+        # span object, attributes list, attribute object, 1,000 arrays
+        ("requests.json", "request 1 span 2", f"unreadable span: {too_deep(1003)}"),
     ]
     assert ingested.log.spans_quarantined == 2
 
@@ -286,7 +350,7 @@ def test_any_agent_final_output_beyond_64_bits_or_deep_is_kept_or_accounted(tmp_
         if a["key"] == "agenttrace.final_output"
     ]
     assert outputs == ["[1180591620717411303424]", "[" * 300 + "]" * 300]
-    reason = f"unreadable value: {TOO_DEEP}"
+    reason = f"unreadable value: {too_deep(1001)}"  # the document, then 1,000 arrays
     assert entries(ingested) == [("c-deeper.json", "line 1", reason, 2)]
 
 
@@ -294,12 +358,6 @@ def _deep_value() -> str:
     return '{"arrayValue":{"values":[' * DEEP + '{"stringValue":"x"}' + "]}}" * DEEP
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="otlp_json._process_lines: msgspec's typed decode raises RecursionError on deep "
-    "nesting and only DecodeError/ValidationError are caught, so the batch dies",
-)
 def test_ten_thousand_deep_otlp_json_line_is_quarantined_alone(tmp_path: Path):
     deep = line(span("00000000000000a2", attrs=[attr("k", "@")]))
     deep = deep.replace('{"stringValue": "@"}', _deep_value())
@@ -307,15 +365,13 @@ def test_ten_thousand_deep_otlp_json_line_is_quarantined_alone(tmp_path: Path):
     path.write_text(GOOD + deep + "\n" + line(span("00000000000000a3")) + "\n")
     ingested = read(path)
     assert kept_ids(ingested) == ["00000000000000a1", "00000000000000a3"]
-    assert [e[1] for e in entries(ingested)] == ["line 2"]
+    # 9 levels down to the attribute object (request, resourceSpans list and object,
+    # scopeSpans list and object, spans list, span, attributes list, attribute), then 3 per
+    # nested AnyValue ({"arrayValue": {"values": [), then the innermost {"stringValue": "x"}
+    depth = 9 + 3 * DEEP + 1
+    assert entries(ingested) == [("deep.jsonl", "line 2", too_deep(depth), 0)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="otlp_json.read_document: msgspec's generic decode raises RecursionError on deep "
-    "nesting and only msgspec.DecodeError is caught, so the batch dies",
-)
 def test_ten_thousand_deep_otlp_json_document_is_quarantined(tmp_path: Path):
     document = line(span("00000000000000a2", attrs=[attr("k", "@")]))
     path = tmp_path / "deep.json"
@@ -324,7 +380,7 @@ def test_ten_thousand_deep_otlp_json_document_is_quarantined(tmp_path: Path):
     ingested = read(path)
     assert ingested.log.files[0].format == "otlp-json"
     assert ingested.spans.num_rows == 0
-    assert [e[1] for e in entries(ingested)] == ["document"]
+    assert entries(ingested) == [("deep.json", "document", too_deep(9 + 3 * DEEP + 1), 0)]
 
 
 def test_protobuf_nesting_beyond_the_decoder_limit_quarantines_the_frame(tmp_path: Path):
@@ -382,14 +438,14 @@ def test_zero_filled_file_is_not_a_trace(tmp_path: Path):
     assert ingested.log.records == 0
 
 
-def _frame(span_id: str) -> bytes:
+def _frame(span_id: str, name: str = "") -> bytes:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,
     )
 
     req = ExportTraceServiceRequest()
     s = req.resource_spans.add().scope_spans.add().spans.add()
-    s.trace_id, s.span_id = bytes.fromhex(TRACE), bytes.fromhex(span_id)
+    s.trace_id, s.span_id, s.name = bytes.fromhex(TRACE), bytes.fromhex(span_id), name
     s.start_time_unix_nano, s.end_time_unix_nano = 1, 2
     payload = req.SerializeToString()
     return struct.pack(">I", len(payload)) + payload
@@ -442,6 +498,14 @@ def test_invalid_utf8_quarantines_an_otlp_line_and_is_replaced_in_a_document(tmp
     ]
     [attrs] = [a for a in ingested.spans.column("attributes").to_pylist() if a]
     assert attrs[0]["str"] == "caf\ufffd"
+    first_bad = text.encode().index(b"@") + 3  # "caf" then the lone 0xE9
+    assert [(Path(w.file).name, w.position, w.reason) for w in ingested.log.warnings] == [
+        (
+            "console.json",
+            f"line {text[: text.index('@')].count(chr(10)) + 1}",
+            f"invalid UTF-8 (first at byte {first_bad:,}) replaced by U+FFFD; spans kept",
+        )
+    ]
 
 
 def test_numbers_beyond_64_bits_lose_only_their_span_or_stay_as_text(tmp_path: Path):
@@ -576,17 +640,56 @@ def test_clock_skew_and_children_before_parents_keep_every_span_and_step(tmp_pat
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="analyzer/runs.py (_runs, duration_s) takes the top agent span's end - start, "
-    "negative (-5e-07 s) when that span ends before it starts; a budget on max_duration_s "
-    "then passes whatever the run did",
-)
-def test_clock_skew_never_gives_a_negative_duration(tmp_path: Path):
+def test_clock_skew_never_gives_a_negative_duration_and_is_warned(tmp_path: Path):
     path = tmp_path / "skew.jsonl"
     path.write_text("".join(line(s) + "\n" for s in SKEWED))
+    analysis = analyze(path)
+    [run] = analysis.runs.runs.iter_rows(named=True)
+    # the agent span's own duration is negative: the run's extent is taken instead, from the
+    # first start (the model call, T0+100) to the last end (the agent, T0+500)
+    assert run["duration_s"] == 4e-7
+    assert [(w.position, w.reason, w.spans) for w in analysis.ingested.log.warnings] == [
+        (
+            "line 1, span 00000000000000a1",
+            "ends 500 ns before it starts (clock skew); kept as read",
+            1,
+        ),
+        (
+            "line 3, span 00000000000000a3",
+            "ends 50 ns before it starts (clock skew); kept as read",
+            1,
+        ),
+    ]
+
+
+def test_run_whose_every_span_ends_before_it_starts_has_no_duration(tmp_path: Path):
+    path = tmp_path / "skew.jsonl"
+    path.write_text(line(span("00000000000000a1", None, "chat", T0 + 9, T0 + 1, CHAT)) + "\n")
     [run] = analyze(path).runs.runs.iter_rows(named=True)
-    assert run["duration_s"] >= 0
+    assert run["duration_s"] is None  # unknown, never negative and never a made-up zero
+
+
+def test_skew_warnings_stop_at_the_cap_and_count_the_rest(tmp_path: Path, monkeypatch):
+    from analyzer.ingest import reader
+
+    monkeypatch.setattr(reader, "MAX_WARNINGS", 2)
+    spans = [span(f"{i:016x}", None, "s", T0 + 10, T0 + i) for i in range(1, 6)]
+    path = tmp_path / "skew.jsonl"
+    path.write_text(line(*spans) + "\n")
+    ingested = read(path)
+    assert [(w.position, w.reason, w.spans) for w in ingested.log.warnings] == [
+        (
+            "line 1, span 0000000000000001",
+            "ends 9 ns before it starts (clock skew); kept as read",
+            1,
+        ),
+        (
+            "line 1, span 0000000000000002",
+            "ends 8 ns before it starts (clock skew); kept as read",
+            1,
+        ),
+        ("file", "3 more spans end before they start", 3),
+    ]
 
 
 def test_parent_id_cycles_end_and_keep_their_spans(tmp_path: Path):
@@ -601,6 +704,20 @@ def test_parent_id_cycles_end_and_keep_their_spans(tmp_path: Path):
     path.write_text("".join(line(s) + "\n" for s in spans))
     analysis = analyze(path)
     assert (analysis.ingested.log.spans_kept, analysis.ingested.log.orphans) == (4, 0)
+    assert [(w.position, w.reason, w.spans) for w in analysis.ingested.log.warnings] == [
+        (
+            f"trace {TRACE}",
+            "parent ids form a cycle of 2 spans (00000000000000c1 -> 00000000000000c2 -> "
+            "00000000000000c1); 3 spans in or under it have no root",
+            3,
+        ),
+        (
+            f"trace {TRACE}",
+            "parent ids form a cycle of 1 spans (00000000000000c3 -> 00000000000000c3); "
+            "1 spans in or under it have no root",
+            1,
+        ),
+    ]
     # no agent is top-level (each has an agent above it), so the trace is the one run
     assert analysis.runs.runs.get_column("run_id").to_list() == [TRACE]
     assert _steps(analysis) == [
@@ -627,9 +744,138 @@ def test_ten_thousand_span_parent_ring_ends_quickly(tmp_path: Path):
     started = time.monotonic()
     analysis = analyze(path)
     assert time.monotonic() - started < 5
+    [warning] = analysis.ingested.log.warnings
+    assert warning.reason == (
+        "parent ids form a cycle of 10,000 spans (0000000000000001 -> 0000000000000002 -> "
+        "0000000000000003 -> 0000000000000004 -> ...); 10,000 spans in or under it have no root"
+    )
     assert analysis.runs.runs.height == 1
     assert analysis.runs.steps.height == n // 2  # every model call, in start order
     assert analysis.runs.steps.get_column("span_id").to_list()[:2] == [
         f"{1:016x}",
         f"{3:016x}",
     ]
+
+
+# --- untrusted text on the terminal --------------------------------------------------------------
+
+# CSI colour, an OSC title ended by BEL, a right-to-left override, the one-byte C1 CSI, a newline
+EVIL = "x\x1b[31mred\x1b]0;title\x07\u202egnp.exe\x9b2J\ny"
+SHOWN = "x\\x1b[31mred\\x1b]0;title\\x07\\u202egnp.exe\\x9b2J y"  # as terminal_safe prints it
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _evil_trace(tmp_path: Path) -> tuple[Path, Path]:
+    output = [{"role": "assistant", "parts": [{"type": "text", "content": "answer " + EVIL}]}]
+    spans = [
+        span(
+            "00000000000000a1",
+            None,
+            "invoke_agent",
+            T0,
+            T0 + 100,
+            [*AGENT[:1], attr("gen_ai.agent.name", "bot" + EVIL)],
+        ),
+        span(
+            "00000000000000a2",
+            "00000000000000a1",
+            "execute_tool",
+            T0 + 10,
+            T0 + 20,
+            [
+                *tool("look" + EVIL),
+                attr("gen_ai.tool.call.arguments", json.dumps({"q": EVIL})),
+                attr("gen_ai.tool.call.result", "res " + EVIL),
+            ],
+        ),
+        span(
+            "00000000000000a3",
+            "00000000000000a1",
+            "chat",
+            T0 + 30,
+            T0 + 40,
+            [*CHAT, attr("gen_ai.output.messages", json.dumps(output))],
+        ),
+    ]
+    path = tmp_path / "evil.jsonl"
+    path.write_text("".join(line(s) + "\n" for s in spans))
+    pack = tmp_path / "pack.yaml"
+    pack.write_text(
+        "pack: p\nrules:\n  - {id: t, type: forbidden_text, patterns: ['red.{0,5}title']}\n"
+    )
+    return path, pack
+
+
+def test_terminal_output_strips_controls_and_files_keep_the_exact_text(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    path, pack = _evil_trace(tmp_path)
+    out = tmp_path / "out"
+    f, p = str(path), str(pack)
+    printed = {}
+    for name, args in {
+        "report": ["report", f, "--rules", p, "--out", str(out)],
+        "report json": ["report", f, "--rules", p, "--format", "json"],
+        "runs": ["runs", f],
+        "runs jsonl": ["runs", f, "--format", "jsonl"],
+        "runs by agent": ["runs", f, "--run-key", "gen_ai.agent.name"],
+        "show": ["show", TRACE[:8], f],
+        "show by agent": ["show", "bot", f, "--run-key", "gen_ai.agent.name"],
+        "no such run": ["show", "\x1b[2J", f],
+    }.items():
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == (2 if name == "no such run" else 0), result.output
+        printed[name] = result.stdout + result.stderr
+    assert {n: RAW_CONTROL.findall(t) for n, t in printed.items()} == {n: [] for n in printed}
+    show = printed["show"].splitlines()
+    assert show[1] == f"agent    bot{SHOWN}   case -"
+    assert printed["show by agent"].splitlines()[0] == f"run      bot{SHOWN}"
+    assert "Error: no run with id '\\x1b[2J' in the input (1 runs read)" in printed["no such run"]
+    # JSON on the terminal: escapes instead of raw characters, the very same text once parsed
+    assert json.loads(printed["report json"])["runs"]["agents"] == {"bot" + EVIL: 1}
+    assert json.loads(printed["runs jsonl"].splitlines()[0])["agent"] == "bot" + EVIL
+    # files keep the exact text
+    import pyarrow.parquet as pq
+
+    [tool_step, _] = pq.read_table(out / "steps.parquet").to_pylist()
+    assert (tool_step["name"], tool_step["arguments"], tool_step["result"]) == (
+        "look" + EVIL,
+        json.dumps({"q": EVIL}),
+        "res " + EVIL,
+    )
+    [run] = pq.read_table(out / "runs.parquet").to_pylist()
+    assert (run["agent"], run["answer"]) == ("bot" + EVIL, "answer " + EVIL)
+    [finding] = [json.loads(x) for x in (out / "findings.jsonl").read_text().splitlines()]
+    assert (
+        finding["detail"] == "'red.{0,5}title' found 1 time in the answer, first 'red\x1b]0;title'"
+    )
+    assert json.loads((out / "summary.json").read_text())["runs"]["agents"] == {"bot" + EVIL: 1}
+
+
+def test_warnings_reach_summary_json_and_the_terminal(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    path = tmp_path / "skew.jsonl"
+    path.write_text("".join(line(s) + "\n" for s in SKEWED))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["report", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    at = lines.index("WARNINGS 2 (kept, but altered or suspect; see summary.json):")
+    assert lines[at + 1 : at + 3] == [
+        "  skew.jsonl line 1, span 00000000000000a1: ends 500 ns before it starts (clock skew); "
+        "kept as read",
+        "  skew.jsonl line 3, span 00000000000000a3: ends 50 ns before it starts (clock skew); "
+        "kept as read",
+    ]
+    warnings = json.loads((out / "summary.json").read_text())["ingest"]["warnings"]
+    assert [(w["position"], w["spans"]) for w in warnings] == [
+        ("line 1, span 00000000000000a1", 1),
+        ("line 3, span 00000000000000a3", 1),
+    ]
+    runs = CliRunner().invoke(main, ["runs", str(path)])
+    assert runs.stderr.rstrip().endswith("2 warnings (values cut, clock skew, parent cycles)")

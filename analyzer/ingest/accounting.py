@@ -4,13 +4,23 @@ Invariant, per batch and per file: every span read is in exactly one of kept, du
 quarantined. A record that cannot be parsed at all (a truncated line, a corrupt frame) is
 quarantined as a record; the spans it held cannot be counted, so it adds to
 ``records_quarantined`` and to no span count.
+
+Warnings name what was kept but altered or suspect (an attribute value cut at the size limit,
+a span that ends before it starts, parent ids that form a cycle); they change no count.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["EXCERPT_BYTES", "FileLog", "IngestLog", "QuarantineEntry", "excerpt"]
+__all__ = [
+    "EXCERPT_BYTES",
+    "FileLog",
+    "IngestLog",
+    "QuarantineEntry",
+    "excerpt",
+    "warning_lines",
+]
 
 #: How much of a rejected record is kept in the quarantine list.
 EXCERPT_BYTES = 200
@@ -31,10 +41,10 @@ class QuarantineEntry:
     """One rejected record or span: where it was, why, and what it started with."""
 
     file: str
-    position: str  # "line 12", "byte 4096", "span 3", "file"
+    position: str  # "line 12", "byte 4096", "span 3", "file", "trace T span S"
     reason: str
     excerpt: str
-    spans: int = 0  # spans lost with it, when they could be counted
+    spans: int = 0  # spans lost with it, when they could be counted (a warning: concerned)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -61,6 +71,13 @@ class FileLog:
     spans_kept: int = 0  # filled after de-duplication
     duplicates: int = 0  # filled after de-duplication
     quarantine: list[QuarantineEntry] = field(default_factory=list)
+    warnings: list[QuarantineEntry] = field(default_factory=list)
+
+    def warn(
+        self, position: str, reason: str, raw: bytes | str | None = None, spans: int = 1
+    ) -> None:
+        """Note something kept but altered or suspect; `spans` is how many spans it concerns."""
+        self.warnings.append(QuarantineEntry(self.path, position, reason, excerpt(raw), spans))
 
     def quarantine_record(self, position: str, reason: str, raw: bytes | str | None) -> None:
         """Reject a whole record that could not be parsed (its spans are not counted)."""
@@ -109,6 +126,10 @@ class IngestLog:
     def quarantine(self) -> list[QuarantineEntry]:
         return [q for f in self.files for q in f.quarantine]
 
+    @property
+    def warnings(self) -> list[QuarantineEntry]:
+        return [w for f in self.files for w in f.warnings]
+
     def balanced(self) -> bool:
         """True when every span read is kept, a duplicate or quarantined."""
         return self.spans_read == self.spans_kept + self.duplicates + self.spans_quarantined
@@ -126,4 +147,20 @@ class IngestLog:
             "orphan_spans": self.orphans,
             "runs": self.runs,
             "quarantine": [q.as_dict() for q in self.quarantine],
+            "warnings": [w.as_dict() for w in self.warnings],
         }
+
+
+def warning_lines(warnings: list[dict[str, object]], limit: int = 5) -> list[str]:
+    """Terminal lines (100 columns at most) for the ``warnings`` of summary.json's ingest
+    block: how many, then the first `limit` of them; none when there is none."""
+    from pathlib import Path
+
+    from analyzer.textsafe import clip
+
+    if not warnings:
+        return []
+    lines = [f"WARNINGS {len(warnings):,} (kept, but altered or suspect; see summary.json):"]
+    for w in warnings[:limit]:
+        lines.append(clip(f"  {Path(str(w['file'])).name} {w['position']}: {w['reason']}", 100))
+    return lines

@@ -57,6 +57,7 @@ from analyzer.ingest.dumps import (
     span_shape,
     zipkin_span_row,
 )
+from analyzer.ingest.limits import nesting_reason
 from analyzer.ingest.sdk_json import SpanError, SpanRow, sdk_span_row
 from analyzer.spans import SpanBatchBuilder
 
@@ -71,7 +72,6 @@ BATCH_SPANS = 8192
 _BIG_INT = re.compile(rb"\d{20}")
 _SPACE = re.compile(r"\s*")
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-_TOO_DEEP = "nested too deep (Python's parsers and writers stop near 1,000 levels)"
 # json.loads keeps a lone UTF-16 surrogate written as an escape (JS truncating a string, or
 # Python's ensure_ascii output of one); Arrow cannot encode it, so it becomes U+FFFD.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -101,7 +101,18 @@ def parse_json_values(data: bytes, log: FileLog) -> list[tuple[Any, int]]:
             return [(orjson.loads(data), 1)] if data.strip() else []
         except orjson.JSONDecodeError:
             pass  # concatenated values, NaN, a truncated tail...: take them one by one
-    text = data.decode("utf-8", errors="replace")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        # kept, with U+FFFD in place of each bad byte (one warning for the file: where first)
+        text = data.decode("utf-8", errors="replace")
+        bad_line = data.count(b"\n", 0, err.start) + 1
+        log.warn(
+            f"line {bad_line}",
+            f"invalid UTF-8 (first at byte {err.start:,}) replaced by U+FFFD; spans kept",
+            data[err.start : err.start + 16],
+            spans=0,
+        )
     decoder = json.JSONDecoder()
     scrub = _SURROGATE_ESCAPE.search(text) is not None
     values: list[tuple[Any, int]] = []
@@ -116,7 +127,7 @@ def parse_json_values(data: bytes, log: FileLog) -> list[tuple[Any, int]]:
             reason = (
                 f"unparseable JSON: {err.msg} (line {err.lineno}, column {err.colno})"
                 if isinstance(err, json.JSONDecodeError)
-                else f"unparseable JSON: {_TOO_DEEP}"
+                else f"unparseable JSON: {nesting_reason(text=text[index:])}"
             )
             log.quarantine_record(f"line {line}", reason, text[index : index + EXCERPT_BYTES])
             break
@@ -293,7 +304,10 @@ class _Reader:
             try:
                 row.add_to(self.builder, self.log.path, pos)
             except RecursionError:  # an attribute value too deep to write as JSON text
-                self.log.quarantine_span(position, f"unreadable span: {_TOO_DEEP}", b"")
+                # measured as the span object is: its attribute maps one level below it
+                parts = [row.attributes, row.resource, row.events, row.links]
+                reason = f"unreadable span: {nesting_reason(value=parts)}"
+                self.log.quarantine_span(position, reason, b"")
                 return
             if len(self.builder) >= BATCH_SPANS:
                 self.ready.append(self.builder.flush())  # type: ignore[arg-type]
@@ -414,7 +428,7 @@ def _raw(obj: Any) -> bytes:
         try:
             return json.dumps(obj, default=str)[:EXCERPT_BYTES].encode()
         except RecursionError:
-            return f"({_TOO_DEEP})".encode()
+            return f"({nesting_reason(value=obj)})".encode()
 
 
 def read_json_document(data: bytes, log: FileLog) -> Iterator[pa.RecordBatch]:
@@ -440,7 +454,9 @@ def read_json_document(data: bytes, log: FileLog) -> Iterator[pa.RecordBatch]:
             # Nested too deep for a helper that walks the whole value (an any-agent
             # final_output, Langfuse metadata...): the spans it counted but did not keep are lost.
             log.records += 1
-            log.quarantine_record(f"line {line}", f"unreadable value: {_TOO_DEEP}", _raw(value))
+            log.quarantine_record(
+                f"line {line}", f"unreadable value: {nesting_reason(value=value)}", _raw(value)
+            )
             kept = len(reader.builder) + sum(b.num_rows for b in reader.ready) - rows
             lost = log.spans_read - read - kept - (log.spans_quarantined - quarantined)
             if lost > 0:

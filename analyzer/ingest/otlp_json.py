@@ -36,8 +36,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analyzer.ingest import limits
 from analyzer.ingest.accounting import EXCERPT_BYTES, FileLog, QuarantineEntry
 from analyzer.ingest.ids import normalize_id
+from analyzer.ingest.limits import nesting_reason, record_too_long
 from analyzer.ingest.otlp_objects import (
     KIND_NAMES,
     STATUS_NAMES,
@@ -172,7 +174,8 @@ _DECODER = msgspec.json.Decoder(_Request, strict=False)
 _ATTR_LIST = msgspec.json.Decoder(list[_KeyValue] | None, strict=False)
 _STR_LIST = msgspec.json.Decoder(list[str])
 _GENERIC = msgspec.json.Decoder()  # the robust path's parser: same JSON grammar as the fast one
-_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError)
+# RecursionError: nesting deeper than msgspec's recursion limit; the robust path names it
+_DECODE_ERRORS = (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
 _get_key = attrgetter("key")
 _get_value = attrgetter("value")
@@ -624,11 +627,21 @@ def _robust_line(
     line: bytes | memoryview, line_no: int, builder: SpanBatchBuilder, log: FileLog
 ) -> None:
     """One line through the robust path (the caller has counted the record)."""
+    if len(line) > limits.MAX_RECORD_BYTES:
+        log.quarantine_record(
+            f"line {line_no}", record_too_long(len(line)), bytes(line[:EXCERPT_BYTES])
+        )
+        return
     try:
         obj = _GENERIC.decode(line)
     except msgspec.DecodeError as exc:
         log.quarantine_record(
             f"line {line_no}", f"invalid JSON: {exc}", bytes(line[:EXCERPT_BYTES])
+        )
+        return
+    except RecursionError:
+        log.quarantine_record(
+            f"line {line_no}", nesting_reason(text=line), bytes(line[:EXCERPT_BYTES])
         )
         return
     add_request(obj, builder, log, source_pos=line_no, position=f"line {line_no}")
@@ -655,12 +668,14 @@ def _process_lines(
     try:
         reqs: list[tuple[int, _Request]] = []
         robust: list[int] = []
+        max_record = limits.MAX_RECORD_BYTES
         for i, line in enumerate(lines):
             if _blank(line):
                 continue
             log.records += 1
-            if not utf8 and not _is_utf8(line):
+            if (not utf8 and not _is_utf8(line)) or len(line) > max_record:
                 # msgspec does not check the bytes of fields it skips; the robust parser does
+                # (and refuses a line over the size limit unread)
                 robust.append(i)
                 continue
             try:
@@ -680,6 +695,14 @@ def _process_lines(
                 index = {number: i for i, number in enumerate(numbers)}
                 robust.extend(index[line_no] for line_no in exc.lines)
                 reqs = [r for r in reqs if r[0] not in exc.lines]
+            except RecursionError:
+                # an attribute value nested deeper than the converters can follow (the typed
+                # decode took it as raw text): which line is unknown, so the robust path,
+                # which quarantines that span alone, reads the whole group
+                index = {number: i for i, number in enumerate(numbers)}
+                robust.extend(index[line_no] for line_no, _ in reqs)
+                reqs, batch = [], None
+                break
         robust.sort()
         for _, req in reqs:
             log.spans_read += sum(
@@ -898,6 +921,9 @@ def read_document(
             obj = _GENERIC.decode(raw)
         except msgspec.DecodeError as exc:
             log.quarantine_record("document", f"invalid JSON: {exc}", raw)
+            return
+        except RecursionError:
+            log.quarantine_record("document", nesting_reason(text=raw), raw)
             return
     else:
         obj = data

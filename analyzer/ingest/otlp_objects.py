@@ -30,6 +30,7 @@ import orjson
 
 from analyzer.ingest.accounting import FileLog
 from analyzer.ingest.ids import normalize_id
+from analyzer.ingest.limits import nesting_reason
 from analyzer.spans import KINDS, STATUSES, SpanBatchBuilder
 
 __all__ = [
@@ -60,7 +61,6 @@ BOOL = msgspec.json.Decoder(bool | None, strict=False)
 ENUM = msgspec.json.Decoder(int | str | None, strict=False)
 
 _BAD = object()
-_TOO_DEEP = "nested too deep (Python's parsers and writers stop near 1,000 levels)"
 #: Accepted spellings (upper case, without prefix) of span kinds and status codes.
 KIND_NAMES = {name.upper(): name for name in KINDS} | {str(i): n for i, n in enumerate(KINDS)}
 STATUS_NAMES = {name.upper(): name for name in STATUSES} | {
@@ -100,7 +100,7 @@ def _shown(value: Any) -> str:
     try:
         return dumps(value)
     except RecursionError:
-        return f"({_TOO_DEEP})"
+        return f"({nesting_reason(value=value)})"
 
 
 def _coerce(decoder: msgspec.json.Decoder, value: Any) -> Any:
@@ -440,7 +440,9 @@ def add_request(
         log.quarantine_record(position, f"not an OTLP trace request: {exc}", _shown(obj))
         return
     except RecursionError:  # resource attributes nested deeper than can be written as JSON
-        log.quarantine_record(position, f"unreadable request: {_TOO_DEEP}", _shown(obj))
+        log.quarantine_record(
+            position, f"unreadable request: {nesting_reason(value=obj)}", _shown(obj)
+        )
         return
     number = 0
     for res_attrs, scope_name, scope_version, spans in groups:
@@ -457,7 +459,9 @@ def add_request(
                 log.quarantine_span(where, str(exc), _shown(span))
                 continue
             except RecursionError:  # an attribute nested deeper than can be written as JSON
-                log.quarantine_span(where, f"unreadable span: {_TOO_DEEP}", _shown(span))
+                log.quarantine_span(
+                    where, f"unreadable span: {nesting_reason(value=span)}", _shown(span)
+                )
                 continue
             builder.add(
                 **row,

@@ -19,7 +19,9 @@ from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans
 
+from analyzer.ingest import limits
 from analyzer.ingest.accounting import FileLog
+from analyzer.ingest.limits import record_too_long
 from analyzer.ingest.otlp_objects import dumps
 from analyzer.spans import KINDS, STATUSES, SpanBatchBuilder
 
@@ -301,6 +303,21 @@ def read_frames(stream: BinaryIO, log: FileLog) -> Iterator[pa.RecordBatch]:
             offset += 4 + zeros
             head = stream.read(4)
             continue
+        if length > limits.MAX_RECORD_BYTES:
+            # never held in memory: skipped in blocks, then the next frame is read
+            log.records += 1
+            skipped = _skip(stream, length)
+            if skipped < length:
+                log.quarantine_record(
+                    f"byte {offset}",
+                    f"frame length {length} runs past the end of the file ({skipped} bytes left)",
+                    head,
+                )
+                break
+            log.quarantine_record(f"byte {offset}", record_too_long(length), head)
+            offset += 4 + length
+            head = stream.read(4)
+            continue
         payload = stream.read(length)
         log.records += 1
         if len(payload) < length:
@@ -325,6 +342,17 @@ def read_frames(stream: BinaryIO, log: FileLog) -> Iterator[pa.RecordBatch]:
 
 
 _ZERO_BLOCK = 1 << 16  # a multiple of 4: frame lengths stay aligned
+
+
+def _skip(stream: _Replay, n: int) -> int:
+    """Read and drop `n` bytes of `stream` (fewer at its end); return how many."""
+    done = 0
+    while done < n:
+        block = stream.read(min(n - done, 1 << 20))
+        if not block:
+            break
+        done += len(block)
+    return done
 
 
 def _zero_run(stream: _Replay) -> int:

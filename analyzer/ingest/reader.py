@@ -18,12 +18,22 @@ import pyarrow.compute as pc
 import zstandard
 
 from analyzer.errors import AgentTraceError, TraceFormatError
+from analyzer.ingest import limits
 from analyzer.ingest.accounting import FileLog, IngestLog
 from analyzer.ingest.detect import open_decompressed, sniff, stream_break
 from analyzer.ingest.files import DATASET_MANIFEST, expand_paths, sha256_of
-from analyzer.spans import SPAN_SCHEMA
+from analyzer.ingest.limits import truncate_text
+from analyzer.spans import ATTR, ATTRS, EVENT, SPAN_SCHEMA
 
-__all__ = ["PARALLEL_MIN_BYTES", "Ingested", "finalize_spans", "read_file", "read_traces"]
+__all__ = [
+    "PARALLEL_MIN_BYTES",
+    "Ingested",
+    "cap_values",
+    "finalize_spans",
+    "iter_salvaging",
+    "read_file",
+    "read_traces",
+]
 
 #: Order of the span table handed downstream: by trace, then time, then id.
 SPAN_ORDER = ["trace_id", "start_ns", "end_ns", "span_id"]
@@ -49,8 +59,14 @@ def read_file(path: Path, log: FileLog, *, jobs: int = 1) -> Iterator[pa.RecordB
 
     An uncompressed JSON lines file of `PARALLEL_MIN_BYTES` or more is split across `jobs`
     processes (same rows, counts and quarantine as one). Raises TraceFormatError when the file
-    is not a trace in any supported format.
+    is not a trace in any supported format. Attribute values are cut at `MAX_ATTRIBUTE_BYTES`
+    (`cap_values`).
     """
+    for batch in _read_file(path, log, jobs=jobs):
+        yield cap_values(batch, log)
+
+
+def _read_file(path: Path, log: FileLog, *, jobs: int) -> Iterator[pa.RecordBatch]:
     size = path.stat().st_size
     log.size = size
     with path.open("rb") as raw:
@@ -87,6 +103,110 @@ def read_file(path: Path, log: FileLog, *, jobs: int = 1) -> Iterator[pa.RecordB
             log.quarantine_record(broken.position, broken.reason, b"")
 
 
+def _position(fmt: str, source_pos: int, span_id: str | None) -> str:
+    """Where a kept span is, for a warning: its line or frame offset where known, and its id."""
+    base = fmt.split("+")[0]
+    where = {"jsonl": f"line {source_pos}, ", "proto": f"byte {source_pos}, "}.get(base, "")
+    return f"{where}span {span_id}"
+
+
+def _cap_attrs(lists: pa.Array) -> tuple[pa.Array, list[tuple[int, str, int]]]:
+    """`lists` (of `ATTRS`) with every text or JSON value over `MAX_ATTRIBUTE_BYTES` cut and
+    marked (a cut JSON value is no JSON any more: it moves to ``str``); and (list index, key,
+    original bytes) of each value cut. Columnar check; Python only for the values cut."""
+    values = lists.flatten()
+    if not len(values):
+        return lists, []
+    texts = pc.struct_field(values, "str")
+    jsons = pc.struct_field(values, "json")
+    longest = max(
+        pc.max(pc.binary_length(texts)).as_py() or 0, pc.max(pc.binary_length(jsons)).as_py() or 0
+    )
+    if longest <= limits.MAX_ATTRIBUTE_BYTES:  # the common case: two kernels over the offsets
+        return lists, []
+    over = pc.or_(
+        pc.greater(pc.binary_length(texts), limits.MAX_ATTRIBUTE_BYTES).fill_null(False),
+        pc.greater(pc.binary_length(jsons), limits.MAX_ATTRIBUTE_BYTES).fill_null(False),
+    )
+    index = pc.indices_nonzero(over)
+    owner = pc.take(pc.list_parent_indices(lists), index).to_pylist()
+    keys = pc.take(pc.struct_field(values, "key"), index).to_pylist()
+    cut: list[str] = []
+    sizes: list[int] = []
+    for text, json_text in zip(
+        pc.take(texts, index).to_pylist(), pc.take(jsons, index).to_pylist(), strict=True
+    ):
+        kept, size = truncate_text(text if text is not None else json_text)
+        cut.append(kept)
+        sizes.append(size)
+    first = lists.offsets[0].as_py()
+    texts = pc.replace_with_mask(texts, over, pa.array(cut, pa.string()))
+    jsons = pc.if_else(over, pa.scalar(None, pa.string()), jsons)
+    fields = {f.name: pc.struct_field(values, f.name) for f in ATTR}
+    fields["str"], fields["json"] = texts, jsons
+    rebuilt = pa.StructArray.from_arrays([fields[f.name] for f in ATTR], fields=list(ATTR))
+    offsets = pc.subtract(lists.offsets, pa.scalar(first, pa.int32()))
+    out = pa.ListArray.from_arrays(offsets, rebuilt, type=ATTRS, mask=lists.is_null())
+    return out, list(zip(owner, keys, sizes, strict=True))
+
+
+def cap_values(batch: pa.RecordBatch, log: FileLog) -> pa.RecordBatch:
+    """`batch` with attribute values (of spans, resources and events) cut at
+    `MAX_ATTRIBUTE_BYTES` and marked; a warning in `log` names each value cut."""
+    columns = dict(zip(batch.schema.names, batch.columns, strict=True))
+    span_ids = trace_pos = None
+    changed = False
+
+    def warn(rows: list[tuple[int, str, int]], what: str) -> None:
+        nonlocal span_ids, trace_pos
+        if span_ids is None:
+            span_ids = batch.column("span_id").to_pylist()
+            trace_pos = batch.column("source_pos").to_pylist()
+        for row, key, size in rows:
+            log.warn(
+                _position(log.format, trace_pos[row], span_ids[row]),
+                f"{what} {key!r}: value of {size:,} bytes cut to {limits.MAX_ATTRIBUTE_BYTES:,} "
+                "and marked",
+            )
+
+    attrs, cut = _cap_attrs(batch.column("attributes"))
+    if cut:
+        columns["attributes"], changed = attrs, True
+        warn(cut, "attribute")
+    resource, cut = _cap_attrs(batch.column("resource_attributes"))
+    if cut:
+        columns["resource_attributes"], changed = resource, True
+        # the resource is repeated on each of its spans: one warning per line or frame
+        seen: set[tuple[object, str]] = set()
+        positions = batch.column("source_pos").to_pylist()
+        once = []
+        for row, key, size in cut:
+            if (positions[row], key) not in seen:
+                seen.add((positions[row], key))
+                once.append((row, key, size))
+        warn(once, "resource attribute")
+    events = batch.column("events")
+    flat = events.flatten()
+    if len(flat):
+        event_attrs, cut = _cap_attrs(pc.struct_field(flat, "attributes"))
+        if cut:
+            parents = pc.list_parent_indices(events).to_pylist()
+            rebuilt = pa.StructArray.from_arrays(
+                [pc.struct_field(flat, "time_ns"), pc.struct_field(flat, "name"), event_attrs],
+                fields=list(EVENT),
+            )
+            first = events.offsets[0].as_py()
+            offsets = pc.subtract(events.offsets, pa.scalar(first, pa.int32()))
+            columns["events"] = pa.ListArray.from_arrays(
+                offsets, rebuilt, type=pa.list_(EVENT), mask=events.is_null()
+            )
+            changed = True
+            warn([(parents[e], key, size) for e, key, size in cut], "event attribute")
+    if not changed:
+        return batch
+    return pa.RecordBatch.from_arrays([columns[n] for n in batch.schema.names], schema=batch.schema)
+
+
 def _read_span_parquet(stream, log: FileLog) -> Iterator[pa.RecordBatch]:
     import pyarrow.parquet as pq
 
@@ -112,11 +232,11 @@ def read_traces(
     is quarantined whole and the batch goes on; a damaged record is quarantined and counted.
     Spans exported twice (same trace and span id) are kept once. The result is sorted by
     trace id, start, end and span id, so it does not depend on the order of the files.
-    `jobs` (default: the number of CPUs) is how many processes may read one big JSON lines
-    file; the result is the same for any value.
+    `jobs` (default: the CPUs this process may run on) is how many processes may read one big
+    JSON lines file; the result is the same for any value.
     """
     if jobs is None:
-        jobs = os.cpu_count() or 1
+        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     files, skipped = expand_paths(paths)
     log = IngestLog()
     tables: list[pa.Table] = []
@@ -145,33 +265,47 @@ def read_traces(
 def _read_salvaging(
     path: Path, file_log: FileLog, jobs: int, hasher: ThreadPoolExecutor
 ) -> list[pa.RecordBatch]:
-    """All batches of a file; when it breaks mid-way, those read before the break are kept.
+    """All batches of a file (see `iter_salvaging`), its digest taken on `hasher` meanwhile."""
+    digest = hasher.submit(_sha256, path)
+    return list(iter_salvaging(path, file_log, jobs=jobs, digest=digest.result))
+
+
+def iter_salvaging(
+    path: Path,
+    file_log: FileLog,
+    *,
+    jobs: int = 1,
+    digest: Callable[[], str] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The batches of a file as they are read; when it breaks mid-way, those before the break.
 
     A file that is no trace at all is quarantined whole. A stream that breaks (a truncated
     gzip, a corrupt zstd frame, a read error) keeps the spans already decoded; spans the reader
     had counted but not yet handed over are quarantined, so the accounting still balances.
+    `digest` gives the file's SHA-256 (default: computed here, after the read).
     """
-    batches: list[pa.RecordBatch] = []
-    digest = hasher.submit(_sha256, path)
+    handed = batches = 0
+    digest = digest or (lambda: _sha256(path))
     try:
         for batch in read_file(path, file_log, jobs=jobs):
-            batches.append(batch)
-        file_log.sha256 = digest.result()
-        return batches
+            batches += 1
+            handed += batch.num_rows
+            yield batch
+        file_log.sha256 = digest()
+        return
     except AgentTraceError as err:
         position = "file" if not batches else "end of readable data"
         reason = str(err).removeprefix(f"{path}: ")
     except (OSError, EOFError, ValueError, zstandard.ZstdError) as err:
         position = "end of readable data"
-        reason = f"stream broken after {sum(b.num_rows for b in batches):,} spans: {err}"
+        reason = f"stream broken after {handed:,} spans: {err}"
     with contextlib.suppress(OSError):
-        file_log.sha256 = digest.result()
+        file_log.sha256 = digest()
     file_log.quarantine_record(position, reason, _head(path) if position == "file" else b"")
-    lost = file_log.spans_read - sum(b.num_rows for b in batches) - file_log.spans_quarantined
+    lost = file_log.spans_read - handed - file_log.spans_quarantined
     if lost > 0:
         file_log.spans_quarantined += lost
         file_log.quarantine[-1] = dataclasses.replace(file_log.quarantine[-1], spans=lost)
-    return batches
 
 
 _HASH_STEP = 64 << 20
@@ -234,14 +368,118 @@ def finalize_spans(spans: pa.Table, log: IngestLog) -> pa.Table:
             continue  # read back from a dataset: its counts are those recorded at ingest
         file_log.spans_kept = counts.get((file_log.path, True), 0)
         file_log.duplicates = counts.get((file_log.path, False), 0)
-    kept = keys.filter(pl.col("_first"))
-    known = kept.select("trace_id", pl.col("span_id").alias("parent_span_id"))
-    with_parent = kept.filter(pl.col("parent_span_id").is_not_null())
-    log.orphans = with_parent.join(known, on=["trace_id", "parent_span_id"], how="anti").height
+    kept = keys.filter(pl.col("_first")).drop("_first").with_row_index("_k")
+    known = kept.select(
+        "trace_id", pl.col("span_id").alias("parent_span_id"), pl.col("_k").alias("_p")
+    )
+    linked = (
+        kept.select("_k", "trace_id", "parent_span_id")
+        .filter(pl.col("parent_span_id").is_not_null())
+        .join(known, on=["trace_id", "parent_span_id"], how="left")
+    )
+    log.orphans = linked.get_column("_p").null_count()
+    _warn_skew(kept, log)
+    _warn_cycles(kept, linked, log)
     order = kept.sort(SPAN_ORDER)["_row"].to_arrow().cast(pa.int64())
     if spans.schema != SPAN_SCHEMA:
         spans = spans.cast(SPAN_SCHEMA)
     return _gather(spans, order)
+
+
+#: Warnings of one kind kept per file; the rest are counted in one last warning.
+MAX_WARNINGS = 100
+
+
+def _warn_rows(log: IngestLog, rows: pl.DataFrame, reason, more: str) -> None:
+    """One warning per row of `rows` (source_file, source_pos, span_id, ...) in its file's log,
+    `MAX_WARNINGS` at most per file, then one saying how many more (`more`)."""
+    files = {f.path: f for f in log.files}
+    for (path,), group in rows.group_by("source_file", maintain_order=True):
+        file_log = files.get(path)
+        if file_log is None:
+            continue
+        for row in group.head(MAX_WARNINGS).iter_rows(named=True):
+            position = _position(file_log.format, row["source_pos"], row["span_id"])
+            file_log.warn(position, reason(row))
+        if group.height > MAX_WARNINGS:
+            extra = group.height - MAX_WARNINGS
+            file_log.warn("file", f"{extra:,} more spans {more}", spans=extra)
+
+
+def _warn_skew(kept: pl.DataFrame, log: IngestLog) -> None:
+    """A warning for each span that ends before it starts (kept as read: the run's duration
+    does not use it)."""
+    skewed = kept.filter(pl.col("end_ns") < pl.col("start_ns"))
+    if skewed.height:
+        _warn_rows(
+            log,
+            skewed,
+            lambda r: (
+                f"ends {r['start_ns'] - r['end_ns']:,} ns before it starts (clock skew); "
+                "kept as read"
+            ),
+            "end before they start",
+        )
+
+
+def _warn_cycles(kept: pl.DataFrame, linked: pl.DataFrame, log: IngestLog) -> None:
+    """A warning for each cycle of parent ids (a span its own ancestor), in the log of the file
+    of its first span: the cycle's spans and how many spans in or under it have no root.
+
+    Pointer doubling over the parent index (Arrow takes): rounds = log2 of the deepest chain,
+    so a forest of depth 10 costs 4 takes. Only cycles keep a pointer after n steps.
+    """
+    n = kept.height
+    if not linked.height:
+        return
+    parent = (
+        pl.Series("_p", [None] * n, dtype=pl.UInt32)
+        .scatter(linked.get_column("_k"), linked.get_column("_p"))
+        .cast(pl.Int64)
+        .to_arrow()
+    )
+    jump = parent
+    steps = 1
+    while jump.null_count < n and steps < n:
+        jump = pc.take(jump, jump)
+        steps *= 2
+    if jump.null_count == n:
+        return
+    stuck = pc.indices_nonzero(jump.is_valid())
+    ends = pc.take(jump, stuck).to_pylist()  # each a span on a cycle
+    up = parent.to_pylist()
+    cycle_of: dict[int, int] = {}  # span on a cycle -> its cycle's first span
+    cycles: dict[int, list[int]] = {}
+    for start in sorted(set(ends)):
+        if start in cycle_of:
+            continue
+        members = [start]
+        node = up[start]
+        while node != start:
+            members.append(node)
+            node = up[node]
+        first = min(members)
+        i = members.index(first)
+        members = members[i:] + members[:i]  # from the span read first
+        cycles[first] = members
+        cycle_of.update(dict.fromkeys(members, first))
+    under: dict[int, int] = dict.fromkeys(cycles, 0)
+    for end in ends:
+        under[cycle_of[end]] += 1
+    info = kept.select("trace_id", "span_id", "source_file")
+    files = {f.path: f for f in log.files}
+    for first, members in sorted(cycles.items()):
+        trace_id, _, path = info.row(first)
+        ids = info.get_column("span_id").gather(members[:4]).to_list()
+        shown = " -> ".join([*ids, "..." if len(members) > 4 else ids[0]])
+        file_log = files.get(path)
+        if file_log is not None:
+            file_log.warn(
+                f"trace {trace_id}",
+                f"parent ids form a cycle of {len(members):,} spans ({shown}); "
+                f"{under[first]:,} spans in or under it have no root",
+                spans=under[first],
+            )
 
 
 def _gather(table: pa.Table, order: pa.Array) -> pa.Table:

@@ -1,4 +1,4 @@
-"""The files `report --out DIR` writes: summary, findings, runs and steps, quarantine, manifest."""
+"""What `report --out DIR` writes: summary, findings, runs, steps, quarantine, page, manifest."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import polars as pl
 
-from analyzer.checks import FINDING_SCHEMA
+from analyzer.checks import COVERAGE_SCHEMA, FINDING_SCHEMA
 
 __all__ = ["write_outputs"]
 
@@ -17,9 +17,11 @@ _HASHED = (
     "summary.json",
     "findings.jsonl",
     "findings.parquet",
+    "coverage.parquet",
     "runs.parquet",
     "steps.parquet",
     "quarantine.jsonl",
+    "report.html",
 )
 
 
@@ -29,8 +31,18 @@ def _json(path: Path, data: Any) -> None:
     )
 
 
-def write_outputs(analysis, summary: dict[str, Any], out: Path, *, command: list[str]) -> None:
-    """Write every output file of a report into `out` (created if needed)."""
+def write_outputs(
+    analysis,
+    summary: dict[str, Any],
+    out: Path,
+    *,
+    command: list[str],
+    redaction: dict[str, str] | None = None,
+) -> None:
+    """Write every output file of a report into `out` (created if needed).
+
+    `redaction`: how the content was redacted (`analyzer.redact.redaction_record`), or None.
+    """
     from analyzer import __version__
 
     out.mkdir(parents=True, exist_ok=True)
@@ -46,6 +58,13 @@ def write_outputs(analysis, summary: dict[str, Any], out: Path, *, command: list
         else pl.DataFrame(schema=FINDING_SCHEMA)
     )
     findings.write_parquet(out / "findings.parquet", compression="zstd")
+    # Which runs each rule judged: the denominators of its rates (`agenttrace diff` reads it).
+    coverage = (
+        analysis.evaluation.coverage
+        if analysis.evaluation is not None
+        else pl.DataFrame(schema=COVERAGE_SCHEMA)
+    )
+    coverage.write_parquet(out / "coverage.parquet", compression="zstd")
     with (out / "findings.jsonl").open("w", encoding="utf-8") as fh:
         for row in findings.iter_rows(named=True):
             fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
@@ -53,6 +72,9 @@ def write_outputs(analysis, summary: dict[str, Any], out: Path, *, command: list
     with (out / "quarantine.jsonl").open("w", encoding="utf-8") as fh:
         for entry in log.quarantine:
             fh.write(json.dumps(entry.as_dict(), sort_keys=True, ensure_ascii=False) + "\n")
+    from analyzer.report.html import render_html
+
+    (out / "report.html").write_text(render_html(analysis, summary), encoding="utf-8")
     manifest = {
         "agenttrace_version": __version__,
         "command": command,
@@ -76,6 +98,7 @@ def write_outputs(analysis, summary: dict[str, Any], out: Path, *, command: list
             for pack in analysis.packs
         ],
         "prices": analysis.prices.describe() if analysis.prices is not None else None,
+        "redaction": redaction,
         "outputs": {},
     }
     for name in _HASHED:

@@ -1,18 +1,80 @@
-"""summary.json: the versioned, machine-readable figures of a report."""
+"""summary.json: the versioned figures of a report (``schemas/summary.schema.json``)."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-__all__ = ["SEVERITIES", "SUMMARY_VERSION", "build_summary", "findings_summary"]
+from analyzer import metrics as m
+from analyzer.labels import rate
 
-SUMMARY_VERSION = 1
+if TYPE_CHECKING:
+    from analyzer.labels import LabelSet
+
+__all__ = [
+    "BREAKDOWNS",
+    "CORRECT_THRESHOLD",
+    "DEFAULT_CASE_CLASS",
+    "SEVERITIES",
+    "SUMMARY_TAILS",
+    "SUMMARY_VERSION",
+    "build_summary",
+    "findings_summary",
+]
+
+#: Bumped whenever a key changes meaning or disappears (2: metrics, labels).
+SUMMARY_VERSION = 2
+SEVERITIES = ("critical", "high", "medium", "low")
+#: Per-run quantities whose tails summary.json reports, in this order.
+SUMMARY_TAILS = (
+    "cost_usd",
+    "input_tokens",
+    "output_tokens",
+    "tokens",
+    "model_calls",
+    "tool_calls",
+    "duration_s",
+    "retries",
+    "score",
+)
+#: The run attribute read as the case class unless ``--case-class`` names another.
+DEFAULT_CASE_CLASS = "app.case_type"
+#: Summary key of each breakdown -> what `metrics.breakdown` groups by (case_class: the option).
+BREAKDOWNS = ("model", "temperature", "agent", "case_class", "config_hash", "service.version")
+#: A run is correct (without labels) when it has no finding at or above this severity.
+CORRECT_THRESHOLD = "high"
+#: Floats are rounded to this many decimals, so the file is the same on every machine.
+_DECIMALS = 9
+
+_METHODS = {
+    "quantiles": "linear interpolation between order statistics (Hyndman & Fan type 7); "
+    "null values (unknown cost) left out and counted as missing",
+    "quantile_intervals": "distribution-free 95% interval from order statistics (binomial ranks, "
+    "equal tails); null when n is too small (n < 6 for p50, < 72 for p95, < 368 for p99)",
+    "rates": "Wilson score interval at 95% (z = 1.96); null when the denominator is 0; a rule's "
+    "rate counts the runs it judged (checked or partial, or with a finding)",
+    "cost": "total_usd sums the priced runs; cost_per_correct_run_usd = total cost of the judged "
+    "runs / correct runs, null when one of them is unpriced or none is correct",
+    "trials": "runs sharing a case id are trials; pass^k = C(c,k)/C(n,k) averaged over cases "
+    "with n >= k (tau-bench); disagreement = share of cases with 2+ trials whose answers "
+    "(whitespace- and case-folded) or tool sequences differ",
+}
 
 
-def build_summary(analysis) -> dict[str, Any]:
-    """The summary of an analysis: ingest accounting and run totals, deterministic."""
+def build_summary(
+    analysis,
+    labels: LabelSet | None = None,
+    *,
+    case_class: str = DEFAULT_CASE_CLASS,
+) -> dict[str, Any]:
+    """The summary of an analysis: accounting, run totals, findings, metrics and labels.
+
+    ``labels`` (from `analyzer.labels.load_labels`) makes a run correct when all its label
+    fields are right; without them, when it has no finding at or above ``high``.
+    ``case_class`` is the run attribute the ``case_class`` breakdown groups by.
+    """
     from analyzer import __version__
 
     runs = analysis.runs.runs
@@ -24,7 +86,12 @@ def build_summary(analysis) -> dict[str, Any]:
 
     by_agent = runs.group_by(pl.col("agent").fill_null("-")).len().sort("agent").iter_rows()
     models = sorted({m for ms in runs.get_column("models").to_list() for m in ms})
-    return {
+    scored = None
+    if labels is not None:
+        from analyzer.labels import score_labels
+
+        scored = score_labels(labels, runs, analysis.runs.steps)
+    summary = {
         "summary_version": SUMMARY_VERSION,
         "agenttrace_version": __version__,
         "ingest": {**log.as_dict(), "files_skipped": analysis.ingested.skipped},
@@ -47,10 +114,10 @@ def build_summary(analysis) -> dict[str, Any]:
             for pack in analysis.packs
         ],
         "findings": findings_summary(analysis),
+        "metrics": _metrics(analysis, scored, case_class),
+        "labels": scored.summary() if scored is not None else None,
     }
-
-
-SEVERITIES = ("critical", "high", "medium", "low")
+    return _clean(summary)
 
 
 def findings_summary(analysis) -> dict[str, Any]:
@@ -84,3 +151,195 @@ def findings_summary(analysis) -> dict[str, Any]:
             for e in evaluation.errors
         ],
     }
+
+
+# --- metrics -------------------------------------------------------------------------------------
+
+
+def _metrics(analysis, scored, case_class: str) -> dict[str, Any]:
+    runs = analysis.runs.runs
+    evaluation = analysis.evaluation
+    findings = evaluation.findings if evaluation is not None else None
+    weights = m.rule_weights(analysis.packs)
+    if evaluation is not None:
+        coverage = evaluation.coverage
+        rule_rates = m.rule_rates(findings, coverage).to_dicts()
+        kind_rates = m.kind_rates(
+            findings, coverage, rule_kinds=m.rule_kinds_of(analysis.packs)
+        ).to_dicts()
+        omission = m.omission_rates(
+            findings, coverage, required=m.required_tools_of(analysis.packs)
+        ).to_dicts()
+        rule_coverage = m.rule_coverage(coverage).to_dicts()
+    else:
+        rule_rates, kind_rates, omission, rule_coverage = [], [], [], []
+    passed = scored.passed() if scored is not None else None
+    return {
+        "methods": {**_METHODS, "case_class": f"run attribute {case_class}"},
+        "tails": m.tails(runs, metrics=SUMMARY_TAILS).to_dicts(),
+        "cost": _cost(analysis, findings, passed),
+        "rule_rates": rule_rates,
+        "kind_rates": kind_rates,
+        "omission_rates": omission,
+        "rule_coverage": rule_coverage,
+        "content_coverage": m.content_coverage(runs).to_dicts()[0],
+        "scores": _scores(runs),
+        "trials": _trials(runs, findings, passed),
+        "breakdowns": {
+            key: _breakdown(
+                runs, case_class if key == "case_class" else key, findings, weights, passed
+            )
+            for key in BREAKDOWNS
+        },
+    }
+
+
+def _cost(analysis, findings, passed: pl.DataFrame | None) -> dict[str, Any]:
+    from analyzer.pricing import unpriced_models
+
+    runs = analysis.runs.runs
+    cost = runs.get_column("cost_usd")
+    priced = runs.height - cost.null_count()
+    retry = runs.get_column("retry_cost_usd")
+    recorded = runs.get_column("recorded_cost_usd")
+    if passed is None:
+        outcome = m.run_outcomes(runs, findings, at_least=CORRECT_THRESHOLD)
+        judged = outcome.select("run_id", "passed")
+    else:
+        judged = passed
+    rows = judged.join(runs.select("run_id", "cost_usd"), on="run_id", how="left")
+    correct = int(rows.get_column("passed").sum())
+    judged_cost = None
+    if rows.height and rows.get_column("cost_usd").null_count() == 0:
+        judged_cost = float(rows.get_column("cost_usd").sum())
+    return {
+        "total_usd": float(cost.sum()) if priced else None,
+        "recorded_total_usd": float(recorded.sum())
+        if recorded.null_count() < len(recorded)
+        else None,
+        "priced_runs": priced,
+        "unpriced_runs": cost.null_count(),
+        "unpriced_models": (
+            analysis.unpriced
+            if analysis.unpriced is not None
+            else unpriced_models(analysis.runs.steps)
+        ).to_dicts(),
+        "retry_cost_usd": float(retry.sum()) if retry.null_count() < len(retry) else None,
+        "retry_cost_unknown_runs": retry.null_count(),
+        "judged_runs": rows.height,
+        "judged_cost_usd": judged_cost,
+        "correct_runs": correct,
+        "cost_per_correct_run_usd": judged_cost / correct
+        if judged_cost is not None and correct
+        else None,
+        "correct_by": "findings" if passed is None else "labels",
+        "correct_threshold": CORRECT_THRESHOLD if passed is None else None,
+    }
+
+
+def _scores(runs: pl.DataFrame) -> dict[str, Any]:
+    if "score" not in runs.columns:
+        return {"mean": None, "p50": None, "min": None, "runs": 0}
+    score = runs.get_column("score").drop_nulls()
+    return {
+        "mean": float(score.mean()) if len(score) else None,  # type: ignore[arg-type]
+        "p50": m.quantile(score, 0.5),
+        "min": float(score.min()) if len(score) else None,  # type: ignore[arg-type]
+        "runs": len(score),
+    }
+
+
+def _trials(runs: pl.DataFrame, findings, passed: pl.DataFrame | None) -> dict[str, Any]:
+    cases = runs.filter(pl.col("case_id").is_not_null())
+    per_case = cases.group_by("case_id").agg(
+        pl.len().alias("k"),
+        # Answers compared after whitespace and case folding; a missing answer is a value too.
+        pl.col("answer")
+        .str.replace_all(r"\s+", " ")
+        .str.strip_chars()
+        .str.to_lowercase()
+        .fill_null("\x00no answer")
+        .n_unique()
+        .alias("_answers"),
+        pl.col("tool_sequence").list.join("\x1f").n_unique().alias("_paths"),
+    )
+    multi = per_case.filter(pl.col("k") >= 2)
+    max_k = int(per_case.get_column("k").max() or 1)  # type: ignore[arg-type]
+    hat = m.pass_hat_k(
+        runs,
+        findings,
+        ks=range(1, max_k + 1),
+        at_least=CORRECT_THRESHOLD,
+        passed=passed,
+    )
+    spread = per_case.group_by("k").len("cases").sort("k")
+
+    def disagreement(col: str) -> dict[str, Any]:
+        n = multi.height
+        k = int((multi.get_column(col) > 1).sum())
+        return rate(k, n)
+
+    return {
+        "cases": per_case.height,
+        "cases_with_trials": multi.height,
+        "runs": int(multi.get_column("k").sum()),
+        "trials_per_case": spread.to_dicts(),
+        "pass_hat_k": hat.rename({"pass_hat_k": "value"}).to_dicts(),
+        "disagreement": {
+            "answers": disagreement("_answers"),
+            "trajectories": disagreement("_paths"),
+        },
+    }
+
+
+def _breakdown(
+    runs: pl.DataFrame, by: str, findings, weights, passed: pl.DataFrame | None
+) -> list[dict[str, Any]]:
+    """Rows of `metrics.breakdown` (group under ``group``); with labels, also per group:
+    ``label_runs``, ``label_correct_runs``, ``label_correct_rate`` (+ ``_lo``, ``_hi``) and
+    ``label_cost_per_correct_run`` (cost of its labelled runs / those all right)."""
+    rows = m.breakdown(runs, by, findings=findings, weights=weights, at_least=CORRECT_THRESHOLD)
+    if passed is not None:
+        groups, _ = m.run_groups(runs, by)
+        judged = groups.join(passed, on="run_id", how="inner").join(
+            runs.select("run_id", "cost_usd"), on="run_id", how="left"
+        )
+        per_group = judged.group_by(by).agg(
+            pl.len().cast(pl.Int64).alias("label_runs"),
+            pl.col("passed").sum().cast(pl.Int64).alias("label_correct_runs"),
+            pl.when(pl.col("cost_usd").null_count() == 0)
+            .then(pl.col("cost_usd").sum())
+            .alias("_cost"),
+        )
+        rows = rows.join(per_group, on=by, how="left", nulls_equal=True).with_columns(
+            pl.col("label_runs", "label_correct_runs").fill_null(0)
+        )
+        ks = rows.get_column("label_correct_runs").to_list()
+        ns = rows.get_column("label_runs").to_list()
+        bounds = [m.wilson(k, n) for k, n in zip(ks, ns, strict=True)]
+        rows = rows.with_columns(
+            label_correct_rate=pl.Series(
+                [k / n if n else None for k, n in zip(ks, ns, strict=True)], dtype=pl.Float64
+            ),
+            label_correct_rate_lo=pl.Series(
+                [b[0] if b else None for b in bounds], dtype=pl.Float64
+            ),
+            label_correct_rate_hi=pl.Series(
+                [b[1] if b else None for b in bounds], dtype=pl.Float64
+            ),
+            label_cost_per_correct_run=pl.when(pl.col("label_correct_runs") > 0).then(
+                pl.col("_cost") / pl.col("label_correct_runs")
+            ),
+        ).drop("_cost")
+    return rows.rename({by: "group"}).to_dicts()
+
+
+def _clean(value: Any) -> Any:
+    """Round floats (NaN and infinities become null) so output is the same everywhere."""
+    if isinstance(value, float):
+        return round(value, _DECIMALS) if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value

@@ -4,13 +4,38 @@ from __future__ import annotations
 
 from typing import Any
 
+from analyzer.ingest.accounting import warning_lines
 from analyzer.textsafe import clip
 
-__all__ = ["terminal_summary"]
+__all__ = ["WIDTH", "terminal_summary"]
+
+#: No line is longer than this (in characters, colour codes left out).
+WIDTH = 100
+_RED, _YELLOW, _BOLD, _RESET = "\x1b[31m", "\x1b[33m", "\x1b[1m", "\x1b[0m"
 
 
-def terminal_summary(analysis, summary: dict[str, Any]) -> list[str]:
-    """Lines (at most 100 columns) summing up the ingest and the runs."""
+def terminal_summary(analysis, summary: dict[str, Any], *, color: bool = False) -> list[str]:
+    """Lines (at most 100 columns) summing up the ingest, the runs, the findings and metrics.
+
+    ``color`` adds ANSI colours (pass it only when printing to a terminal): section names in
+    bold, blocking findings in red, quarantines in yellow. Lines are measured without them.
+    """
+    lines = _plain_lines(summary)
+    return [_paint(line) for line in lines] if color else lines
+
+
+def _paint(line: str) -> str:
+    head = line[:8]
+    if line.startswith("QUARANTINED") or line.startswith("CHECK ERRORS"):
+        return f"{_YELLOW}{line}{_RESET}"
+    if line.startswith("findings ") and not line.startswith("findings 0 "):
+        return f"{_RED}{line}{_RESET}"
+    if head.strip() and not head.startswith(" ") and head == head.lower():
+        return f"{_BOLD}{head}{_RESET}{line[8:]}"
+    return line
+
+
+def _plain_lines(summary: dict[str, Any]) -> list[str]:
     ing, runs = summary["ingest"], summary["runs"]
     lines = [
         f"agenttrace {summary['agenttrace_version']}",
@@ -26,6 +51,7 @@ def terminal_summary(analysis, summary: dict[str, Any]) -> list[str]:
         )
         for q in ing["quarantine"][:5]:
             lines.append(clip(f"  {q['file']} {q['position']}: {q['reason']}", 100))
+    lines += warning_lines(ing.get("warnings", []))
     if ing["files_skipped"]:
         lines.append(f"skipped  {len(ing['files_skipped'])} non-trace files by name")
     tokens = "-"
@@ -40,7 +66,7 @@ def terminal_summary(analysis, summary: dict[str, Any]) -> list[str]:
         clip(f"models   {', '.join(runs['models']) or '-'}", 100),
         clip("agents   " + ", ".join(f"{a} ({n})" for a, n in runs["agents"].items()), 100),
     ]
-    return lines + _findings_lines(summary)
+    return lines + _findings_lines(summary) + _metrics_lines(summary)
 
 
 def _findings_lines(summary: dict[str, Any]) -> list[str]:
@@ -71,4 +97,149 @@ def _findings_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"CHECK ERRORS {len(found['check_errors'])} (see summary.json):")
         for e in found["check_errors"][:5]:
             lines.append(clip(f"  {e['rule_id']} on run {e['run_id']}: {e['error']}", 100))
+    return lines
+
+
+# --- headline metrics ----------------------------------------------------------------------------
+
+
+def _usd(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    if value == 0:
+        return "$0"
+    if value >= 1:
+        return f"${value:,.2f}"
+    if value >= 0.01:
+        return f"${value:.4f}"
+    return f"${value:.6f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def _interval(lo: float | None, hi: float | None, fmt=_pct) -> str:
+    if lo is None or hi is None:
+        return "(n too small for an interval)"
+    return f"[{fmt(lo)}, {fmt(hi)}]"
+
+
+def _rate(r: dict[str, Any]) -> str:
+    """``k/n rate [lo, hi]`` of a summary rate object."""
+    if not r["n"]:
+        return "-"
+    return f"{r['k']}/{r['n']} {_pct(r['rate'])} {_interval(r['lo'], r['hi'])}"
+
+
+def _metrics_lines(summary: dict[str, Any]) -> list[str]:
+    metrics = summary.get("metrics")
+    if not metrics:
+        return []
+    cost = metrics["cost"]
+    tail = next((t for t in metrics["tails"] if t["metric"] == "cost_usd"), None)
+    lines = [""]
+    retry = _usd(cost["retry_cost_usd"]) if cost["retry_cost_usd"] is not None else "unknown"
+    lines.append(
+        f"cost     {_usd(cost['total_usd'])} over {cost['priced_runs']:,} priced runs "
+        f"({cost['unpriced_runs']:,} unpriced); retries {retry}"
+    )
+    for model in cost["unpriced_models"][:3]:
+        lines.append(
+            clip(
+                f"  unpriced {model['model'] or '(no model name)'}: {model['reason']}, "
+                f"{model['model_calls']:,} calls, {model['input_tokens'] or 0:,} in / "
+                f"{model['output_tokens'] or 0:,} out tokens",
+                WIDTH,
+            )
+        )
+    if tail is not None and tail["n"]:
+        for q in ("p50", "p95"):
+            lines.append(
+                f"  per run {q} {_usd(tail[q])} "
+                f"{_interval(tail[q + '_lo'], tail[q + '_hi'], _usd)} (n = {tail['n']})"
+            )
+    what = (
+        "all label fields right"
+        if cost["correct_by"] == "labels"
+        else f"no finding at or above {cost['correct_threshold']}"
+    )
+    lines.append(
+        f"  per correct run {_usd(cost['cost_per_correct_run_usd'])} "
+        f"({cost['correct_runs']:,} of {cost['judged_runs']:,} runs: {what})"
+    )
+    omissions = metrics["omission_rates"]
+    if omissions:
+        lines.append("")
+        lines.append("omission per required tool: runs without it before the answer / runs judged")
+        lines.append(f"  {'TOOL':<38} {'OMITTED':>11} {'RATE':>7}  95% INTERVAL")
+        for row in omissions:
+            ratio = f"{row['omitted_runs']}/{row['required_runs']}"
+            lines.append(
+                f"  {clip(row['tool'], 38):<38} {ratio:>11} {_pct(row['rate']):>7}  "
+                f"{_interval(row['rate_lo'], row['rate_hi'])}"
+            )
+    trials = metrics["trials"]
+    if trials["cases_with_trials"]:
+        hats = ", ".join(
+            f"pass^{h['k']} {h['value']:.3f} ({h['cases']} cases)"
+            for h in trials["pass_hat_k"]
+            if h["value"] is not None
+        )
+        lines.append("")
+        lines.append(
+            clip(
+                f"trials   {trials['cases_with_trials']:,} cases with 2+ runs "
+                f"({trials['runs']:,} runs); {hats}",
+                WIDTH,
+            )
+        )
+        dis = trials["disagreement"]
+        lines.append(
+            clip(
+                f"  trials disagree: answers {_rate(dis['answers'])}; "
+                f"tool sequences {_rate(dis['trajectories'])}",
+                WIDTH,
+            )
+        )
+    return lines + _labels_lines(summary.get("labels"))
+
+
+def _labels_lines(labels: dict[str, Any] | None) -> list[str]:
+    if not labels:
+        return []
+    lines = [
+        "",
+        clip(
+            f"labels   {labels['cases']:,} cases, {labels['matched_runs']:,} runs matched "
+            f"({len(labels['unmatched_cases']):,} cases without a run, "
+            f"{labels['unlabelled_runs']:,} runs without a label)",
+            WIDTH,
+        ),
+        f"  all fields correct    {_rate(labels['all_fields_correct'])}",
+    ]
+    if labels["critical_fields"]:
+        lines.append(f"  all critical correct  {_rate(labels['all_critical_correct'])}")
+    for row in labels["fields"]:
+        name = clip(row["field"], 20) + (" *" if row["critical"] else "")
+        ratio = f"{row['correct']}/{row['runs']}"
+        lines.append(
+            f"  {name:<22} {ratio:>9} {_pct(row['rate']):>7}  "
+            f"{_interval(row['rate_lo'], row['rate_hi'])}  ({row['missing']} missing)"
+        )
+    tools = labels["tools"]
+    if tools["runs"]:
+        wrong = tools["wrong_tool"]
+        lines.append(f"  tool recall           {_rate(tools['recall'])}")
+        lines.append(
+            clip(
+                f"  wrong tool            {wrong['k']}/{wrong['n']} runs ({wrong['calls']} calls"
+                + (f": {', '.join(wrong['tools'])})" if wrong["tools"] else ")"),
+                WIDTH,
+            )
+        )
+    if tools["argument_precision"]["n"]:
+        lines.append(f"  argument precision    {_rate(tools['argument_precision'])}")
+    if labels["critical_fields"]:
+        lines.append("  (* critical field)")
     return lines

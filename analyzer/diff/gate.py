@@ -1,0 +1,361 @@
+"""Gate files: limits on the deltas of a diff, and the verdict that sets the exit code.
+
+A gate is YAML validated by ``schemas/gate.schema.json``: one key per metric of the diff, each
+holding a limit (delta = candidate - baseline, in the metric's unit: rates as fractions 0-1,
+score in points /100, cost in USD)::
+
+    omission_rate: {max_increase: 0.0}          # no tool omitted more often
+    cost_p95_usd: {max_increase_pct: 10}        # p95 cost at most 10 % above the baseline
+    score: {min_gain: 8, no_regression_on: [automatic]}
+
+``score: {min_gain: 8, no_regression_on: [automatic]}`` is the protocol "+8 points or it does
+not count, and nothing automatic gets worse": the mean score must gain at least 8 points and no
+automatic criterion may regress. Every agenttrace rule is an automatic criterion (a
+deterministic check, like the protocol's grep for forbidden markers), so ``automatic`` means
+every rule of the packs; rule ids name a subset. A rule regresses when its failure rate (runs
+with a finding / runs it judged) is higher on the candidate.
+
+Limits judge the point estimates (the interval is shown beside them). A limit whose metric
+was not measured on both sides, or that has nothing to judge, is broken: a gate never passes
+by checking nothing. Problems in the file (schema, unknown rule ids or keys) are a
+`GateError` naming the file, the line and the path inside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+from jsonschema import Draft202012Validator, ValidationError
+
+from analyzer.diff.compare import Diff, MetricDelta
+from analyzer.diff.fmt import amount_text, delta_text, label, value_text
+from analyzer.errors import GateError
+from analyzer.resources import schema
+from analyzer.yamlplace import path_text, show, yaml_line
+
+__all__ = ["AUTOMATIC", "Gate", "GateCheck", "judge", "load_gate"]
+
+#: The name, in ``no_regression_on``, of every rule of the packs.
+AUTOMATIC = "automatic"
+#: Float slack: a delta of 1e-15 is no increase.
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Gate:
+    """A validated gate file."""
+
+    limits: dict[str, dict[str, Any]]  # metric -> limit, in file order
+    source: str
+    sha256: str | None = None
+    root: yaml.Node | None = None  # for line numbers in later problems
+
+
+@dataclass(frozen=True)
+class GateCheck:
+    """One limit applied to one row of the diff."""
+
+    metric: str
+    key: str | None
+    limit: str  # e.g. "max_increase"
+    threshold: Any
+    observed: float | None
+    passed: bool
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "key": self.key,
+            "limit": self.limit,
+            "threshold": self.threshold,
+            "observed": self.observed,
+            "passed": self.passed,
+            "message": self.message,
+        }
+
+
+# --- loading -------------------------------------------------------------------------------------
+
+
+def load_gate(path: str | Path) -> Gate:
+    """The gate in ``path``; `GateError` lists every problem (file:line: path: what)."""
+    shown = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as err:
+        raise GateError(f"{shown}: cannot read the gate file: {err.strerror or err}") from err
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise GateError(f"{shown}: not UTF-8 text ({err.reason})") from err
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{shown}:{mark.line + 1}" if mark is not None else shown
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise GateError(f"{where}: not valid YAML: {problem}") from err
+    return gate_from_mapping(data, shown, root=root, sha256=hashlib.sha256(raw).hexdigest())
+
+
+def gate_from_mapping(
+    data: Any, source: str = "<gate>", *, root: yaml.Node | None = None, sha256: str | None = None
+) -> Gate:
+    """A gate from already-parsed data (same validation as `load_gate`)."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    if not isinstance(data, dict):
+        problems.append(((), "a gate is a mapping of metric names to limits"))
+    else:
+        for err in sorted(_validator().iter_errors(data), key=lambda e: [str(p) for p in e.path]):
+            problems.extend(_explain(err))
+    _raise(problems, source, root)
+    assert isinstance(data, dict)
+    return Gate(limits=dict(data), source=source, sha256=sha256, root=root)
+
+
+def _raise(
+    problems: list[tuple[tuple[str | int, ...], str]], source: str, root: yaml.Node | None
+) -> None:
+    if not problems:
+        return
+    lines = []
+    for where, message in sorted(problems, key=lambda p: (yaml_line(root, p[0]) or 0, p[0])):
+        line = yaml_line(root, where)
+        loc = f"{source}:{line}" if line else source
+        path = path_text(where)
+        lines.append(f"  {loc}: {path}: {message}" if path else f"  {loc}: {message}")
+    n = len(lines)
+    raise GateError(
+        "\n".join([f"{n} problem{'s' if n > 1 else ''} in gate file {source}:", *lines])
+    )
+
+
+@lru_cache(maxsize=1)
+def _validator() -> Draft202012Validator:
+    return Draft202012Validator(schema("gate.schema.json"))
+
+
+def _explain(err: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
+    where = tuple(err.path)
+    value = err.instance
+    sch = err.schema if isinstance(err.schema, dict) else {}
+    if err.validator == "additionalProperties" and isinstance(value, dict):
+        known = sorted(sch.get("properties", {}))
+        what = "metric" if not where else "limit"
+        return [
+            (
+                (*where, key),
+                f"unknown {what} {key!r}{_close(key, known)}; expected one of {', '.join(known)}",
+            )
+            for key in sorted(k for k in value if k not in known)
+        ]
+    if err.validator == "type":
+        names = {
+            "number": "a number",
+            "object": "a mapping",
+            "array": "a list",
+            "string": "a text",
+            "integer": "an integer",
+        }
+        types = (
+            err.validator_value if isinstance(err.validator_value, list) else [err.validator_value]
+        )
+        wanted = " or ".join(names.get(str(t), str(t)) for t in types)
+        return [(where, f"expected {wanted}, got {show(value)}")]
+    if err.validator == "minProperties":
+        return [(where, "an empty limit judges nothing; give at least one limit")]
+    if err.validator == "minimum":
+        return [(where, f"{show(value)} is negative; give a value >= 0")]
+    if err.validator == "minItems":
+        return [(where, "list at least one item")]
+    if err.validator == "uniqueItems":
+        return [(where, "lists an item more than once")]
+    return [(where, err.message)]
+
+
+def _close(key: str, known: list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(str(key), known, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# --- judging -------------------------------------------------------------------------------------
+
+_ORDER = (
+    "min_gain",
+    "max_increase",
+    "max_increase_pct",
+    "max_decrease",
+    "max_decrease_pct",
+    "max",
+    "min",
+)
+
+
+def judge(gate: Gate, diff: Diff) -> list[GateCheck]:
+    """Every check of ``gate`` on ``diff``: broken ones first, then in file order."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    checks: list[GateCheck] = []
+    for metric, limit in gate.limits.items():
+        rows = diff.rows(metric)
+        only = [str(k) for k in limit.get("only") or []]
+        if only:
+            keys = {r.key for r in rows}
+            for i, key in enumerate(only):
+                if key not in keys:
+                    listing = ", ".join(sorted(str(k) for k in keys if k is not None)) or "none"
+                    problems.append(
+                        (
+                            (metric, "only", i),
+                            f"{metric} has no key {key!r} in this diff (keys: {listing})",
+                        )
+                    )
+            rows = [r for r in rows if r.key in set(only)]
+        bounds = [(name, limit[name]) for name in _ORDER if name in limit]
+        if bounds and not rows:
+            checks.append(
+                GateCheck(
+                    metric,
+                    None,
+                    bounds[0][0],
+                    bounds[0][1],
+                    None,
+                    False,
+                    f"{metric}: nothing to judge in this diff",
+                )
+            )
+        for row in rows:
+            for name, threshold in bounds:
+                checks.append(_check(row, name, threshold))
+        if "no_regression_on" in limit:
+            checks.extend(_no_regression(diff, metric, limit["no_regression_on"], problems))
+    _raise(problems, gate.source, gate.root)
+    return [c for c in checks if not c.passed] + [c for c in checks if c.passed]
+
+
+def _check(row: MetricDelta, name: str, threshold: float) -> GateCheck:
+    what = label(row)
+    m = row.metric
+    base, cand, delta = row.baseline, row.candidate, row.delta
+
+    def result(observed: float | None, ok: bool, message: str) -> GateCheck:
+        return GateCheck(m, row.key, name, threshold, observed, ok, f"{what} {message}")
+
+    if name in ("max", "min"):
+        if cand is None:
+            return result(None, False, "is not measured on the candidate")
+        ok = cand <= threshold + _EPS if name == "max" else cand >= threshold - _EPS
+        word = "at most" if name == "max" else "at least"
+        return result(
+            cand, ok, f"is {value_text(m, cand)}; must be {word} {value_text(m, threshold)}"
+        )
+    if delta is None or base is None:
+        return result(None, False, "is not measured on both sides: cannot be judged")
+    moved = f"changed by {delta_text(m, delta, precise=True)}"
+    if name == "min_gain":
+        ok = delta >= threshold - _EPS
+        return result(
+            delta, ok, f"{moved}; must change by at least {delta_text(m, threshold, precise=True)}"
+        )
+    if name == "max_increase":
+        ok = delta <= threshold + _EPS
+        rule = (
+            f"may increase by at most {amount_text(m, threshold)}"
+            if threshold >= 0
+            else f"must decrease by at least {amount_text(m, threshold)}"
+        )
+        return result(delta, ok, f"{moved}; {rule}")
+    if name == "max_decrease":
+        ok = -delta <= threshold + _EPS
+        return result(delta, ok, f"{moved}; may decrease by at most {amount_text(m, threshold)}")
+    # percentages of the baseline
+    up = name == "max_increase_pct"
+    word = "increase" if up else "decrease"
+    if abs(base) < 1e-15:
+        ok = (delta if up else -delta) <= _EPS
+        return result(
+            None,
+            ok,
+            f"went from {value_text(m, base)} to {value_text(m, cand)}; may {word} by at most "
+            f"{threshold:g} % of the baseline",
+        )
+    pct = round(100.0 * delta / abs(base), 9)
+    ok = (pct if up else -pct) <= threshold + _EPS
+    return result(pct, ok, f"changed by {pct:+.4g} %; may {word} by at most {threshold:g} %")
+
+
+def _no_regression(
+    diff: Diff,
+    metric: str,
+    names: list[str],
+    problems: list[tuple[tuple[str | int, ...], str]],
+) -> list[GateCheck]:
+    rules = {r.key: r for r in diff.rows("rule_rate")}
+    chosen: list[tuple[str, str]] = []  # (rule id, the name that chose it)
+    for i, name in enumerate(names):
+        if name == AUTOMATIC:
+            chosen.extend((k, name) for k in sorted(k for k in rules if k is not None))
+        elif name in rules:
+            chosen.append((name, name))
+        else:
+            listing = ", ".join(sorted(k for k in rules if k is not None)) or "none"
+            problems.append(
+                (
+                    (metric, "no_regression_on", i),
+                    f"{name!r} is neither {AUTOMATIC!r} nor a rule of this diff (rules: {listing})",
+                )
+            )
+    out = []
+    seen: set[str] = set()
+    for rule, why in chosen:
+        if rule in seen:
+            continue
+        seen.add(rule)
+        row = rules[rule]
+        if row.delta is None:
+            out.append(
+                GateCheck(
+                    metric,
+                    rule,
+                    "no_regression_on",
+                    why,
+                    None,
+                    False,
+                    f"rule {rule}: failure rate not measured on both sides",
+                )
+            )
+            continue
+        ok = row.delta <= _EPS
+        out.append(
+            GateCheck(
+                metric,
+                rule,
+                "no_regression_on",
+                why,
+                row.delta,
+                ok,
+                f"rule {rule} failure rate went from {value_text('rule_rate', row.baseline)} "
+                f"to {value_text('rule_rate', row.candidate)}; must not increase",
+            )
+        )
+    if not rules and names:
+        out.append(
+            GateCheck(
+                metric,
+                None,
+                "no_regression_on",
+                AUTOMATIC,
+                None,
+                False,
+                "no rule was applied: no automatic criterion to judge",
+            )
+        )
+    return out

@@ -1,0 +1,378 @@
+"""A diff as a terminal table, JSON, Markdown (for a pull request) and a self-contained HTML page.
+
+Every text that comes from the traces (paths, agent and model names, tool names, rule ids) is
+made safe for its medium: `analyzer.textsafe.clip` on a terminal, escaped in Markdown and HTML.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from analyzer.diff.compare import Diff
+from analyzer.diff.fmt import delta_text, interval_text, value_text
+from analyzer.diff.fmt import label as _label
+from analyzer.diff.gate import Gate, GateCheck
+from analyzer.diff.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from analyzer.textsafe import clip, terminal_safe
+
+__all__ = [
+    "DIFF_VERSION",
+    "render_html",
+    "render_json",
+    "render_markdown",
+    "render_table",
+]
+
+#: Version of the JSON document `render_json` writes.
+DIFF_VERSION = 1
+_WIDTH = 100
+_DASH = "-"
+
+_CHANGE_SHORT = {
+    "better": "better",
+    "worse": "WORSE",
+    "no significant change": "-",
+    "not measured": "n/a",
+}
+_METHODS = (
+    "Delta = candidate - baseline; 95 % intervals. Rates: Newcombe's hybrid score interval "
+    "(method 10 of Newcombe 1998) for two samples, its paired version (method 10 of Newcombe "
+    "1998, paired data) for runs paired one to one by case id; scores, costs, tokens, model "
+    f"calls and pass^k: percentile bootstrap ({BOOTSTRAP_RESAMPLES} resamples, numpy "
+    f"default_rng({BOOTSTRAP_SEED})), paired over cases when the runs are paired. A change is "
+    "significant when its interval excludes 0."
+)
+_CORRECT = {
+    "findings": "A run is correct with no finding at or above high.",
+    "labels": "A run is correct when all its label fields are right.",
+}
+
+
+def _methods(diff: Diff) -> str:
+    return f"{_METHODS} {_CORRECT[diff.correct_by]}"
+
+
+_GROUPS = {
+    "omission_rate": "omission_rate (per tool)",
+    "kind_rate": "kind_rate (per finding kind)",
+    "rule_rate": "rule_rate (per rule)",
+    "pass_hat_k": "pass_hat_k (pass^k over cases)",
+}
+
+
+def _gate_summary(checks: Sequence[GateCheck]) -> tuple[bool, int]:
+    broken = sum(1 for c in checks if not c.passed)
+    return broken == 0, broken
+
+
+def _config_lines(diff: Diff) -> list[tuple[str, str, str]]:
+    """(part, baseline, candidate) for the configuration, as plain text."""
+    b, c = diff.baseline, diff.candidate
+
+    def hashes(side: dict[str, Any]) -> str:
+        return ", ".join(f"{h['config_hash']} ({h['runs']})" for h in side["config_hashes"])
+
+    def packs(side: dict[str, Any]) -> str:
+        return ", ".join(
+            f"{p['name']} {(p.get('sha256') or '')[:12]}".strip() for p in side["packs"]
+        )
+
+    def prices(side: dict[str, Any]) -> str:
+        p = side.get("prices") or {}
+        return f"{p.get('source', _DASH)} (as of {p.get('as_of', _DASH)})" if p else _DASH
+
+    def listing(values: list[Any]) -> str:
+        return ", ".join(str(v) for v in values) or _DASH
+
+    return [
+        ("config hashes", hashes(b), hashes(c)),
+        ("agents", listing(b["agents"]), listing(c["agents"])),
+        ("models", listing(b["models"]), listing(c["models"])),
+        ("temperatures", listing(b["temperatures"]), listing(c["temperatures"])),
+        ("tools", listing(b["tools"]), listing(c["tools"])),
+        (
+            "tool definitions",
+            b.get("tool_definitions_sha256") or _DASH,
+            c.get("tool_definitions_sha256") or _DASH,
+        ),
+        ("rule packs", packs(b), packs(c)),
+        ("prices", prices(b), prices(c)),
+    ]
+
+
+_PART_OF = {
+    "config hashes": "config_hashes",
+    "agents": "agents",
+    "models": "models",
+    "temperatures": "temperatures",
+    "tools": "tools",
+    "tool definitions": "tool_definitions_sha256",
+    "rule packs": "packs",
+    "prices": "prices",
+}
+
+
+def _hash_counts(side: dict[str, Any]) -> str:
+    n = len(side["config_hashes"])
+    top = side["config_hashes"][0]["config_hash"] if n else _DASH
+    return f"{n} distinct (most runs: {top})" if n > 1 else top
+
+
+def _pairing_text(diff: Diff) -> str:
+    p = diff.pairing
+    left = p["runs_left_out"]
+    if p["mode"] == "paired":
+        each = "one run per case" if p["one_run_per_case"] else "several runs in some cases"
+        text = f"paired by case id: {p['cases']} cases ({each})"
+    else:
+        text = "two samples (runs without a case id, or no case on both sides)"
+    if left["baseline"] or left["candidate"]:
+        text += f"; left out: {left['baseline']} + {left['candidate']} runs (case on one side)"
+    return text
+
+
+# --- terminal ------------------------------------------------------------------------------------
+
+
+def render_table(diff: Diff, checks: Sequence[GateCheck] | None = None) -> list[str]:
+    """Lines of at most 100 columns: sides, configuration, gate verdict, metric table."""
+    b, c = diff.baseline, diff.candidate
+    lines = [
+        clip(f"baseline   {b['source']} ({b['kind']}, {b['runs_compared']} runs compared)", _WIDTH),
+        clip(f"candidate  {c['source']} ({c['kind']}, {c['runs_compared']} runs compared)", _WIDTH),
+        clip(f"pairing    {_pairing_text(diff)}", _WIDTH),
+        clip(
+            f"changed    {', '.join(diff.config_changes) or 'nothing in the configuration'}", _WIDTH
+        ),
+    ]
+    for part, vb, vc in _config_lines(diff):
+        if _PART_OF[part] in diff.config_changes:
+            if part == "config hashes":
+                vb, vc = _hash_counts(b), _hash_counts(c)
+            lines.append(clip(f"  {part:<13} {vb} -> {vc}", _WIDTH))
+    if checks is not None:
+        ok, broken = _gate_summary(checks)
+        lines.append("")
+        lines.append(
+            f"GATE {'PASSED' if ok else 'FAILED'}: {broken} of {len(checks)} limits broken"
+        )
+        for check in checks:
+            mark = "ok    " if check.passed else "BROKEN"
+            lines.append(clip(f"  {mark} {check.message}", _WIDTH))
+    lines.append("")
+    lines.append(
+        f"{'METRIC':<34} {'BASELINE':>10} {'CANDIDATE':>10} {'DELTA':>10} "
+        f"{'95% CI OF DELTA':>22} CHANGE"
+    )
+    group = None
+    for row in diff.metrics:
+        if row.key is not None and row.metric != group:
+            lines.append(_GROUPS.get(row.metric, row.metric))
+        group = row.metric if row.key is not None else None
+        label = (
+            f"  {row.key}" if row.key is not None and row.metric != "pass_hat_k" else _label(row)
+        )
+        if row.metric == "pass_hat_k":
+            label = f"  k={row.key}"
+        lines.append(
+            f"{clip(label, 34):<34} {value_text(row.metric, row.baseline):>10} "
+            f"{value_text(row.metric, row.candidate):>10} {delta_text(row.metric, row.delta):>10} "
+            f"{interval_text(row):>22} {_CHANGE_SHORT[row.change]}"
+        )
+    lines.append("")
+    lines.append("CHANGE: better/WORSE when the 95% interval of the delta excludes 0; - when not.")
+    return [line[:_WIDTH] for line in lines]
+
+
+# --- JSON ----------------------------------------------------------------------------------------
+
+
+def render_json(
+    diff: Diff, checks: Sequence[GateCheck] | None = None, gate: Gate | None = None
+) -> str:
+    """The diff as one JSON document (sorted keys)."""
+    from analyzer import __version__
+
+    doc: dict[str, Any] = {
+        "diff_version": DIFF_VERSION,
+        "agenttrace_version": __version__,
+        **diff.as_dict(),
+        "methods": _methods(diff),
+        "gate": None,
+    }
+    if checks is not None:
+        ok, broken = _gate_summary(checks)
+        doc["gate"] = {
+            "file": gate.source if gate is not None else None,
+            "sha256": gate.sha256 if gate is not None else None,
+            "passed": ok,
+            "broken": broken,
+            "checks": [c.as_dict() for c in checks],
+        }
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
+
+
+# --- Markdown ------------------------------------------------------------------------------------
+
+
+def _md(text: object) -> str:
+    """Trace text safe inside a Markdown table cell: no markup, no HTML, one line."""
+    s = terminal_safe(text)
+    s = html.escape(s, quote=False)
+    for ch in "\\`*_[]|#~":
+        s = s.replace(ch, "\\" + ch)
+    return s
+
+
+def render_markdown(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
+    """The diff as Markdown to paste into a pull request: verdict, deltas, configuration."""
+    b, c = diff.baseline, diff.candidate
+    out = ["## agenttrace diff", ""]
+    if checks is not None:
+        ok, broken = _gate_summary(checks)
+        verdict = "passed" if ok else "FAILED"
+        out += [f"**Gate {verdict}**: {broken} of {len(checks)} limits broken.", ""]
+        out += ["| | limit | check |", "|---|---|---|"]
+        for check in checks:
+            mark = "ok" if check.passed else "**broken**"
+            out.append(f"| {mark} | {_md(check.limit)} | {_md(check.message)} |")
+        out.append("")
+    changed = ", ".join(diff.config_changes) or "nothing"
+    out += [
+        f"Baseline {_md(b['source'])} ({b['kind']}, {b['runs_compared']} runs) against candidate "
+        f"{_md(c['source'])} ({c['kind']}, {c['runs_compared']} runs); "
+        f"{_md(_pairing_text(diff))}. Configuration changed: {_md(changed)}.",
+        "",
+        "| metric | baseline | candidate | delta | 95% CI | change |",
+        "|---|---:|---:|---:|---:|---|",
+    ]
+    for row in diff.metrics:
+        change = row.change if row.change != "worse" else "**worse**"
+        out.append(
+            f"| {_md(_label(row))} | {value_text(row.metric, row.baseline)} | "
+            f"{value_text(row.metric, row.candidate)} | {delta_text(row.metric, row.delta)} | "
+            f"{interval_text(row)} | {change} |"
+        )
+    out += ["", "| configuration | baseline | candidate |", "|---|---|---|"]
+    for part, vb, vc in _config_lines(diff):
+        mark = " (changed)" if _PART_OF[part] in diff.config_changes else ""
+        out.append(f"| {part}{mark} | {_md(vb)} | {_md(vc)} |")
+    out += ["", f"<sub>{_md(_methods(diff))}</sub>", ""]
+    return "\n".join(out)
+
+
+# --- HTML ----------------------------------------------------------------------------------------
+
+_CSP = "default-src 'none'; style-src 'unsafe-inline'"
+_CSS = """
+body { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, Arial, sans-serif;
+  margin: 0 auto; max-width: 1200px; padding: 16px 24px 48px; color: #222; }
+h1 { font-size: 1.6em; margin-bottom: 4px; }
+h2 { border-bottom: 2px solid #ddd; padding-bottom: 4px; margin-top: 40px; }
+.muted { color: #666; font-size: 0.9em; }
+table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
+th, td { border-bottom: 1px solid #e4e4e4; padding: 4px 10px; text-align: left; }
+th { border-bottom: 2px solid #aaa; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.worse, .broken { color: #c0392b; font-weight: 600; }
+.better, .passed { color: #1e7b34; font-weight: 600; }
+code { font-family: ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace; }
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(terminal_safe(text), quote=True)
+
+
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[tuple[str, str]]]) -> str:
+    """Cells are (escaped html, class)."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "\n".join(
+        "<tr>"
+        + "".join(f'<td class="{k}">{v}</td>' if k else f"<td>{v}</td>" for v, k in row)
+        + "</tr>"
+        for row in rows
+    )
+    return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+
+
+def render_html(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
+    """A self-contained page (no script, no external resource); every text escaped."""
+    from analyzer import __version__
+
+    b, c = diff.baseline, diff.candidate
+    parts = []
+    if checks is not None:
+        ok, broken = _gate_summary(checks)
+        cls = "passed" if ok else "broken"
+        parts.append(
+            f'<h2>Gate</h2>\n<p class="{cls}">Gate {"passed" if ok else "FAILED"}: {broken} of '
+            f"{len(checks)} limits broken.</p>\n"
+            + _html_table(
+                ["", "limit", "check"],
+                [
+                    [
+                        ("ok" if ch.passed else "broken", "passed" if ch.passed else "broken"),
+                        (_e(ch.limit), ""),
+                        (_e(ch.message), ""),
+                    ]
+                    for ch in checks
+                ],
+            )
+        )
+    config_rows = [
+        [
+            (_e("source"), ""),
+            (_e(f"{b['source']} ({b['kind']})"), ""),
+            (_e(f"{c['source']} ({c['kind']})"), ""),
+        ],
+        [
+            (_e("runs compared"), ""),
+            (_e(b["runs_compared"]), "num"),
+            (_e(c["runs_compared"]), "num"),
+        ],
+    ]
+    for part, vb, vc in _config_lines(diff):
+        changed = _PART_OF[part] in diff.config_changes
+        config_rows.append(
+            [
+                (_e(part + (" (changed)" if changed else "")), "worse" if changed else ""),
+                (_e(vb), ""),
+                (_e(vc), ""),
+            ]
+        )
+    parts.append(
+        "<h2>What was compared</h2>\n"
+        f'<p class="muted">{_e(_pairing_text(diff))}</p>\n'
+        + _html_table(["", "baseline", "candidate"], config_rows)
+    )
+    metric_rows = [
+        [
+            (_e(_label(row)), ""),
+            (_e(value_text(row.metric, row.baseline)), "num"),
+            (_e(value_text(row.metric, row.candidate)), "num"),
+            (_e(delta_text(row.metric, row.delta)), "num"),
+            (_e(interval_text(row)), "num"),
+            (_e(row.change), row.change if row.change in ("better", "worse") else ""),
+        ]
+        for row in diff.metrics
+    ]
+    parts.append(
+        "<h2>Metrics</h2>\n"
+        + _html_table(["metric", "baseline", "candidate", "delta", "95% CI", "change"], metric_rows)
+        + f'\n<p class="muted">{_e(_methods(diff))}</p>'
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
+        "<title>agenttrace diff</title>\n"
+        f"<style>{_CSS}</style>\n</head>\n<body>\n"
+        "<h1>agenttrace diff</h1>\n"
+        f'<p class="muted">agenttrace {_e(__version__)}</p>\n'
+        + "\n".join(parts)
+        + "\n</body>\n</html>\n"
+    )

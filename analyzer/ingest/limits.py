@@ -1,0 +1,108 @@
+"""The limits of what an ingest keeps, in one place, and the messages given when one is hit.
+
+- `MAX_ATTRIBUTE_BYTES`: a longer attribute value (text or JSON text) is cut there, marked with
+  `truncation_marker`, and a warning names the span and the attribute; the span is kept.
+- `MAX_RECORD_BYTES`: a longer JSON line or protobuf frame is quarantined unread. (A JSON
+  document file is one value read whole: only the decompression guard bounds it.)
+- `MAX_NESTING`: JSON nested up to this many levels is always read. Deeper records are read as
+  far as Python's parsers and writers allow (about 900 levels) and otherwise quarantined with
+  the reason `nesting_reason` gives ("nesting deeper than 512 levels (10,002 found)").
+- `MAX_DECOMPRESSED_RATIO` (`analyzer.ingest.detect`): a compressed file expanding more than
+  this many times (past 64 MiB) is refused as a decompression bomb.
+
+Readers look these up at call time (``limits.MAX_RECORD_BYTES``), so changing them here, or
+setting them on this module, changes every reader.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = [
+    "MAX_ATTRIBUTE_BYTES",
+    "MAX_NESTING",
+    "MAX_RECORD_BYTES",
+    "TRUNCATED_MARK",
+    "json_depth",
+    "nesting_reason",
+    "record_too_long",
+    "truncate_text",
+    "truncation_marker",
+    "value_depth",
+]
+
+#: Bytes of an attribute value kept (UTF-8); the rest is cut and marked.
+MAX_ATTRIBUTE_BYTES = 1 << 20
+#: Bytes of one JSON line or protobuf frame read; a longer record is quarantined unread.
+#: A collector batch of 8,192 spans is about 11 MB a line: this leaves a wide margin.
+MAX_RECORD_BYTES = 256 << 20
+#: Nesting levels of JSON always read (objects and arrays; OTLP itself needs about 8).
+MAX_NESTING = 512
+#: What every truncated value ends with (then the sizes, see `truncation_marker`).
+TRUNCATED_MARK = "…[agenttrace: truncated"
+
+_STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
+
+
+def truncation_marker(size: int) -> str:
+    """The marker appended to a value of `size` bytes cut at `MAX_ATTRIBUTE_BYTES`."""
+    return f"{TRUNCATED_MARK} from {size:,} bytes to {MAX_ATTRIBUTE_BYTES:,}]"
+
+
+def truncate_text(text: str) -> tuple[str, int]:
+    """`text` cut to `MAX_ATTRIBUTE_BYTES` UTF-8 bytes (never inside a character) and marked,
+    and its original size in bytes; `text` itself when it fits."""
+    data = text.encode("utf-8", "surrogatepass")
+    if len(data) <= MAX_ATTRIBUTE_BYTES:
+        return text, len(data)
+    kept = data[:MAX_ATTRIBUTE_BYTES].decode("utf-8", "ignore")  # drops a cut character only
+    return kept + truncation_marker(len(data)), len(data)
+
+
+def json_depth(data: bytes | bytearray | memoryview | str) -> int:
+    """The deepest nesting of arrays and objects in JSON text (0 for a scalar).
+
+    Brackets inside strings are not counted. Columnar (Arrow kernels over the bracket bytes):
+    only called on records a parser refused, which may be megabytes of brackets.
+    """
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    brackets = _NOT_BRACKET.sub(b"", _STRINGS.sub(b"", raw))
+    if not brackets:
+        return 0
+    codes = pa.Array.from_buffers(pa.uint8(), len(brackets), [None, pa.py_buffer(brackets)])
+    opens = pc.or_(pc.equal(codes, ord("[")), pc.equal(codes, ord("{")))
+    steps = pc.if_else(opens, pa.scalar(1, pa.int64()), pa.scalar(-1, pa.int64()))
+    return max(0, pc.max(pc.cumulative_sum(steps)).as_py())
+
+
+def value_depth(value: object) -> int:
+    """The deepest nesting of lists and dicts in a parsed JSON value (0 for a scalar).
+
+    Iterative, so it measures values too deep for any recursive walk.
+    """
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list | tuple):
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in item)
+    return deepest
+
+
+def nesting_reason(*, text: bytes | bytearray | memoryview | str | None = None, value=None) -> str:
+    """The quarantine reason for a record refused for its nesting: "nesting deeper than 512
+    levels (10,002 found)", measured on its JSON `text` or its parsed `value`."""
+    depth = json_depth(text) if text is not None else value_depth(value)
+    return f"nesting deeper than {MAX_NESTING:,} levels ({depth:,} found)"
+
+
+def record_too_long(size: int) -> str:
+    """The quarantine reason for a record longer than `MAX_RECORD_BYTES`."""
+    return f"record of {size:,} bytes, longer than the {MAX_RECORD_BYTES:,} read at most"

@@ -1,0 +1,1020 @@
+"""Bounded-memory analysis: spans hash-partitioned by run key into a spill, analyzed per part.
+
+One pass over the input files writes every span into the partition of its trace (a hash of the
+trace id), as Arrow IPC files in a spill folder, so the spans of a run meet in one partition
+even when they sit in different files. Each partition is then analyzed on its own with the very
+functions of the in-process path (`analyze_partition`: de-duplication, conventions, runs,
+prices, checks) and the partial results are merged (`merge_partials`): runs, steps, findings and
+coverage concatenated in the order the in-process path gives them, the ingest accounting summed.
+Only one partition's spans are in memory at a time per process; the merged runs, findings and
+coverage (one row per run or per finding) are kept, the steps stay in the spill until used.
+
+`analyze_partition` is a pure function of one partition's span table: the Spark path calls it
+per group (``groupBy(run key).applyInArrow``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import multiprocessing
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry
+from analyzer.ingest.files import DATASET_MANIFEST, expand_paths
+from analyzer.ingest.reader import Ingested, finalize_spans
+from analyzer.runs import RunSet
+from analyzer.spans import SPAN_SCHEMA
+
+if TYPE_CHECKING:
+    from analyzer.checks import CheckError
+    from analyzer.pack import Pack
+    from analyzer.pipeline import Analysis
+    from analyzer.pricing import PriceTable
+
+__all__ = [
+    "AUTO_MIN_BYTES",
+    "PARTITION_BYTES",
+    "UNIT_BYTES",
+    "PartialResult",
+    "analyze_partition",
+    "analyze_partitioned",
+    "choose_partitions",
+    "default_jobs",
+    "estimate_bytes",
+    "ingest_partitioned",
+    "merge_partials",
+    "partition_ids",
+]
+
+#: Span-table bytes (estimated) per partition when the count is chosen automatically.
+#: A partition of about 150k spans peaks near 1 GB in the process that analyzes it.
+PARTITION_BYTES = 128 << 20
+#: `report` takes the partitioned path by itself when the input's span table would reach this.
+AUTO_MIN_BYTES = 512 << 20
+#: A plain JSON lines file is read in pieces of about this many bytes, one process each.
+UNIT_BYTES = 96 << 20
+#: Estimated span-table bytes per byte of input, by kind of input (JSON is about the size of the
+#: table it gives; compressed files expand; a dataset part is zstd-compressed Parquet).
+_EXPANSION = {"plain": 1.2, "compressed": 10.0, "dataset": 8.0}
+
+
+def default_jobs() -> int:
+    """The CPUs this process may run on (its affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+# --- the pure core: one partition ------------------------------------------------------------
+
+
+@dataclass
+class PartialResult:
+    """What one partition's spans give: its runs, steps, findings, coverage and accounting.
+
+    ``counts`` maps each source file to (spans kept, duplicates dropped) in this partition;
+    ``orphans`` counts kept spans whose parent is not in the partition (so in no file, since a
+    trace never straddles partitions).
+    """
+
+    runs: pl.DataFrame
+    steps: pl.DataFrame
+    findings: pl.DataFrame | None  # None when no pack was applied
+    coverage: pl.DataFrame | None
+    errors: list[CheckError] = field(default_factory=list)
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    orphans: int = 0
+    warnings: dict[str, list[QuarantineEntry]] = field(default_factory=dict)
+    unpriced: pl.DataFrame | None = None  # pricing.unpriced_models of the steps
+
+
+def analyze_partition(
+    spans: pa.Table,
+    *,
+    run_key: str | None = None,
+    case_key: str | None = None,
+    packs: Sequence[Pack] = (),
+    prices: PriceTable | None = None,
+    since_ns: int | None = None,
+    until_ns: int | None = None,
+) -> PartialResult:
+    """Analyze the spans of whole runs (not yet de-duplicated), as `pipeline.analyze` does.
+
+    `spans` must hold every span of each run it touches (both copies of a duplicate included):
+    a hash partition by trace id (or by run-key value), or one Spark group. The result is the
+    in-process result restricted to these runs.
+    """
+    from analyzer.pipeline import analyze
+    from analyzer.pricing import unpriced_models
+
+    files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
+    log = IngestLog(files=[FileLog(path=f) for f in files])
+    table = finalize_spans(spans, log)
+    analysis = analyze(
+        Ingested(spans=table, log=log),
+        run_key=run_key,
+        case_key=case_key,
+        packs=packs,
+        prices=prices,
+        since_ns=since_ns,
+        until_ns=until_ns,
+    )
+    evaluation = analysis.evaluation
+    return PartialResult(
+        runs=analysis.runs.runs,
+        steps=analysis.runs.steps,
+        findings=evaluation.findings if evaluation is not None else None,
+        coverage=evaluation.coverage if evaluation is not None else None,
+        errors=list(evaluation.errors) if evaluation is not None else [],
+        counts={f.path: (f.spans_kept, f.duplicates) for f in log.files},
+        orphans=log.orphans,
+        warnings={f.path: list(getattr(f, "warnings", [])) for f in log.files},
+        unpriced=unpriced_models(analysis.runs.steps),
+    )
+
+
+def _merge_unpriced(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """`pricing.unpriced_models` of all steps from those of disjoint partitions (all sums)."""
+    merged = pl.concat(frames, how="vertical_relaxed")
+    sums = [c for c in merged.columns if c not in ("model", "reason")]
+    return (
+        merged.group_by("model", "reason")
+        .agg(pl.col(c).sum().cast(merged.schema[c]) for c in sums)
+        .select(merged.columns)
+        .sort("model", "reason", nulls_last=True)
+    )
+
+
+def _by_run(frames: Iterable[pl.DataFrame]) -> pl.DataFrame | None:
+    """Frames of disjoint runs, each in the in-process order: one frame in that order.
+
+    Every order the in-process path gives starts with ``run_id``, and a run's rows all come from
+    one partition, so a stable sort on ``run_id`` alone restores it.
+    """
+    frames = list(frames)
+    if not frames:
+        return None
+    nonempty = [f for f in frames if f.height] or frames[:1]
+    merged = pl.concat(nonempty, how="vertical_relaxed", rechunk=False)
+    return merged.sort("run_id", maintain_order=True)
+
+
+class SpilledRunSet(RunSet):
+    """A RunSet whose steps are read from the spill when first used (they are the bulk).
+
+    ``sources`` and ``span_runs`` are empty: they served the checks, which ran per partition.
+    """
+
+    def __init__(
+        self,
+        runs: pl.DataFrame,
+        steps: Callable[[], pl.DataFrame],
+        sources: pl.DataFrame,
+        span_runs: pl.DataFrame,
+    ) -> None:
+        self.runs = runs
+        self.sources = sources
+        self.span_runs = span_runs
+        self._load_steps = steps
+        self._steps: pl.DataFrame | None = None
+
+    @property  # type: ignore[override]
+    def steps(self) -> pl.DataFrame:
+        if self._steps is None:
+            self._steps = self._load_steps()
+        return self._steps
+
+    @steps.setter
+    def steps(self, value: pl.DataFrame) -> None:
+        self._steps = value
+
+
+def merge_partials(
+    partials: Iterable[PartialResult],
+    log: IngestLog,
+    *,
+    packs: Sequence[Pack] = (),
+    prices: PriceTable | None = None,
+    skipped: Sequence[str] = (),
+    steps: Callable[[], pl.DataFrame] | None = None,
+    tables: dict[str, pl.DataFrame | None] | None = None,
+) -> Analysis:
+    """One `Analysis` from the partial results of disjoint partitions (any order).
+
+    The partials' runs, findings and coverage are emptied as they are merged (memory).
+    `log` holds the per-file read counts and quarantine of the whole input (as the readers left
+    them); the kept and duplicate counts, orphans and runs are filled in from the partials.
+    `steps`, when given, loads the merged steps later instead of keeping them now; `tables`,
+    when given, holds the runs, findings and coverage already merged.
+    """
+    from analyzer.checks import Evaluation
+    from analyzer.pipeline import Analysis
+
+    partials = list(partials)
+    empty = _empty_partial(packs, prices)
+    tables = tables or {}
+    runs = tables.get("runs")
+    if runs is None:
+        runs = _take_by_run(partials, "runs") if partials else empty.runs
+    assert runs is not None
+    if steps is None:
+        merged_steps = _by_run([p.steps for p in partials] or [empty.steps])
+        assert merged_steps is not None
+        runset: RunSet = RunSet(
+            runs=runs, steps=merged_steps, sources=empty_sources(), span_runs=empty_span_runs()
+        )
+    else:
+        runset = SpilledRunSet(runs, steps, empty_sources(), empty_span_runs())
+    _fill_log(log, partials, runs.height)
+    evaluation = None
+    if packs:
+        findings = tables.get("findings")
+        if findings is None:
+            findings = _take_by_run(partials, "findings")
+        coverage = tables.get("coverage")
+        if coverage is None:
+            coverage = _take_by_run(partials, "coverage")
+        errors = sorted(
+            (e for p in partials for e in p.errors), key=lambda e: (e.run_id, e.rule_id, e.pack)
+        )
+        assert empty.findings is not None and empty.coverage is not None
+        evaluation = Evaluation(
+            findings=findings if findings is not None else empty.findings,
+            errors=errors,
+            coverage=coverage if coverage is not None else empty.coverage,
+        )
+    from analyzer.conventions import NORMALIZED_SCHEMA
+
+    unpriced = [p.unpriced for p in partials if p.unpriced is not None]
+    return Analysis(
+        ingested=Ingested(spans=SPAN_SCHEMA.empty_table(), log=log, skipped=list(skipped)),
+        normalized=NORMALIZED_SCHEMA.empty_table(),
+        runs=runset,
+        packs=tuple(packs),
+        evaluation=evaluation,
+        prices=prices,
+        unpriced=_merge_unpriced(unpriced or [empty.unpriced]),
+    )
+
+
+def _take_by_run(partials: list[PartialResult], name: str) -> pl.DataFrame | None:
+    """`_by_run` of one frame of every partial, each partial's frame released (emptied) as it
+    is taken, so that the inputs and the merged frames of all tables are never held at once."""
+    frames = [getattr(p, name) for p in partials if getattr(p, name) is not None]
+    for p in partials:
+        if getattr(p, name) is not None:
+            setattr(p, name, getattr(p, name).clear())
+    return _by_run(frames)
+
+
+def _fill_log(log: IngestLog, partials: list[PartialResult], runs: int) -> None:
+    kept: dict[str, int] = {}
+    dups: dict[str, int] = {}
+    warnings: dict[str, list[QuarantineEntry]] = {}
+    for p in partials:
+        for path, (k, d) in p.counts.items():
+            kept[path] = kept.get(path, 0) + k
+            dups[path] = dups.get(path, 0) + d
+        for path, entries in p.warnings.items():
+            warnings.setdefault(path, []).extend(entries)
+    for file_log in log.files:
+        if file_log.format.startswith("dataset:"):
+            continue  # read back from a dataset: its counts are those recorded at ingest
+        file_log.spans_kept = kept.get(file_log.path, 0)
+        file_log.duplicates = dups.get(file_log.path, 0)
+        if warnings.get(file_log.path) and hasattr(file_log, "warnings"):
+            file_log.warnings.extend(warnings[file_log.path])
+    log.orphans = sum(p.orphans for p in partials)
+    log.runs = runs
+
+
+_EMPTY: dict[tuple, PartialResult] = {}
+
+
+def _empty_partial(packs: Sequence[Pack], prices: PriceTable | None) -> PartialResult:
+    """The result of no spans at all: the frames' schemas for an empty merge."""
+    key = (tuple(id(p) for p in packs), id(prices))
+    if key not in _EMPTY:
+        _EMPTY[key] = analyze_partition(SPAN_SCHEMA.empty_table(), packs=packs, prices=prices)
+    return _EMPTY[key]
+
+
+def empty_sources() -> pl.DataFrame:
+    """The (empty) sources frame of a merged RunSet."""
+    return pl.DataFrame(
+        schema={
+            "run_id": pl.String,
+            "available_ns": pl.Int64,
+            "origin": pl.String,
+            "span_id": pl.String,
+            "text": pl.String,
+        }
+    )
+
+
+def empty_span_runs() -> pl.DataFrame:
+    """The (empty) span_runs frame of a merged RunSet."""
+    return pl.DataFrame(schema={"trace_id": pl.String, "span_id": pl.String, "run_id": pl.String})
+
+
+# --- partition ids -----------------------------------------------------------------------------
+
+
+def partition_ids(keys: pa.Array | pa.ChunkedArray, partitions: int) -> pa.Array:
+    """The partition (0 .. partitions-1) of each key: a fixed-seed hash, the same everywhere."""
+    series = pl.Series("k", keys)
+    if partitions <= 1:
+        return pa.array([0] * len(series), pa.uint32())
+    return (series.hash(seed=0x5EED) % partitions).cast(pl.UInt32).to_arrow()
+
+
+# --- the spill ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """A piece of input one process reads: a byte range of a JSON lines file, a whole file,
+    or one Parquet part of a dataset."""
+
+    index: int
+    path: str
+    kind: str  # "range", "file", "dataset"
+    start: int = 0
+    stop: int = 0
+    first_line: int = 1
+
+
+def estimate_bytes(paths: Sequence[str | Path]) -> int:
+    """About how large the span table of `paths` would be in memory (to choose a path)."""
+    files, _ = expand_paths(list(paths))
+    total = 0.0
+    for path in files:
+        if path.is_dir():
+            total += sum(p.stat().st_size for p in path.rglob("*.parquet")) * _EXPANSION["dataset"]
+            continue
+        size = path.stat().st_size
+        compressed = path.suffix.lower() in (".gz", ".zst", ".zstd")
+        total += size * _EXPANSION["compressed" if compressed else "plain"]
+    return int(total)
+
+
+def choose_partitions(estimated: int, jobs: int) -> int:
+    """Partitions for a span table of about `estimated` bytes: `PARTITION_BYTES` each, at least
+    one per job."""
+    return max(jobs, math.ceil(estimated / PARTITION_BYTES), 1)
+
+
+def _plan_units(files: list[Path], log: IngestLog) -> tuple[list[_Unit], list[FileLog | None]]:
+    """The units to read and, per unit, the FileLog it adds to (None for dataset parts)."""
+    from analyzer.ingest.dataset import dataset_parts, read_dataset_log
+
+    units: list[_Unit] = []
+    owners: list[FileLog | None] = []
+    for path in files:
+        if path.is_dir() and (path / DATASET_MANIFEST).is_file():
+            log.files.extend(read_dataset_log(path).files)
+            for part in dataset_parts(path):
+                units.append(_Unit(len(units), str(part), "dataset"))
+                owners.append(None)
+            continue
+        file_log = FileLog(path=str(path))
+        log.files.append(file_log)
+        ranges = _line_ranges(path)
+        if ranges is None:
+            units.append(_Unit(len(units), str(path), "file"))
+            owners.append(file_log)
+            continue
+        file_log.format = "jsonl"
+        file_log.size = path.stat().st_size
+        for start, stop in ranges:
+            units.append(_Unit(len(units), str(path), "range", start, stop))
+            owners.append(file_log)
+    return units, owners
+
+
+def _line_ranges(path: Path) -> list[tuple[int, int]] | None:
+    """Newline-aligned byte ranges of an uncompressed JSON lines file, None for other files."""
+    from analyzer.ingest.detect import open_decompressed, sniff
+
+    try:
+        size = path.stat().st_size
+        if size < 2 * UNIT_BYTES:
+            return None
+        with path.open("rb") as raw:
+            stream, layers = open_decompressed(raw, size, str(path))
+            if layers or sniff(stream, size) != "jsonl":
+                return None
+        points = [0]
+        with path.open("rb") as fh:
+            while points[-1] + UNIT_BYTES < size:
+                fh.seek(points[-1] + UNIT_BYTES)
+                fh.readline()
+                if fh.tell() >= size:
+                    break
+                points.append(fh.tell())
+        points.append(size)
+        return list(itertools.pairwise(points))
+    except Exception:  # anything odd: the ordinary reader decides, salvaging what it can
+        return None
+
+
+def _first_lines(units: list[_Unit]) -> Iterator[_Unit]:
+    """The units with ``first_line`` set: newlines counted in the parent, one pass per file."""
+    counted: dict[str, tuple[int, int]] = {}  # path -> (offset, newlines before it)
+    for unit in units:
+        if unit.kind != "range":
+            yield unit
+            continue
+        offset, lines = counted.get(unit.path, (0, 0))
+        if unit.start > offset:
+            with open(unit.path, "rb") as fh:
+                fh.seek(offset)
+                remaining = unit.start - offset
+                while remaining > 0:
+                    block = fh.read(min(remaining, 16 << 20))
+                    if not block:
+                        break
+                    remaining -= len(block)
+                    lines += block.count(b"\n")
+            offset = unit.start
+        counted[unit.path] = (offset, lines)
+        yield dataclasses.replace(unit, first_line=lines + 1)
+
+
+def _log_state(log: FileLog) -> dict[str, Any]:
+    data = dataclasses.asdict(log)
+    for name in ("quarantine", "warnings"):
+        if name in data:
+            data[name] = [q.as_dict() for q in getattr(log, name)]
+    return data
+
+
+def _add_log(into: FileLog, part: dict[str, Any], whole: bool) -> None:
+    """Add a unit's reading counts to its file's log (a whole-file unit also sets its identity)."""
+    for name in ("records", "spans_read", "records_quarantined", "spans_quarantined"):
+        setattr(into, name, getattr(into, name) + part[name])
+    into.quarantine.extend(QuarantineEntry(**q) for q in part["quarantine"])
+    if "warnings" in part and hasattr(into, "warnings"):
+        into.warnings.extend(QuarantineEntry(**q) for q in part["warnings"])
+    if whole:
+        into.format, into.size, into.sha256 = part["format"], part["size"], part["sha256"]
+
+
+def _read_unit(unit: _Unit, log: FileLog) -> Iterator[pa.RecordBatch]:
+    if unit.kind == "range":
+        from analyzer.ingest.otlp_json import _read_lines
+        from analyzer.ingest.reader import cap_values
+
+        with open(unit.path, "rb") as fh:
+            fh.seek(unit.start)
+            for batch in _read_lines(fh, log, unit.first_line, unit.stop - unit.start):
+                yield cap_values(batch, log)
+    elif unit.kind == "file":
+        from analyzer.ingest.reader import iter_salvaging
+
+        yield from iter_salvaging(Path(unit.path), log)
+    else:
+        import pyarrow.parquet as pq
+
+        parquet = pq.ParquetFile(unit.path)
+        for group in range(parquet.num_row_groups):
+            table = parquet.read_row_group(group).select(SPAN_SCHEMA.names).cast(SPAN_SCHEMA)
+            yield from table.to_batches()
+
+
+def _spill_unit(unit: _Unit, spill: str, partitions: int, run_key: str | None) -> dict[str, Any]:
+    """Read one unit and write its spans to the partition files; its reading counts."""
+    log = FileLog(path=unit.path)
+    batches = list(_read_unit(unit, log))
+    table = pa.Table.from_batches(batches, schema=SPAN_SCHEMA)
+    del batches
+    _write_partitions(table, Path(spill) / "in", unit.index, partitions)
+    if run_key is not None and table.num_rows:
+        _run_key_candidates(table, run_key).write_ipc(Path(spill) / "keys" / f"u{unit.index:06d}")
+    return _log_state(log)
+
+
+def _write_partitions(table: pa.Table, folder: Path, unit: int, partitions: int) -> None:
+    if not table.num_rows:
+        return
+    pid = partition_ids(table.column("trace_id"), partitions)
+    order = pc.sort_indices(pid)  # stable: each partition keeps the reading order
+    table = table.take(order)
+    counts = pc.value_counts(pid).to_pylist()
+    offset = 0
+    for item in sorted(counts, key=lambda c: c["values"]):
+        part, n = item["values"], item["counts"]
+        target = folder / f"p{part:05d}"
+        target.mkdir(parents=True, exist_ok=True)
+        _write_ipc(table.slice(offset, n), target / f"u{unit:06d}.arrow")
+        offset += n
+
+
+def _write_ipc(table: pa.Table, path: Path) -> None:
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def _read_ipc_folder(folder: Path) -> pa.Table:
+    files = sorted(folder.glob("*.arrow")) if folder.is_dir() else []
+    tables = []
+    for path in files:
+        with pa.memory_map(str(path)) as source:
+            tables.append(pa.ipc.open_file(source).read_all())
+    return pa.concat_tables(tables) if tables else SPAN_SCHEMA.empty_table()
+
+
+def _run_key_candidates(table: pa.Table, run_key: str) -> pl.DataFrame:
+    """Per trace, the span whose `run_key` value `runs` would take (root first, then earliest)."""
+    from analyzer.runs import _span_attribute
+
+    frame = pl.from_arrow(table.select(["trace_id", "parent_span_id", "start_ns", "span_id"]))
+    assert isinstance(frame, pl.DataFrame)
+    frame = frame.with_columns(_value=_span_attribute(table, run_key))
+    return _best_candidates(frame.filter(pl.col("_value").is_not_null()))
+
+
+def _best_candidates(frame: pl.DataFrame) -> pl.DataFrame:
+    return (
+        frame.sort(["trace_id", pl.col("parent_span_id").is_not_null(), "start_ns", "span_id"])
+        .group_by("trace_id", maintain_order=True)
+        .first()
+    )
+
+
+def _regroup(source: int, spill: str, partitions: int, targets_file: str | None) -> None:
+    """Move the spans of trace partition `source` to the partitions of their run-key value."""
+    table = _read_ipc_folder(Path(spill) / "in" / f"p{source:05d}")
+    if not table.num_rows:
+        return
+    if targets_file is None:
+        pid = pa.array([source] * table.num_rows, pa.uint32())
+    else:
+        targets = pl.read_ipc(targets_file)
+        frame = pl.DataFrame({"trace_id": pl.Series(table.column("trace_id"))}).with_row_index("_r")
+        joined = frame.join(targets, on="trace_id", how="left").sort("_r")
+        pid = joined.select(pl.col("_p").fill_null(source).cast(pl.UInt32)).to_series().to_arrow()
+    order = pc.sort_indices(pid)
+    table = table.take(order)
+    offset = 0
+    for item in sorted(pc.value_counts(pid).to_pylist(), key=lambda c: c["values"]):
+        part, n = item["values"], item["counts"]
+        target = Path(spill) / "grouped" / f"p{part:05d}"
+        target.mkdir(parents=True, exist_ok=True)
+        _write_ipc(table.slice(offset, n), target / f"s{source:05d}.arrow")
+        offset += n
+
+
+# --- analysis of the spilled partitions -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Options:
+    run_key: str | None
+    case_key: str | None
+    packs: tuple
+    prices: Any
+    since_ns: int | None
+    until_ns: int | None
+
+
+#: The per-run tables a partition writes to the spill (not sent back whole: see `_merge_ordered`).
+_TABLES = ("steps", "runs", "findings", "coverage")
+
+
+def _write_batches(frame: pl.DataFrame, path: str) -> pl.DataFrame:
+    """Write `frame` as an IPC file of small batches; its rows per run, in order."""
+    with pa.OSFile(path, "wb") as sink:
+        table = frame.to_arrow()
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table, max_chunksize=_STEP_BATCH)
+    return frame.group_by("run_id", maintain_order=True).len("_n")
+
+
+def _analyze_spilled(
+    folder: str, out: str, options: _Options
+) -> tuple[PartialResult, dict[str, pl.DataFrame]]:
+    """Analyze one spilled partition; write its per-run tables to `out`.<table>.arrow; the
+    rest, and each table's rows per run."""
+    spans = _read_ipc_folder(Path(folder))
+    partial = analyze_partition(
+        spans,
+        run_key=options.run_key,
+        case_key=options.case_key,
+        packs=options.packs,
+        prices=options.prices,
+        since_ns=options.since_ns,
+        until_ns=options.until_ns,
+    )
+    del spans
+    counts = {}
+    for name in _TABLES:
+        frame = getattr(partial, name)
+        if frame is None:
+            continue
+        counts[name] = _write_batches(frame, f"{out}.{name}.arrow")
+        setattr(partial, name, frame.clear())
+    return partial, counts
+
+
+#: Rows per record batch of the spilled steps, and steps per piece of the ordered merge.
+_STEP_BATCH = 4096
+_MERGE_STEPS = 1 << 14
+
+
+class _StepCursor:
+    """Reads the rows of one partition's steps file in order, a few batches at a time."""
+
+    def __init__(self, path: str) -> None:
+        self._file = pa.OSFile(path, "rb")  # read, not mapped: pages read are not kept
+        self._reader = pa.ipc.open_file(self._file)
+        self.schema = self._reader.schema
+        self._batch = 0
+        self._offset = 0
+
+    def take(self, n: int) -> list[pa.RecordBatch]:
+        out = []
+        while n > 0:
+            batch = self._reader.get_batch(self._batch)
+            piece = batch.slice(self._offset, n)
+            out.append(piece)
+            n -= piece.num_rows
+            self._offset += piece.num_rows
+            if self._offset >= batch.num_rows:
+                self._batch, self._offset = self._batch + 1, 0
+        return out
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _merge_ordered(
+    files: list[str], step_runs: list[pl.DataFrame], out: str | None = None
+) -> pl.DataFrame:
+    """The rows of all partitions' files in the in-process order (by run, stable), merged
+    piece by piece: only small batches of the inputs are in memory at a time. Written to
+    `out` and mapped back when given (the frame's memory is then the file's), else kept."""
+    order = (
+        pl.concat(
+            [f.with_columns(_p=pl.lit(i, pl.UInt32)) for i, f in enumerate(step_runs)],
+            how="vertical_relaxed",
+        )
+        .sort("run_id", maintain_order=True)
+        .with_columns(_piece=(pl.col("_n").cum_sum() - pl.col("_n")) // _MERGE_STEPS)
+    )
+    cursors = [_StepCursor(f) for f in files]
+    target = _common_schema([pl.from_arrow(c.schema.empty_table()) for c in cursors])
+    writer = None
+    kept: list[pl.DataFrame] = []
+    try:
+        with pa.OSFile(out or os.devnull, "wb") as sink:
+            for (_,), piece in order.group_by("_piece", maintain_order=True):
+                frames = []
+                base = {}
+                rows = 0
+                need = piece.group_by("_p", maintain_order=True).agg(pl.col("_n").sum())
+                for part, n in sorted(need.iter_rows()):
+                    base[part] = rows
+                    rows += n
+                    frame = pl.from_arrow(pa.Table.from_batches(cursors[part].take(n)))
+                    frames.append(frame.cast(target))
+                if not frames:
+                    continue
+                rows_of = piece.with_columns(
+                    _start=pl.col("_p").replace_strict(base, return_dtype=pl.Int64)
+                    + pl.col("_n").cum_sum().over("_p")
+                    - pl.col("_n")
+                )
+                index = rows_of.select(
+                    pl.int_ranges("_start", pl.col("_start") + pl.col("_n")).explode()
+                ).to_series()
+                if out is None:
+                    # through Arrow: a compact copy, not views into the whole input batches
+                    piece_frame = pl.from_arrow(pl.concat(frames)[index].to_arrow())
+                    assert isinstance(piece_frame, pl.DataFrame)
+                    kept.append(piece_frame)
+                    continue
+                table = pl.concat(frames)[index].to_arrow()
+                if writer is None:
+                    writer = pa.ipc.new_file(sink, table.schema)
+                writer.write_table(table, max_chunksize=_STEP_BATCH)
+            if out is None:
+                pass
+            elif writer is None:
+                empty = pl.DataFrame(schema=target).to_arrow()
+                writer = pa.ipc.new_file(sink, empty.schema)
+                writer.write_table(empty)
+            if writer is not None:
+                writer.close()
+    finally:
+        for cursor in cursors:
+            cursor.close()
+    if out is None:
+        return pl.concat(kept, rechunk=False) if kept else pl.DataFrame(schema=target)
+    with pa.memory_map(out) as source:
+        table = pa.ipc.open_file(source).read_all()
+    merged = pl.from_arrow(table)
+    assert isinstance(merged, pl.DataFrame)
+    return merged
+
+
+def _common_schema(frames: list[pl.DataFrame]) -> dict[str, pl.DataType]:
+    """Column -> the first dtype that is not Null among `frames` (same columns, in order)."""
+    schema: dict[str, pl.DataType] = dict(frames[0].schema)
+    for frame in frames[1:]:
+        for name, dtype in frame.schema.items():
+            if schema[name] == pl.Null and dtype != pl.Null:
+                schema[name] = dtype
+    return schema
+
+
+def _pool(jobs: int) -> Executor:
+    if jobs <= 1:
+        return ThreadPoolExecutor(1)  # one worker thread: the same code, no second process
+    # spawn: a fresh interpreter per worker (forking a process running polars threads can hang)
+    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+
+
+def analyze_partitioned(
+    paths: Sequence[str | Path],
+    *,
+    partitions: int | None = None,
+    jobs: int | None = None,
+    spill: str | Path | None = None,
+    run_key: str | None = None,
+    case_key: str | None = None,
+    packs: Sequence[Pack] = (),
+    prices: PriceTable | None = None,
+    since_ns: int | None = None,
+    until_ns: int | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> Analysis:
+    """`pipeline.analyze_paths` in bounded memory: the same result, computed partition by
+    partition (see the module docstring).
+
+    `partitions` defaults to one per `PARTITION_BYTES` of estimated span table (at least one
+    per job); `jobs` (default: the CPUs of this process) processes read the input and analyze
+    partitions. `spill` is a folder for the temporary files (default: a new folder in the
+    system's temporary directory, removed when the result is no longer used); the steps of the
+    result are read from it when first used.
+    """
+    from analyzer.pricing import load_prices
+
+    jobs = jobs or default_jobs()
+    files, skipped = expand_paths(list(paths))
+    if partitions is None:
+        partitions = choose_partitions(estimate_bytes(paths), jobs)
+    prices = prices if prices is not None else load_prices()
+    if spill is not None:
+        Path(spill).mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="agenttrace-spill-", dir=spill))
+    try:
+        (folder / "keys").mkdir()
+        log = IngestLog()
+        units, owners = _plan_units(files, log)
+        with _pool(jobs) as pool:
+            _spill_all(pool, units, owners, folder, partitions, run_key, progress)
+            source = folder / "in"
+            if run_key is not None:
+                targets = _run_key_targets(folder, partitions)
+                list(
+                    pool.map(
+                        _regroup,
+                        range(partitions),
+                        [str(folder)] * partitions,
+                        [partitions] * partitions,
+                        [targets] * partitions,
+                    )
+                )
+                source = folder / "grouped"
+            options = _Options(run_key, case_key, tuple(packs), prices, since_ns, until_ns)
+            outs = [str(folder / f"part-{p:05d}") for p in range(partitions)]
+            results = list(
+                pool.map(
+                    _analyze_spilled,
+                    [str(source / f"p{p:05d}") for p in range(partitions)],
+                    outs,
+                    [options] * partitions,
+                )
+            )
+            partials = [partial for partial, _ in results]
+            counts = [c for _, c in results]
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+    def merged(name: str, out: str | None = None) -> pl.DataFrame | None:
+        if not all(name in c for c in counts) or not counts:
+            return None
+        files = [f"{o}.{name}.arrow" for o in outs]
+        return _merge_ordered(files, [c[name] for c in counts], out)
+
+    def load_steps() -> pl.DataFrame:
+        frame = merged("steps", str(folder / "steps.arrow"))
+        assert frame is not None
+        return frame
+
+    tables = {name: merged(name) for name in ("runs", "findings", "coverage")}
+
+    analysis = merge_partials(
+        partials,
+        log,
+        packs=packs,
+        prices=prices,
+        skipped=[str(p) for p in skipped],
+        steps=load_steps,
+        tables=tables,
+    )
+    # the spill goes with the result (its steps are read from it when first used)
+    weakref.finalize(analysis.runs, shutil.rmtree, folder, True)
+    return analysis
+
+
+def _spill_all(
+    pool: Executor,
+    units: list[_Unit],
+    owners: list[FileLog | None],
+    folder: Path,
+    partitions: int,
+    run_key: str | None,
+    progress: Callable[[str, int], None] | None,
+) -> None:
+    """Read every unit into the spill; fill the file logs (digests of split files on a thread)."""
+    split = sorted({u.path for u in units if u.kind == "range"})
+    with ThreadPoolExecutor(1, thread_name_prefix="agenttrace-sha256") as hasher:
+        digests = {path: hasher.submit(_digest, path) for path in split}
+        futures = [
+            pool.submit(_spill_unit, unit, str(folder), partitions, run_key)
+            for unit in _first_lines(units)
+        ]
+        for unit, owner, future in zip(units, owners, futures, strict=True):
+            state = future.result()
+            if owner is not None:
+                _add_log(owner, state, whole=unit.kind == "file")
+                if progress is not None:
+                    progress(unit.path, owner.spans_read)
+        for path, digest in digests.items():
+            for owner in owners:
+                if owner is not None and owner.path == path:
+                    owner.sha256 = digest.result()
+
+
+def _digest(path: str) -> str:
+    """The SHA-256 of a file, read in 16 MiB steps into one buffer.
+
+    Not memory-mapped: the mapped pages of a whole file would count in this process's memory.
+    """
+    import hashlib
+
+    digest = hashlib.sha256()
+    buffer = bytearray(16 << 20)
+    view = memoryview(buffer)
+    with open(path, "rb", buffering=0) as fh:
+        while n := fh.readinto(buffer):
+            digest.update(view[:n])
+    return digest.hexdigest()
+
+
+def _run_key_targets(folder: Path, partitions: int) -> str | None:
+    """trace_id -> partition of its run-key value, for the traces whose partition changes."""
+    files = sorted((folder / "keys").glob("u*"))
+    if not files:
+        return None
+    best = _best_candidates(pl.concat([pl.read_ipc(f) for f in files]))
+    value_part = pl.Series(partition_ids(best.get_column("_value").to_arrow(), partitions))
+    trace_part = pl.Series(partition_ids(best.get_column("trace_id").to_arrow(), partitions))
+    moved = best.select("trace_id").with_columns(_p=value_part).filter(value_part != trace_part)
+    path = folder / "targets.arrow"
+    moved.write_ipc(path)
+    return str(path)
+
+
+# --- ingest into a dataset, partition by partition ---------------------------------------------
+
+
+@dataclass
+class _IngestPart:
+    counts: dict[str, tuple[int, int]]
+    orphans: int
+    part: dict | None
+    warnings: dict[str, list[QuarantineEntry]]
+
+
+def _ingest_spilled(folder: str, known: str | None, out: str, name: str) -> _IngestPart:
+    """De-duplicate one spilled partition (also against the dataset's spans), write its part."""
+    from analyzer.ingest.dataset import count_orphans, drop_known, write_part
+
+    spans = _read_ipc_folder(Path(folder))
+    files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
+    log = IngestLog(files=[FileLog(path=f) for f in files])
+    spans = finalize_spans(spans, log)
+    old = (
+        pl.read_ipc(known)
+        if known is not None
+        else pl.DataFrame(
+            schema={"trace_id": pl.String, "span_id": pl.String, "parent_span_id": pl.String}
+        )
+    )
+    if old.height and spans.num_rows:
+        spans = drop_known(spans, old, log)
+    keys = pl.from_arrow(spans.select(["trace_id", "span_id", "parent_span_id"]))
+    assert isinstance(keys, pl.DataFrame)
+    part = write_part(spans, Path(out), name) if spans.num_rows else None
+    return _IngestPart(
+        counts={f.path: (f.spans_kept, f.duplicates) for f in log.files},
+        orphans=count_orphans(pl.concat([old, keys])),
+        part=part,
+        warnings={f.path: list(getattr(f, "warnings", [])) for f in log.files},
+    )
+
+
+def ingest_partitioned(
+    paths: Sequence[str | Path],
+    out: Path,
+    *,
+    tool_version: str,
+    jobs: int | None = None,
+    partitions: int | None = None,
+    spill: str | Path | None = None,
+    progress: Callable[[str, int], None] | None = None,
+) -> Ingested:
+    """`read_traces` + `write_dataset` in bounded memory: the input is spilled into hash
+    partitions of trace ids, each de-duplicated (also against spans already in the dataset
+    `out`) and written as one Parquet part. The dataset reads back as the in-memory ingest
+    would give it; `jobs` does not change a byte of it. Returns the accounting (and an empty
+    span table)."""
+    from analyzer.ingest.dataset import existing_manifest, known_spans, write_manifest
+
+    jobs = jobs or default_jobs()
+    files, skipped = expand_paths(list(paths))
+    if partitions is None:  # from the input only, so that any `jobs` writes the same parts
+        partitions = max(1, math.ceil(estimate_bytes(paths) / PARTITION_BYTES))
+    manifest = existing_manifest(out)
+    out.mkdir(parents=True, exist_ok=True)
+    old_parts = list(manifest.get("parts", [])) if manifest else []
+    if spill is not None:
+        Path(spill).mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="agenttrace-spill-", dir=spill))
+    try:
+        (folder / "keys").mkdir()
+        known = _spill_known(known_spans(out, old_parts), folder, partitions)
+        log = IngestLog()
+        units, owners = _plan_units(files, log)
+        base = len(old_parts)
+        with _pool(jobs) as pool:
+            _spill_all(pool, units, owners, folder, partitions, None, progress)
+            results = list(
+                pool.map(
+                    _ingest_spilled,
+                    [str(folder / "in" / f"p{p:05d}") for p in range(partitions)],
+                    [known.get(p) for p in range(partitions)],
+                    [str(out)] * partitions,
+                    [f"part-{base + p:05d}.parquet" for p in range(partitions)],
+                )
+            )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    partials = [
+        PartialResult(
+            runs=pl.DataFrame(),
+            steps=pl.DataFrame(),
+            findings=None,
+            coverage=None,
+            counts=r.counts,
+            orphans=r.orphans,
+            warnings=r.warnings,
+        )
+        for r in results
+    ]
+    _fill_log(log, partials, 0)
+    new_parts = [r.part for r in results if r.part is not None]
+    write_manifest(out, manifest, new_parts, log, log.orphans, tool_version=tool_version)
+    return Ingested(spans=SPAN_SCHEMA.empty_table(), log=log, skipped=[str(p) for p in skipped])
+
+
+def _spill_known(keys: pl.DataFrame, folder: Path, partitions: int) -> dict[int, str]:
+    """The dataset's span keys, one IPC file per partition of their trace ids."""
+    if keys.is_empty():
+        return {}
+    pid = pl.Series(partition_ids(keys.get_column("trace_id").to_arrow(), partitions))
+    out = {}
+    for (part,), frame in keys.with_columns(_p=pid).group_by("_p"):
+        path = folder / "keys" / f"known-{part:05d}.arrow"
+        frame.drop("_p").write_ipc(path)
+        out[int(part)] = str(path)
+    return out

@@ -1,0 +1,407 @@
+"""Redaction: trace content replaced by salted hashes before anything is written or printed.
+
+`redact_analysis` is applied to an `Analysis` once the checks have run, so every renderer
+(summary.json, findings, runs/steps Parquet, the terminal, report.html) shows only tokens and
+needs no change. What is replaced, and what is kept:
+
+- replaced: tool call arguments (the values inside JSON arguments; the keys, i.e. the argument
+  names, are kept and the text stays JSON), tool results, model output text, answers, message
+  content, sources, span status messages, attribute values of spans and events (except
+  identifiers and names, see `_KEEP_KEY`), run attribute values, the excerpts of quarantined
+  records, and in finding details every quoted value (and number, where a value is shown)
+  taken from the trace (a number shown unquoted, where it also occurs in the run's content);
+- kept: ids (run, trace, span, tool call, case), names of agents, models, tools and arguments,
+  counts, tokens, costs, times, statuses, rule ids and the rule pack's own values.
+
+A token is ``[redacted:` + 16 hex digits + ``]``: the HMAC-SHA256 of the value keyed by the
+salt. The same value gives the same token everywhere within one salt (so findings stay joinable
+across files and across reports made with the same salt); a different salt gives unrelated
+tokens. Short or guessable values (an amount, an account number) can be found again by anyone
+who has the salt and tries candidates, so the salt is never written to an output: a generated
+one is printed on the terminal only, and ``manifest.json`` records where it came from and a
+fingerprint (`redaction_record`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import json
+import re
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from analyzer.runs import RunSet
+
+__all__ = ["TOKEN_RE", "Redactor", "new_salt", "redact_analysis", "redaction_record"]
+
+#: What a token looks like (for tests and for readers of redacted outputs).
+TOKEN_RE = re.compile(r"\[redacted:[0-9a-f]{16}\]")
+
+# Attribute keys whose values are identifiers or names, not content: kept as they are.
+_KEEP_KEY = re.compile(
+    r"(^|\.)(name|model|model_name|kind|system|id|version|type|operation\.name|finish_reasons"
+    r"|provider\.name|span\.kind|case_id|case_type|conversation\.id|session\.id)$"
+    r"|^(service|telemetry|host|process|os|deployment)\."
+)
+# A value quoted in a finding's detail: 'text' or "text" (Python's repr uses double quotes
+# when the text holds a single quote), ended by the text's end or a separator: a quote inside
+# the value (O'Brien) does not end it.
+_QUOTED = re.compile(
+    r"""'((?:[^\\\n]|\\.)*?)'(?=[\s,.;:)\]]|$)|"((?:[^\\\n]|\\.)*?)"(?=[\s,.;:)\]]|$)"""
+)
+_NUMBER = re.compile(r"(?<![\w.\-\[:])-?\d[\d.,]*(?![\w\]])")
+_UNESCAPE = {"\\n": "\n", "\\r": "\r", "\\t": "\t"}
+# Finding kinds whose details show a value of the trace unquoted (a number).
+_NUMBERS_SHOWN = frozenset(
+    {
+        "hallucinated_argument",
+        "argument_mismatch",
+        "ungrounded_figure",
+        "output_pattern",
+        "output_schema",
+        "malformed_arguments",
+    }
+)
+
+
+def new_salt() -> str:
+    """A random salt (32 hex digits)."""
+    return secrets.token_hex(16)
+
+
+def redaction_record(salt: str, *, given: bool) -> dict[str, str]:
+    """The ``redaction`` entry of manifest.json: where the salt came from, the method, and a
+    fingerprint telling whether two reports used the same salt (it does not reveal the salt)."""
+    fingerprint = hashlib.sha256(b"agenttrace-salt-fingerprint:" + salt.encode()).hexdigest()
+    return {
+        "salt_source": "given" if given else "generated",
+        "salt_fingerprint": fingerprint[:16],
+        "method": "HMAC-SHA256(salt, value), first 16 hex digits",
+    }
+
+
+class Redactor:
+    """Turns values into tokens for one salt; `token` is the one function behind every output."""
+
+    def __init__(self, salt: str) -> None:
+        self._key = salt.encode("utf-8")
+        self._cache: dict[str, str] = {}
+        self._json_cache: dict[str, str | None] = {}
+        self.quoted: dict[str, str] = {}  # a value as a detail quotes it -> its token
+
+    def token(self, value: str) -> str:
+        """The token of `value`."""
+        out = self._cache.get(value)
+        if out is None:
+            data = value.encode("utf-8", "surrogatepass")
+            digest = hmac.new(self._key, data, hashlib.sha256).hexdigest()[:16]
+            out = self._cache[value] = f"[redacted:{digest}]"
+        return out
+
+    def _leaf(self, value: Any) -> Any:
+        if isinstance(value, bool) or value is None:
+            return value
+        if isinstance(value, str | int | float):
+            text = value if isinstance(value, str) else json.dumps(value)
+            out = self.token(text)
+            self.quoted.setdefault(_as_quoted(text), out)
+            return out
+        return self.token(str(value))
+
+    def _walk(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: self._walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self._walk(v) for v in value]
+        return self._leaf(value)
+
+    def text(self, value: str | None) -> str | None:
+        """A whole text as one token (null stays null, empty stays empty)."""
+        if not value:
+            return value
+        out = self.token(value)
+        self.quoted.setdefault(_as_quoted(value), out)
+        return out
+
+    def json_text(self, value: str | None) -> str | None:
+        """JSON text with each value replaced by its token, keys kept; other text as `text`."""
+        if not value:
+            return value
+        done = self._json_cache.get(value)
+        if done is None:
+            done = self._json_cache[value] = self._json_text(value)
+        return done
+
+    def _json_text(self, value: str) -> str | None:
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            return self.text(value)
+        if not isinstance(parsed, dict | list):
+            return self.text(value)
+        for leaf in _leaves(parsed):  # the whole text is also a token where it is shown whole
+            self._leaf(leaf)
+        self.quoted.setdefault(_as_quoted(value), self.token(value))
+        return json.dumps(self._walk(parsed), ensure_ascii=False)
+
+    def detail(self, detail: str | None, kind: str | None, content: str) -> str | None:
+        """A finding's detail with each quoted value found in the run's `content` tokenized
+        (numbers too, for the kinds that show values unquoted)."""
+        if not detail:
+            return detail
+
+        def quoted(m: re.Match[str]) -> str:
+            inner = m.group(1) if m.group(1) is not None else m.group(2)
+            q = m.group(0)[0]
+            known = self.quoted.get(inner)
+            if known is not None:
+                return f"{q}{known}{q}"
+            text = re.sub(r"\\[nrt]", lambda e: _UNESCAPE[e.group()], inner)
+            probe = text[:-1] if text.endswith("…") else text
+            # one punctuation mark (a JSON error's ',') is no value worth hiding
+            if probe and (len(probe) > 1 or probe.isalnum()) and probe in content:
+                return f"{q}{self.token(text)}{q}"
+            return m.group(0)
+
+        def number(m: re.Match[str]) -> str:
+            found = re.search(rf"(?<![\d.]){re.escape(m.group())}(?![\d])", content)
+            return self.token(m.group()) if found else m.group()
+
+        out = _QUOTED.sub(quoted, detail)
+        if kind in _NUMBERS_SHOWN:
+            out = _NUMBER.sub(number, out)
+        return out
+
+
+def _as_quoted(text: str) -> str:
+    """`text` as `analyzer.checks.base.quote` shows it, without the quotes."""
+    s = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return s[:59] + "…" if len(s) > 60 else s
+
+
+def _leaves(value: Any) -> list[Any]:
+    out: list[Any] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        else:
+            out.append(item)
+    return out
+
+
+# --- frames -----------------------------------------------------------------------------------
+
+
+def _map_str(frame: pl.DataFrame, column: str, fn: Callable[[Any], Any]) -> pl.DataFrame:
+    """`fn` applied to each distinct value of a text column (in order: deterministic)."""
+    if column not in frame.columns:
+        return frame
+    series = frame.get_column(column)
+    mapping = {v: fn(v) for v in series.drop_nulls().unique(maintain_order=True).to_list()}
+    return frame.with_columns(series.replace_strict(mapping, default=None, return_dtype=pl.String))
+
+
+def _map_list_field(lists: pa.Array, field: str, fn: Callable[[Any], Any]) -> pa.Array:
+    """A list-of-structs array with `fn` applied to one text field of every struct (columnar
+    but for `fn` itself, called once per distinct value)."""
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    values = lists.flatten()
+    if not len(values):
+        return lists
+    names = [f.name for f in values.type]
+    fields = [pc.struct_field(values, name) for name in names]
+    fields[names.index(field)] = _arrow_strings(fields[names.index(field)], fn)
+    rebuilt = pa.StructArray.from_arrays(fields, fields=list(values.type))
+    offsets = pc.subtract(lists.offsets, lists.offsets[0])
+    return type(lists).from_arrays(offsets, rebuilt, type=lists.type, mask=lists.is_null())
+
+
+def _map_calls(frame: pl.DataFrame, column: str, r: Redactor) -> pl.DataFrame:
+    """A list of {id, name, arguments} structs with the arguments redacted."""
+    if column not in frame.columns:
+        return frame
+    series = frame.get_column(column)
+    mapped = _map_list_field(series.to_arrow(), "arguments", r.json_text)
+    return frame.with_columns(pl.Series(column, mapped).cast(series.dtype))
+
+
+def _redact_steps(steps: pl.DataFrame, r: Redactor) -> pl.DataFrame:
+    steps = _map_str(steps, "arguments", r.json_text)
+    steps = _map_calls(steps, "requested_calls", r)
+    steps = _map_str(steps, "result", r.json_text)
+    return _map_str(steps, "output_text", r.json_text)
+
+
+def _attributes_json(text: str | None, r: Redactor) -> str | None:
+    """A run's attributes (a JSON object) with the values of content keys tokenized."""
+    if not text:
+        return text
+    try:
+        attrs = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return r.text(text)
+    if not isinstance(attrs, dict):
+        return r.json_text(text)
+    out = {
+        k: v if _KEEP_KEY.search(k) or isinstance(v, bool | int | float) else r._walk(v)
+        for k, v in attrs.items()
+    }
+    return json.dumps(out, ensure_ascii=False, sort_keys=True)
+
+
+# --- Arrow tables -----------------------------------------------------------------------------
+
+
+def _arrow_strings(array: pa.Array, fn: Callable[[Any], Any]) -> pa.Array:
+    """`fn` applied to each distinct value of a string array, nulls kept."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    encoded = array.dictionary_encode()
+    mapped = pa.array([fn(v) for v in encoded.dictionary.to_pylist()], pa.string())
+    return pc.take(mapped, encoded.indices).cast(array.type)
+
+
+def _redact_attr_lists(lists: pa.Array, r: Redactor) -> pa.Array:
+    """`ATTRS` lists with ``str``/``json`` values tokenized, except identifiers and names."""
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    values = lists.flatten()
+    if not len(values):
+        return lists
+    keys = pc.struct_field(values, "key")
+    distinct = keys.unique()
+    kept_keys = [k for k in distinct.to_pylist() if k and _KEEP_KEY.search(k)]
+    redact = pc.invert(pc.is_in(keys, pa.array(kept_keys, pa.string()))).fill_null(True)
+    fields = [pc.struct_field(values, f.name) for f in values.type]
+    names = [f.name for f in values.type]
+    for slot in ("str", "json"):
+        column = fields[names.index(slot)]
+        if redact.true_count:
+            changed = _arrow_strings(pc.filter(column, redact), r.json_text)
+            column = pc.replace_with_mask(column, redact, changed)
+        fields[names.index(slot)] = column
+    rebuilt = pa.StructArray.from_arrays(fields, fields=list(values.type))
+    offsets = pc.subtract(lists.offsets, lists.offsets[0])
+    return pa.ListArray.from_arrays(offsets, rebuilt, type=lists.type, mask=lists.is_null())
+
+
+def _redact_events(events: pa.Array, r: Redactor) -> pa.Array:
+    if isinstance(events, pa.ChunkedArray):
+        events = events.combine_chunks()
+    flat = events.flatten()
+    if not len(flat):
+        return events
+    fields = [pc.struct_field(flat, f.name) for f in flat.type]
+    names = [f.name for f in flat.type]
+    fields[names.index("attributes")] = _redact_attr_lists(fields[names.index("attributes")], r)
+    rebuilt = pa.StructArray.from_arrays(fields, fields=list(flat.type))
+    offsets = pc.subtract(events.offsets, events.offsets[0])
+    return pa.ListArray.from_arrays(offsets, rebuilt, type=events.type, mask=events.is_null())
+
+
+def _redact_spans(spans: pa.Table, r: Redactor) -> pa.Table:
+    columns = {name: spans.column(name) for name in spans.column_names}
+    columns["attributes"] = _redact_attr_lists(spans.column("attributes"), r)
+    columns["events"] = _redact_events(spans.column("events"), r)
+    columns["status_message"] = _arrow_strings(
+        spans.column("status_message").combine_chunks(), r.text
+    )
+    return pa.table([columns[n] for n in spans.column_names], schema=spans.schema)
+
+
+def _redact_normalized(table: pa.Table, r: Redactor) -> pa.Table:
+    columns = {name: table.column(name) for name in table.column_names}
+    for name, fn in (
+        ("arguments", r.json_text),
+        ("result", r.json_text),
+        ("output_text", r.json_text),
+    ):
+        if name in columns:
+            columns[name] = _arrow_strings(columns[name].combine_chunks(), fn)
+    for name, field in (("input_messages", "content"), ("requested_calls", "arguments")):
+        if name in columns:
+            columns[name] = _map_list_field(columns[name], field, r.json_text)
+    return pa.table([columns[n] for n in table.column_names], schema=table.schema)
+
+
+# --- the analysis -----------------------------------------------------------------------------
+
+
+def _run_content(runset) -> dict[str, str]:
+    """run_id -> every content text of the run (before redaction), one string to search."""
+    parts: dict[str, list[str]] = {}
+    steps = runset.steps.select(
+        "run_id", "arguments", "result", "output_text", "requested_calls"
+    ).iter_rows()
+    for run_id, arguments, result, output_text, calls in steps:
+        bucket = parts.setdefault(run_id, [])
+        bucket.extend(t for t in (arguments, result, output_text) if t)
+        bucket.extend(c["arguments"] for c in calls or () if c["arguments"])
+    for run_id, answer in runset.runs.select("run_id", "answer").iter_rows():
+        if answer:
+            parts.setdefault(run_id, []).append(answer)
+    for run_id, text in runset.sources.select("run_id", "text").iter_rows():
+        if text:
+            parts.setdefault(run_id, []).append(text)
+    return {k: "\n".join(v) for k, v in parts.items()}
+
+
+def _redact_log(log, r: Redactor) -> None:
+    """Quarantine excerpts (raw record bytes) become tokens; positions and reasons stay."""
+    for file_log in log.files:
+        file_log.quarantine = [
+            dataclasses.replace(q, excerpt=r.text(q.excerpt) or "") for q in file_log.quarantine
+        ]
+
+
+def redact_analysis(analysis, salt: str):
+    """A copy of `analysis` whose content is replaced by salted tokens (see the module doc).
+
+    Call it after the checks ran (findings are computed on the real content) and before any
+    output is written or printed. The ingest log is redacted in place (its excerpts).
+    """
+    r = Redactor(salt)
+    runset = analysis.runs
+    content = _run_content(runset)
+    steps = _redact_steps(runset.steps, r)
+    runs = _map_str(runset.runs, "answer", r.json_text)
+    runs = _map_str(runs, "attributes", lambda t: _attributes_json(t, r))
+    sources = _map_str(runset.sources, "text", r.json_text)
+    # a plain RunSet: a partitioned analysis's steps are read from its spill here, once
+    runset = RunSet(runs=runs, steps=steps, sources=sources, span_runs=runset.span_runs)
+    evaluation = analysis.evaluation
+    if evaluation is not None and evaluation.findings.height:
+        findings = evaluation.findings
+        details = [
+            r.detail(detail, kind, content.get(run_id, ""))
+            for run_id, kind, detail in findings.select("run_id", "kind", "detail").iter_rows()
+        ]
+        findings = findings.with_columns(pl.Series("detail", details, dtype=pl.String))
+        errors = [
+            dataclasses.replace(e, error=r.detail(e.error, None, content.get(e.run_id, "")))
+            for e in evaluation.errors
+        ]
+        evaluation = dataclasses.replace(evaluation, findings=findings, errors=errors)
+    ingested = analysis.ingested
+    _redact_log(ingested.log, r)
+    ingested = dataclasses.replace(ingested, spans=_redact_spans(ingested.spans, r))
+    return dataclasses.replace(
+        analysis,
+        ingested=ingested,
+        normalized=_redact_normalized(analysis.normalized, r),
+        runs=runset,
+        evaluation=evaluation,
+    )

@@ -1,0 +1,1230 @@
+"""report.html: one self-contained page of a report's figures, findings and worst runs."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import html
+import math
+import random
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from analyzer.textsafe import clip
+
+__all__ = [
+    "FINDINGS_PER_RULE",
+    "STEPS_PER_RUN",
+    "WORST_RUNS",
+    "render_html",
+]
+
+#: Runs shown with their trajectory in "Worst runs".
+WORST_RUNS = 10
+#: Findings listed per rule (the rest are in findings.jsonl).
+FINDINGS_PER_RULE = 50
+#: Steps shown per trajectory.
+STEPS_PER_RUN = 80
+#: Points of each model's cost curve in the tails nanoplots (sorted costs, sampled).
+_CURVE_POINTS = 60
+
+_DASH = "—"
+
+# No network, no script: the page needs none, and a payload that escaped the escaping could
+# still neither run nor call home.
+_CSP = "default-src 'none'; style-src 'unsafe-inline'"
+
+_CSS = """
+body { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, Arial, sans-serif;
+  margin: 0 auto; max-width: 1200px; padding: 16px 24px 48px; color: #222; }
+h1 { font-size: 1.6em; margin-bottom: 4px; }
+h2 { border-bottom: 2px solid #ddd; padding-bottom: 4px; margin-top: 40px; }
+h3 { margin: 28px 0 6px; font-size: 1.1em; }
+nav a { margin: 0 6px; }
+.muted { color: #666; font-size: 0.9em; }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 12px 0; }
+.card { border: 1px solid #ddd; border-radius: 6px; padding: 10px 14px; min-width: 150px; }
+.card .label { color: #555; font-size: 0.85em; }
+.card .value { font-size: 1.5em; font-weight: 600; margin: 2px 0; }
+.card .note { color: #666; font-size: 0.8em; }
+.sev-critical { color: #8b0000; } .sev-high { color: #c0392b; }
+.sev-medium { color: #b9770e; } .sev-low { color: #2e6da4; }
+code, .mono { font-family: ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace;
+  font-size: 0.85em; word-break: break-all; }
+dl.run { display: grid; grid-template-columns: max-content 1fr; gap: 2px 12px; margin: 0 0 8px; }
+dl.run dt { color: #555; } dl.run dd { margin: 0; }
+.gt_table { font-size: 13px !important; }
+.gt_table td { overflow-wrap: break-word; }
+svg.scatter text { font-family: system-ui, Arial, sans-serif; font-size: 11px; }
+"""
+
+
+# --- text helpers ------------------------------------------------------------------------------
+
+
+def _e(text: object) -> str:
+    """Escaped text for an HTML text node or a quoted attribute value."""
+    return html.escape("" if text is None else str(text), quote=True)
+
+
+def _t(text: object, width: int) -> str:
+    """Untrusted trace text: controls and bidi overrides neutralized, clipped, escaped."""
+    if text is None:
+        return _DASH
+    return _e(clip(text, width))
+
+
+def _anchor(prefix: str, *parts: object) -> str:
+    """An element id derived from untrusted values: a hash, so always a safe id."""
+    digest = hashlib.sha256("\x1f".join(str(p) for p in parts).encode("utf-8")).hexdigest()
+    return f"{prefix}-{digest[:16]}"
+
+
+def _usd(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return _DASH
+    if abs(value) >= 1:
+        return f"${value:,.2f}"
+    if value == 0:
+        return "$0"
+    # three significant digits, never in exponent notation
+    decimals = min(12, max(2, 2 - math.floor(math.log10(abs(value)))))
+    return f"${value:.{decimals}f}"
+
+
+def _num(value: float | int | None, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return _DASH
+    if isinstance(value, int) or float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:.{digits}g}"
+
+
+def _pct(rate: float | None) -> str:
+    return _DASH if rate is None else f"{100 * rate:.1f}%"
+
+
+def _interval(lo: float | None, hi: float | None, fmt=_pct, *, n: int | None = None) -> str:
+    if n == 0:
+        return _DASH  # a rate over no run
+    if lo is None or hi is None:
+        return "n too small"
+    return f"{fmt(lo)} – {fmt(hi)}"
+
+
+def _get(mapping: Mapping[str, Any] | None, *path: str) -> Any:
+    """mapping[path[0]][path[1]]..., or None when a key is absent."""
+    node: Any = mapping
+    for key in path:
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+# --- great-tables ------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _fixed_random() -> Iterator[None]:
+    """great-tables jitters a nanoplot whose values are all equal with `random`: seed it, so
+    the same input gives the same bytes, and give the caller's generator back untouched."""
+    state = random.getstate()
+    random.seed(0)
+    try:
+        yield
+    finally:
+        random.setstate(state)
+
+
+def _raw(value: Any) -> str:
+    # Cells reach great-tables already escaped by this module (or built from escaped parts):
+    # an explicit formatter makes great-tables pass them through as they are.
+    return "" if value is None else str(value)
+
+
+_IMPORT = re.compile(r"@import[^;]*;")
+
+
+def _table(
+    frame: pl.DataFrame,
+    table_id: str,
+    labels: Mapping[str, str],
+    *,
+    title: str | None = None,
+    nanoplot: str | None = None,
+    note: str | None = None,
+) -> str:
+    """A great-tables table of ``frame`` whose text columns hold escaped HTML.
+
+    ``labels`` maps column -> fixed label text; ``nanoplot`` names a list column drawn as a
+    nanoplot (its missing cells shown as a dash).
+    """
+    from great_tables import GT, nanoplot_options
+    from great_tables import html as gt_html
+
+    text_cols = [c for c in frame.columns if c != nanoplot]
+    gt = GT(frame, id=table_id).cols_label(**{c: gt_html(_e(labels[c])) for c in frame.columns})
+    if title:
+        gt = gt.tab_header(title=gt_html(_e(title)))
+    if text_cols:
+        gt = gt.fmt(_raw, columns=text_cols)
+    if nanoplot is not None:
+        gt = gt.fmt_nanoplot(
+            nanoplot,
+            plot_type="line",
+            options=nanoplot_options(
+                show_data_area=False, data_point_radius=4, data_line_stroke_width=4
+            ),
+        ).sub_missing(columns=nanoplot, missing_text=_DASH)
+    if note:
+        gt = gt.tab_source_note(gt_html(_e(note)))
+    gt = gt.tab_options(table_font_size="13px", container_width="100%")
+    with _fixed_random():
+        out = gt.as_raw_html()
+    # Recent great-tables versions add no web font by default; strip any that appears so the
+    # page never fetches anything when opened.
+    return _IMPORT.sub("", out)
+
+
+# --- the page ----------------------------------------------------------------------------------
+
+
+def render_html(analysis, summary: Mapping[str, Any]) -> str:
+    """The report page: headline figures, tool omissions, cost tails, cost vs correct rate per
+    model, findings by rule with evidence, and the worst runs with their trajectories.
+
+    Self-contained (no script, no external resource) and deterministic: the same analysis and
+    summary give the same bytes. Every text from the traces is escaped.
+    """
+    runs = analysis.runs.runs
+    steps = analysis.runs.steps
+    findings = analysis.evaluation.findings if analysis.evaluation is not None else None
+    ctx = _Context(runs, steps, findings)
+    worst = ctx.worst_runs()
+    parts = [
+        _headline(summary),
+        _omissions(summary),
+        _cost_tails(runs, summary),
+        _routing(summary),
+        _labels(summary),
+        _findings(summary, ctx, worst),
+        _cited_runs(ctx, worst),
+        _worst(ctx, worst),
+        _methods(summary),
+    ]
+    titles = (
+        ("headline", "Headline"),
+        ("omissions", "Tool omissions"),
+        ("cost-tails", "Cost tails"),
+        ("routing", "Cost vs correct rate"),
+        ("labels", "Golden labels"),
+        ("findings", "Findings by rule"),
+        ("runs", "Runs cited"),
+        ("worst", "Worst runs"),
+        ("methods", "Methods"),
+    )
+    # Only the sections this summary has (one without metrics has fewer): no dead link.
+    nav = " · ".join(
+        f'<a href="#{sid}">{_e(name)}</a>'
+        for sid, name in titles
+        if any(p.startswith(f'<section id="{sid}">') for p in parts)
+    )
+    version = _e(summary.get("agenttrace_version", ""))
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        "<title>agenttrace report</title>\n"
+        f"<style>{_CSS}</style>\n</head>\n<body>\n"
+        f"<h1>agenttrace report</h1>\n"
+        f'<p class="muted">agenttrace {version}, summary version '
+        f"{_e(summary.get('summary_version', ''))}</p>\n"
+        f"<nav>{nav}</nav>\n" + "\n".join(p for p in parts if p) + "\n</body>\n</html>\n"
+    )
+
+
+def _section(sid: str, title: str, body: str, intro: str | None = None) -> str:
+    lead = f'<p class="muted">{intro}</p>\n' if intro else ""
+    return f'<section id="{sid}">\n<h2>{_e(title)}</h2>\n{lead}{body}\n</section>'
+
+
+# --- headline ----------------------------------------------------------------------------------
+
+
+def _card(label: str, value: str, note: str = "", cls: str = "") -> str:
+    klass = f"card {cls}".strip()
+    note_html = f'<div class="note">{note}</div>' if note else ""
+    return (
+        f'<div class="{klass}"><div class="label">{_e(label)}</div>'
+        f'<div class="value">{value}</div>{note_html}</div>'
+    )
+
+
+def _headline(summary: Mapping[str, Any]) -> str:
+    runs = summary.get("runs", {})
+    found = summary.get("findings", {})
+    metrics = summary.get("metrics") or {}
+    count = runs.get("count", 0)
+    answered = runs.get("with_answer", 0)
+    cards = [
+        _card(
+            "Runs",
+            _num(count),
+            f"{_num(runs.get('model_calls'))} model calls, "
+            f"{_num(runs.get('tool_calls'))} tool calls",
+        ),
+        _card(
+            "Answered",
+            _num(answered),
+            f"{_pct(answered / count) if count else _DASH} of runs; "
+            f"{_num(runs.get('without_answer'))} without answer",
+        ),
+    ]
+    by_sev = found.get("by_severity", {})
+    sev_note = ", ".join(
+        f'<span class="sev-{_e(s)}">{_num(n)} {_e(s)}</span>' for s, n in by_sev.items()
+    )
+    cards.append(_card("Findings", _num(found.get("total", 0)), sev_note))
+    cost = metrics.get("cost")
+    if cost is not None:
+        unpriced = cost.get("unpriced_runs") or 0
+        note = f"{_num(cost.get('priced_runs'))} priced runs"
+        if unpriced:
+            note += f'; {_num(unpriced)} unpriced (see <a href="#cost-tails">cost tails</a>)'
+        cards.append(_card("Cost total", _usd(cost.get("total_usd")), note))
+    tail = _tail_row(metrics, "cost_usd")
+    if tail is not None:
+        for q in ("p50", "p95"):
+            cards.append(
+                _card(
+                    f"Cost per run {q}",
+                    _usd(tail.get(q)),
+                    f"95% interval {_interval(tail.get(f'{q}_lo'), tail.get(f'{q}_hi'), _usd)}"
+                    f"; n = {_num(tail.get('n'))}",
+                )
+            )
+    if cost is not None:
+        by = cost.get("correct_by") or "findings"
+        rule = (
+            f"no finding at or above {_e(cost.get('correct_threshold') or 'high')}"
+            if by == "findings"
+            else "all label fields right"
+        )
+        cards.append(
+            _card(
+                "Cost per correct run",
+                _usd(cost.get("cost_per_correct_run_usd")),
+                f"{_num(cost.get('correct_runs'))} correct runs ({rule})",
+            )
+        )
+    cov = metrics.get("content_coverage")
+    if cov:
+        cards.append(
+            _card(
+                "Coverage",
+                _pct(cov.get("rate")),
+                f"{_num(cov.get('with_content'))} of {_num(cov.get('runs'))} runs recorded the "
+                f"content grounding checks need; 95% interval "
+                f"{_interval(cov.get('rate_lo'), cov.get('rate_hi'))}",
+            )
+        )
+    scores = metrics.get("scores")
+    if scores:
+        cards.append(
+            _card(
+                "Mean score",
+                _num(scores.get("mean"), 4),
+                f"out of 100; lowest {_num(scores.get('min'))}",
+            )
+        )
+    ing = summary.get("ingest", {})
+    accounting = (
+        f"{_num(ing.get('files'))} files, {_num(ing.get('spans_read'))} spans read, "
+        f"{_num(ing.get('spans_kept'))} kept, {_num(ing.get('duplicate_spans'))} duplicates, "
+        f"{_num(ing.get('spans_quarantined'))} spans and "
+        f"{_num(ing.get('records_quarantined'))} records quarantined"
+    )
+    packs = ", ".join(_e(p.get("name")) for p in summary.get("packs", [])) or "none"
+    body = (
+        f'<div class="cards">{"".join(cards)}</div>\n'
+        f'<p class="muted">Input: {accounting}. Rule packs: {packs}.</p>'
+    )
+    return _section("headline", "Headline figures", body)
+
+
+def _tail_row(metrics: Mapping[str, Any], metric: str) -> Mapping[str, Any] | None:
+    for row in metrics.get("tails") or []:
+        if row.get("metric") == metric:
+            return row
+    return None
+
+
+# --- tool omissions ----------------------------------------------------------------------------
+
+
+def _interval_bar(rate: float | None, lo: float | None, hi: float | None) -> str:
+    """A small inline SVG: the 0-100 % axis, the interval as a bar, the rate as a tick."""
+    if rate is None:
+        return _DASH
+    w, h = 120, 14
+    parts = [
+        f'<svg width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" '
+        f'aria-label="{_pct(rate)}">',
+        f'<line x1="0" y1="7" x2="{w}" y2="7" stroke="#ccc" stroke-width="1"/>',
+    ]
+    if lo is not None and hi is not None:
+        parts.append(
+            f'<rect x="{lo * w:.1f}" y="3" width="{max(1.0, (hi - lo) * w):.1f}" height="8" '
+            'fill="#9cc3e6"/>'
+        )
+    parts.append(f'<rect x="{rate * w - 1:.1f}" y="0" width="2" height="{h}" fill="#1f4e79"/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _omission_table(rows: Sequence[Mapping[str, Any]], table_id: str, base: str, title: str):
+    """Per tool: omitted runs / ``base`` runs, the rate, its Wilson interval and a bar."""
+    frame = pl.DataFrame(
+        {
+            "tool": [_t(r.get("tool"), 60) for r in rows],
+            "required": [_num(r.get(base)) for r in rows],
+            "omitted": [_num(r.get("omitted_runs")) for r in rows],
+            "rate": [_pct(r.get("rate")) for r in rows],
+            "interval": [
+                _interval(r.get("rate_lo"), r.get("rate_hi"), n=r.get(base)) for r in rows
+            ],
+            "bar": [_interval_bar(r.get("rate"), r.get("rate_lo"), r.get("rate_hi")) for r in rows],
+        },
+        schema=dict.fromkeys(("tool", "required", "omitted", "rate", "interval", "bar"), pl.String),
+    )
+    return _table(
+        frame,
+        table_id,
+        {
+            "tool": "Tool",
+            "required": "Required in runs" if base == "required_runs" else "Expected in runs",
+            "omitted": "Omitted in runs",
+            "rate": "Omission rate",
+            "interval": "95% interval",
+            "bar": "",
+        },
+        title=title,
+    )
+
+
+def _omissions(summary: Mapping[str, Any]) -> str:
+    rules = _get(summary, "metrics", "omission_rates")
+    labelled = _get(summary, "labels", "tools", "omission_by_tool")
+    if rules is None and labelled is None:
+        return ""
+    intro = (
+        "Per tool: the runs that did not call it, over the runs where a required_tools rule "
+        "required it (runs without an answer left out) or where the golden labels expect it. "
+        "Wilson 95% intervals."
+    )
+    parts = []
+    if rules:
+        parts.append(_omission_table(rules, "gt-omissions", "required_runs", "By the rules"))
+    else:
+        parts.append(
+            "<p>No tool was required by a rule in the packs applied "
+            "(give a pack with required_tools rules to measure omissions).</p>"
+        )
+    if labelled:
+        parts.append(
+            _omission_table(
+                labelled, "gt-omissions-labels", "expected_runs", "Against the golden labels"
+            )
+        )
+    return _section("omissions", "Tool omissions", "\n".join(parts), intro)
+
+
+# --- golden labels -----------------------------------------------------------------------------
+
+
+def _rate_card(label: str, r: Mapping[str, Any] | None, what: str) -> str:
+    if not r:
+        return ""
+    return _card(
+        label,
+        _pct(r.get("rate")),
+        f"{_num(r.get('k'))} of {_num(r.get('n'))} {what}; 95% interval "
+        f"{_interval(r.get('lo'), r.get('hi'), n=r.get('n'))}",
+    )
+
+
+def _labels(summary: Mapping[str, Any]) -> str:
+    labels = summary.get("labels")
+    if not labels:
+        return ""
+    tools = labels.get("tools") or {}
+    wrong = tools.get("wrong_tool") or {}
+    cards = [
+        _rate_card("All fields correct", labels.get("all_fields_correct"), "labelled runs"),
+        _rate_card("Critical fields correct", labels.get("all_critical_correct"), "runs"),
+        _rate_card("Tool recall", tools.get("recall"), "expected tool calls made"),
+        _rate_card("Runs with a wrong tool", wrong, "runs"),
+        _rate_card("Argument precision", tools.get("argument_precision"), "expected arguments"),
+    ]
+    rows = labels.get("fields") or []
+    table = ""
+    if rows:
+        frame = pl.DataFrame(
+            {
+                "field": [_t(r.get("field"), 40) for r in rows],
+                "critical": ["critical" if r.get("critical") else "" for r in rows],
+                "match": [_t(", ".join(r.get("matches") or []), 40) for r in rows],
+                "runs": [_num(r.get("runs")) for r in rows],
+                "correct": [_num(r.get("correct")) for r in rows],
+                "wrong": [_num(r.get("wrong")) for r in rows],
+                "missing": [_num(r.get("missing")) for r in rows],
+                "rate": [_pct(r.get("rate")) for r in rows],
+                "interval": [
+                    _interval(r.get("rate_lo"), r.get("rate_hi"), n=r.get("runs")) for r in rows
+                ],
+            },
+            schema=dict.fromkeys(
+                (
+                    "field",
+                    "critical",
+                    "match",
+                    "runs",
+                    "correct",
+                    "wrong",
+                    "missing",
+                    "rate",
+                    "interval",
+                ),
+                pl.String,
+            ),
+        )
+        table = _table(
+            frame,
+            "gt-label-fields",
+            {
+                "field": "Field",
+                "critical": "Critical",
+                "match": "Match",
+                "runs": "Runs",
+                "correct": "Correct",
+                "wrong": "Wrong",
+                "missing": "Missing",
+                "rate": "Accuracy",
+                "interval": "95% interval",
+            },
+            title="Answer fields",
+        )
+    unmatched = labels.get("unmatched_cases") or []
+    body = (
+        f'<div class="cards">{"".join(cards)}</div>\n'
+        f'<p class="muted">Labels: {_t(labels.get("file"), 120)} '
+        f'(sha256 <span class="mono">{_t(labels.get("sha256"), 64)}</span>): '
+        f"{_num(labels.get('cases'))} cases, {_num(labels.get('matched_runs'))} runs matched, "
+        f"{_num(len(unmatched))} cases with no run, "
+        f"{_num(labels.get('unlabelled_runs'))} runs without a label.</p>\n{table}"
+    )
+    return _section("labels", "Golden labels", body)
+
+
+# --- cost tails --------------------------------------------------------------------------------
+
+
+def _curve(values: pl.Series) -> list[float] | None:
+    """Sorted values, sampled at evenly spaced ranks when there are many (max included)."""
+    xs = values.drop_nulls().sort()
+    n = len(xs)
+    if n == 0:
+        return None
+    if n > _CURVE_POINTS:
+        idx = [round(i * (n - 1) / (_CURVE_POINTS - 1)) for i in range(_CURVE_POINTS)]
+        xs = xs.gather(idx)
+    return [float(round(x, 9)) for x in xs.to_list()]
+
+
+def _unpriced(summary: Mapping[str, Any]) -> str:
+    """The models whose calls have no cost, with their token counts (never a cost of 0)."""
+    rows = [
+        r if isinstance(r, Mapping) else {"model": r}
+        for r in _get(summary, "metrics", "cost", "unpriced_models") or []
+    ]
+    if not rows:
+        return ""
+    frame = pl.DataFrame(
+        {
+            "model": [_t(r.get("model"), 60) if r.get("model") else "(not recorded)" for r in rows],
+            "reason": [_t(r.get("reason"), 40) for r in rows],
+            "calls": [_num(r.get("model_calls")) for r in rows],
+            "runs": [_num(r.get("runs")) for r in rows],
+            "input": [_num(r.get("input_tokens")) for r in rows],
+            "output": [_num(r.get("output_tokens")) for r in rows],
+            "cached": [_num(r.get("cached_input_tokens")) for r in rows],
+        },
+        schema=dict.fromkeys(
+            ("model", "reason", "calls", "runs", "input", "output", "cached"), pl.String
+        ),
+    )
+    return _table(
+        frame,
+        "gt-unpriced",
+        {
+            "model": "Model",
+            "reason": "Why no cost",
+            "calls": "Model calls",
+            "runs": "Runs",
+            "input": "Input tokens",
+            "output": "Output tokens",
+            "cached": "Cached input tokens",
+        },
+        title="Unpriced models",
+        note="Their runs' cost is unknown (—), not zero: add them to the price table (--prices).",
+    )
+
+
+def _cost_tails(runs: pl.DataFrame, summary: Mapping[str, Any]) -> str:
+    from analyzer.metrics import run_groups, tails
+
+    if "cost_usd" not in runs.columns or runs.height == 0:
+        return ""
+    overall = tails(runs, metrics=("cost_usd",)).with_columns(
+        pl.lit(None, pl.String).alias("model")
+    )
+    per_model = tails(runs, by="model", metrics=("cost_usd",))
+    groups, _ = run_groups(runs, "model")
+    costs = groups.join(runs.select("run_id", "cost_usd"), on="run_id", how="left")
+    rows: list[dict[str, Any]] = []
+    curves: list[list[float] | None] = []
+    for row in per_model.iter_rows(named=True):
+        model = row["model"]
+        mine = costs.filter(
+            pl.col("model").is_null() if model is None else pl.col("model") == model
+        )
+        rows.append({**row, "_label": _t(model, 60) if model is not None else "(no model)"})
+        curves.append(_curve(mine.get_column("cost_usd")))
+    for row in overall.iter_rows(named=True):
+        rows.append({**row, "_label": "<b>all runs</b>"})
+        curves.append(_curve(runs.get_column("cost_usd")))
+
+    def q(r: Mapping[str, Any], name: str) -> str:
+        return (
+            f'{_usd(r[name])}<br><span class="muted">'
+            f"{_interval(r[f'{name}_lo'], r[f'{name}_hi'], _usd)}</span>"
+        )
+
+    frame = pl.DataFrame(
+        {
+            "model": [r["_label"] for r in rows],
+            "runs": [_num(r["runs"]) for r in rows],
+            "priced": [_num(r["n"]) for r in rows],
+            "p50": [q(r, "p50") for r in rows],
+            "p95": [q(r, "p95") for r in rows],
+            "p99": [q(r, "p99") for r in rows],
+            "max": [_usd(r["max"]) for r in rows],
+            "curve": curves,
+        },
+        schema={
+            **dict.fromkeys(("model", "runs", "priced", "p50", "p95", "p99", "max"), pl.String),
+            "curve": pl.List(pl.Float64),
+        },
+    )
+    table = _table(
+        frame,
+        "gt-cost-tails",
+        {
+            "model": "Model",
+            "runs": "Runs",
+            "priced": "Priced runs",
+            "p50": "p50",
+            "p95": "p95",
+            "p99": "p99",
+            "max": "Max",
+            "curve": "Cost per run, sorted",
+        },
+        nanoplot="curve",
+        note=(
+            "Quantiles: type 7 (linear); under each, its distribution-free 95% interval "
+            "('n too small' when the runs are too few for one). A run that used two models "
+            "counts under both. Unpriced runs are left out of the quantiles."
+        ),
+    )
+    return _section(
+        "cost-tails",
+        "Cost tails by model",
+        table + _unpriced(summary),
+        "Cost per run in USD. The curve is each model's runs sorted by cost: a steep right end "
+        "is a tail of expensive runs.",
+    )
+
+
+# --- cost vs correct rate ----------------------------------------------------------------------
+
+
+def _mean_cost(row: Mapping[str, Any]) -> float | None:
+    total, n = row.get("total_cost_usd"), row.get("runs")
+    return total / n if total is not None and n else None
+
+
+def _frontier(points: Sequence[tuple[float, float, int]]) -> list[int]:
+    """Indices of the points no cheaper-or-equal point matches in correct rate, by cost."""
+    best = -1.0
+    keep = []
+    for _x, y, i in sorted(points, key=lambda p: (p[0], -p[1], p[2])):
+        if y > best:
+            keep.append(i)
+            best = y
+    return keep
+
+
+def _scatter(rows: Sequence[Mapping[str, Any]], frontier: Sequence[int]) -> str:
+    """Inline SVG: mean cost per run (x) against correct rate (y) with Wilson bars."""
+    pts = [(i, _mean_cost(r), r.get("pass_rate")) for i, r in enumerate(rows)]
+    pts = [(i, x, y) for i, x, y in pts if x is not None and y is not None]
+    if not pts:
+        return "<p>No model has a known cost for all its runs: nothing to plot.</p>"
+    W, H, L, R, T, B = 860, 340, 70, 190, 16, 44
+    xs = [x for _, x, _ in pts]
+    lo_x, hi_x = min(xs), max(xs)
+    log = lo_x > 0 and hi_x / lo_x > 20
+    if log:
+        a, b = math.log10(lo_x) - 0.1, math.log10(hi_x) + 0.1
+
+        def fx(v: float) -> float:
+            return L + (math.log10(v) - a) / (b - a) * (W - L - R)
+    else:
+        top = hi_x * 1.1 if hi_x > 0 else 1.0
+
+        def fx(v: float) -> float:
+            return L + v / top * (W - L - R)
+
+    def fy(v: float) -> float:
+        return T + (1 - v) * (H - T - B)
+
+    out = [
+        f'<svg class="scatter" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" '
+        'aria-label="Mean cost per run against correct rate, one point per model">',
+        f'<rect x="{L}" y="{T}" width="{W - L - R}" height="{H - T - B}" fill="#fafafa" '
+        'stroke="#ccc"/>',
+    ]
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        y = fy(tick)
+        out.append(
+            f'<line x1="{L}" y1="{y:.1f}" x2="{W - R}" y2="{y:.1f}" stroke="#e5e5e5"/>'
+            f'<text x="{L - 6}" y="{y + 4:.1f}" text-anchor="end">{int(tick * 100)}%</text>'
+        )
+    if log:
+        ticks = [
+            m * 10**e
+            for e in range(math.floor(a), math.ceil(b) + 1)
+            for m in (1, 2, 5)
+            if a <= math.log10(m * 10**e) <= b
+        ]
+    else:
+        ticks = [top * k / 4 for k in range(5)]
+    for tick in ticks:
+        x = fx(tick)
+        out.append(
+            f'<line x1="{x:.1f}" y1="{T}" x2="{x:.1f}" y2="{H - B}" stroke="#e5e5e5"/>'
+            f'<text x="{x:.1f}" y="{H - B + 16}" text-anchor="middle">{_e(_usd(tick))}</text>'
+        )
+    out.append(
+        f'<text x="{(L + W - R) / 2:.1f}" y="{H - 8}" text-anchor="middle">'
+        "mean cost per run (USD)</text>"
+        f'<text x="14" y="{(T + H - B) / 2:.1f}" text-anchor="middle" '
+        f'transform="rotate(-90 14 {(T + H - B) / 2:.1f})">correct rate</text>'
+    )
+    on = [(fx(_mean_cost(rows[i])), fy(rows[i]["pass_rate"])) for i in frontier]
+    if len(on) > 1:
+        path = " ".join(f"{x:.1f},{y:.1f}" for x, y in on)
+        out.append(
+            f'<polyline points="{path}" fill="none" stroke="#2e8b57" stroke-width="2" '
+            'stroke-dasharray="5 3"/>'
+        )
+    for i, x, y in pts:
+        r = rows[i]
+        px, py = fx(x), fy(y)
+        lo, hi = r.get("pass_rate_lo"), r.get("pass_rate_hi")
+        if lo is not None and hi is not None:
+            out.append(
+                f'<line x1="{px:.1f}" y1="{fy(lo):.1f}" x2="{px:.1f}" y2="{fy(hi):.1f}" '
+                'stroke="#1f4e79" stroke-width="1.5"/>'
+            )
+        color = "#2e8b57" if i in frontier else "#1f4e79"
+        # Points carry their row number; the names go in the legend, where they cannot overlap.
+        out.append(
+            f'<circle cx="{px:.1f}" cy="{py:.1f}" r="5" fill="{color}"/>'
+            f'<text x="{px + 7:.1f}" y="{py - 5:.1f}" fill="{color}">{i + 1}</text>'
+        )
+    for k, (i, _, _) in enumerate(pts[:20]):
+        color = "#2e8b57" if i in frontier else "#1f4e79"
+        out.append(
+            f'<text x="{W - R + 12}" y="{T + 12 + 15 * k}" fill="{color}">'
+            f"{i + 1}. {_t(rows[i].get('group'), 26)}</text>"
+        )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _routing(summary: Mapping[str, Any]) -> str:
+    rows = _get(summary, "metrics", "breakdowns", "model")
+    if rows is None:
+        return ""
+    intro = (
+        "One point per model: its runs' mean cost against the share of its runs that are "
+        "correct (Wilson 95% bars). The dashed line joins the models no cheaper model matches: "
+        "where it turns flat, paying more buys no more correct runs."
+    )
+    if not rows:
+        return _section("routing", "Cost vs correct rate by model", "<p>No run.</p>", intro)
+    rows = sorted(rows, key=lambda r: (r.get("group") is None, str(r.get("group"))))
+    points = [
+        (_mean_cost(r), r["pass_rate"], i)
+        for i, r in enumerate(rows)
+        if _mean_cost(r) is not None and r.get("pass_rate") is not None
+    ]
+    frontier = _frontier(points)
+    pick = _pick(rows, points)
+    svg = _scatter(rows, frontier)
+    frame = pl.DataFrame(
+        {
+            "n": [str(i + 1) for i in range(len(rows))],
+            "model": [
+                _t(r.get("group"), 60) if r.get("group") is not None else "(no model)" for r in rows
+            ],
+            "runs": [_num(r.get("runs")) for r in rows],
+            "correct": [_num(r.get("passed_runs")) for r in rows],
+            "rate": [_pct(r.get("pass_rate")) for r in rows],
+            "interval": [_interval(r.get("pass_rate_lo"), r.get("pass_rate_hi")) for r in rows],
+            "mean": [_usd(_mean_cost(r)) for r in rows],
+            "p50": [_usd(r.get("cost_usd_p50")) for r in rows],
+            "per_correct": [_usd(r.get("cost_per_correct_run")) for r in rows],
+            "frontier": [
+                ("routing pick" if i == pick else "yes") if i in frontier else ""
+                for i in range(len(rows))
+            ],
+        },
+        schema=dict.fromkeys(
+            (
+                "n",
+                "model",
+                "runs",
+                "correct",
+                "rate",
+                "interval",
+                "mean",
+                "p50",
+                "per_correct",
+                "frontier",
+            ),
+            pl.String,
+        ),
+    )
+    table = _table(
+        frame,
+        "gt-routing",
+        {
+            "n": "#",
+            "model": "Model",
+            "runs": "Runs",
+            "correct": "Correct runs",
+            "rate": "Correct rate",
+            "interval": "95% interval",
+            "mean": "Mean cost / run",
+            "p50": "p50 cost / run",
+            "per_correct": "Cost per correct run",
+            "frontier": "On the curve",
+        },
+        note=(
+            "Routing pick: the cheapest model whose 95% interval reaches the best correct rate. "
+            "Mean cost is unknown (—) when a run of the model is unpriced."
+        ),
+    )
+    lead = ""
+    if pick is not None:
+        lead = (
+            f"<p>Routing pick: <b>{_t(rows[pick].get('group'), 60)}</b>, the cheapest model "
+            "whose correct rate is within the interval of the best.</p>"
+        )
+    return _section("routing", "Cost vs correct rate by model", lead + svg + table, intro)
+
+
+def _pick(rows: Sequence[Mapping[str, Any]], points: Sequence[tuple[float, float, int]]):
+    """The cheapest model whose Wilson upper bound reaches the best correct rate."""
+    if not points:
+        return None
+    best = max(y for _, y, _ in points)
+    for _, _, i in sorted(points, key=lambda p: (p[0], -p[1], p[2])):
+        hi = rows[i].get("pass_rate_hi")
+        if hi is not None and hi >= best:
+            return i
+    return None
+
+
+# --- findings ----------------------------------------------------------------------------------
+
+
+class _Context:
+    """The runs, steps and findings the finding and trajectory sections share."""
+
+    def __init__(self, runs: pl.DataFrame, steps: pl.DataFrame, findings: pl.DataFrame | None):
+        self.runs = runs
+        self.steps = steps
+        self.findings = findings
+        self._shown: list[tuple[tuple[str, str], list[dict[str, Any]], int]] | None = None
+        order = runs.select(
+            "run_id",
+            pl.col("score") if "score" in runs.columns else pl.lit(None, pl.Float64).alias("score"),
+            pl.col("findings") if "findings" in runs.columns else pl.lit(0).alias("findings"),
+        )
+        self.order = order.sort(
+            ["score", "findings", "run_id"], descending=[False, True, False], nulls_last=True
+        )
+        self.rank = {rid: i for i, rid in enumerate(self.order.get_column("run_id").to_list())}
+
+    def worst_runs(self) -> list[str]:
+        """Lowest score, then most findings, then run id; only runs with a finding."""
+        bad = self.order.filter(pl.col("findings") > 0)
+        return bad.get_column("run_id").head(WORST_RUNS).to_list()
+
+    def shown_findings(self) -> list[tuple[tuple[str, str], list[dict[str, Any]], int]]:
+        """Per (pack, rule_id): its first FINDINGS_PER_RULE findings (worst runs first), and
+        how many it has in all."""
+        if self._shown is None:
+            self._shown = self._shown_findings()
+        return self._shown
+
+    def _shown_findings(self) -> list[tuple[tuple[str, str], list[dict[str, Any]], int]]:
+        if self.findings is None or self.findings.is_empty():
+            return []
+        ranks = pl.DataFrame(
+            {"run_id": list(self.rank), "_rank": list(self.rank.values())},
+            schema={"run_id": pl.String, "_rank": pl.Int64},
+        )
+        rows = (
+            self.findings.join(ranks, on="run_id", how="left")
+            .with_columns(_spans=pl.col("span_ids").list.join(" "))
+            .sort(
+                [
+                    "pack",
+                    "rule_id",
+                    "_rank",
+                    "run_id",
+                    "kind",
+                    "tool",
+                    "argument",
+                    "_spans",
+                    "detail",
+                ],
+                nulls_last=True,
+            )
+        )
+        out = []
+        for (pack, rule_id), part in rows.group_by(["pack", "rule_id"], maintain_order=True):
+            out.append(((pack, rule_id), part.head(FINDINGS_PER_RULE).to_dicts(), part.height))
+        return out
+
+
+def _run_link(run_id: str) -> str:
+    return f'<a href="#{_anchor("run", run_id)}" class="mono">{_t(run_id, 80)}</a>'
+
+
+def _findings(summary: Mapping[str, Any], ctx: _Context, worst: list[str]) -> str:
+    metrics = summary.get("metrics") or {}
+    rates = metrics.get("rule_rates")
+    parts = []
+    if rates:
+        frame = pl.DataFrame(
+            {
+                "rule": [_t(r.get("rule_id"), 40) for r in rates],
+                "pack": [_t(r.get("pack"), 30) for r in rates],
+                "applied": [_num(r.get("applied")) for r in rates],
+                "judged": [_num(r.get("judged")) for r in rates],
+                "failed": [_num(r.get("failed")) for r in rates],
+                "rate": [_pct(r.get("rate")) for r in rates],
+                "interval": [
+                    _interval(r.get("rate_lo"), r.get("rate_hi"), n=r.get("judged")) for r in rates
+                ],
+            },
+            schema=dict.fromkeys(
+                ("rule", "pack", "applied", "judged", "failed", "rate", "interval"), pl.String
+            ),
+        )
+        parts.append(
+            _table(
+                frame,
+                "gt-rule-rates",
+                {
+                    "rule": "Rule",
+                    "pack": "Pack",
+                    "applied": "Applied to runs",
+                    "judged": "Judged runs",
+                    "failed": "Runs with a finding",
+                    "rate": "Rate",
+                    "interval": "95% interval",
+                },
+                title="Rule rates",
+            )
+        )
+    if ctx.findings is None:
+        parts.append("<p>No rule pack was applied.</p>")
+        return _section("findings", "Findings by rule", "\n".join(parts))
+    shown = ctx.shown_findings()
+    if not shown:
+        parts.append("<p>No finding.</p>")
+    traj = set(worst)
+    for n, ((pack, rule_id), rows, total) in enumerate(shown):
+        severity = rows[0].get("severity")
+        runs = len({r["run_id"] for r in rows})
+        title = f"{pack} / {rule_id} ({severity}): {_num(total)} finding{'s' if total != 1 else ''}"
+        if total > len(rows):
+            title += f", the first {len(rows)}"
+        note = None
+        if total > len(rows):
+            note = f"First {len(rows)} of {total} shown (worst runs first); all in findings.jsonl."
+        frame = pl.DataFrame(
+            {
+                "run": [_run_link(r["run_id"]) for r in rows],
+                "case": [_t(r.get("case_id"), 30) for r in rows],
+                "kind": [_t(r.get("kind"), 30) for r in rows],
+                "tool": [_t(r.get("tool"), 40) for r in rows],
+                "argument": [_t(r.get("argument"), 40) for r in rows],
+                "detail": [_t(r.get("detail"), 300) for r in rows],
+                "spans": [_span_links(r["run_id"], r.get("span_ids"), traj) for r in rows],
+            },
+            schema=dict.fromkeys(
+                ("run", "case", "kind", "tool", "argument", "detail", "spans"), pl.String
+            ),
+        )
+        parts.append(
+            f'<h3 id="{_anchor("rule", pack, rule_id)}" class="sev-{_e(severity)}">'
+            f"{_e(title)} in {runs} run{'s' if runs != 1 else ''}</h3>"
+        )
+        parts.append(
+            _table(
+                frame,
+                f"gt-findings-{n}",
+                {
+                    "run": "Run",
+                    "case": "Case",
+                    "kind": "Kind",
+                    "tool": "Tool",
+                    "argument": "Argument",
+                    "detail": "Detail",
+                    "spans": "Evidence spans",
+                },
+                note=note,
+            )
+        )
+    return _section(
+        "findings",
+        "Findings by rule",
+        "\n".join(parts),
+        "Each finding with its run (linked to the run's row below) and the spans that show it "
+        "(linked to the step when the run's trajectory is on this page).",
+    )
+
+
+def _span_links(run_id: str, span_ids: Sequence[str] | None, traj: set[str]) -> str:
+    if not span_ids:
+        return _DASH
+    out = []
+    for sid in span_ids:
+        text = f'<span class="mono">{_t(sid, 40)}</span>'
+        if run_id in traj:
+            text = f'<a href="#{_anchor("step", run_id, sid)}">{text}</a>'
+        out.append(text)
+    return " ".join(out)
+
+
+# --- runs cited --------------------------------------------------------------------------------
+
+
+def _cited_runs(ctx: _Context, worst: list[str]) -> str:
+    cited = set(worst)
+    for _, rows, _ in ctx.shown_findings():
+        cited.update(r["run_id"] for r in rows)
+    if not cited:
+        return ""
+    runs = (
+        ctx.runs.filter(pl.col("run_id").is_in(sorted(cited)))
+        .with_columns(_rank=pl.col("run_id").replace_strict(ctx.rank, default=None))
+        .sort("_rank")
+    )
+    traj = set(worst)
+    rows = runs.to_dicts()
+
+    def run_cell(r: Mapping[str, Any]) -> str:
+        rid = r["run_id"]
+        cell = f'<span id="{_anchor("run", rid)}" class="mono">{_t(rid, 80)}</span>'
+        if rid in traj:
+            cell += f' <a href="#{_anchor("traj", rid)}">trajectory</a>'
+        return cell
+
+    frame = pl.DataFrame(
+        {
+            "run": [run_cell(r) for r in rows],
+            "case": [_t(r.get("case_id"), 30) for r in rows],
+            "agent": [_t(r.get("agent"), 30) for r in rows],
+            "models": [_t(", ".join(r.get("models") or []), 60) for r in rows],
+            "score": [_num(r.get("score")) for r in rows],
+            "findings": [_num(r.get("findings")) for r in rows],
+            "cost": [_usd(r.get("cost_usd")) for r in rows],
+            "answer": [_t(r.get("answer"), 160) for r in rows],
+        },
+        schema=dict.fromkeys(
+            ("run", "case", "agent", "models", "score", "findings", "cost", "answer"), pl.String
+        ),
+    )
+    table = _table(
+        frame,
+        "gt-runs",
+        {
+            "run": "Run",
+            "case": "Case",
+            "agent": "Agent",
+            "models": "Models",
+            "score": "Score",
+            "findings": "Findings",
+            "cost": "Cost",
+            "answer": "Answer (clipped)",
+        },
+    )
+    return _section("runs", "Runs cited", table, "The runs the findings above name, worst first.")
+
+
+# --- worst runs --------------------------------------------------------------------------------
+
+
+def _requested(calls: Sequence[Mapping[str, Any]] | None) -> str:
+    if not calls:
+        return ""
+    return "; ".join(f"{c.get('name')}({c.get('arguments') or ''})" for c in calls)
+
+
+_STEP_COLUMNS = ("index", "kind", "name", "status", "tokens", "cost", "arguments", "result", "span")
+
+
+def _step_row(step: Mapping[str, Any]) -> dict[str, str]:
+    """The cells of one trajectory step, escaped; its index carries the step's anchor."""
+    tool = step.get("kind") == "tool_call"
+    model = step.get("kind") == "model_call"
+    status = _t(step.get("status"), 20)
+    if step.get("error_type"):
+        status += f" ({_t(step.get('error_type'), 40)})"
+    if tool and step.get("executed") is False:
+        status += " not run"
+    if tool:
+        arguments = _t(step.get("arguments"), 300)
+    else:
+        requested = _requested(step.get("requested_calls"))
+        arguments = f"requests {_t(requested, 300)}" if requested else ""
+    result = step.get("result") if tool else step.get("output_text")
+    anchor = _anchor("step", step.get("run_id"), step.get("span_id"))
+    return {
+        "index": f'<span id="{anchor}">{_num(step.get("index"))}</span>',
+        "kind": _t((step.get("kind") or "").replace("_", " "), 20),
+        "name": _t(step.get("name") or step.get("tool_name") or step.get("model"), 50),
+        "status": status,
+        "tokens": (
+            f"{_num(step.get('input_tokens'))} / {_num(step.get('output_tokens'))}" if model else ""
+        ),
+        "cost": _usd(step.get("cost_usd")) if model else "",
+        "arguments": arguments,
+        "result": _t(result, 200) if result is not None else "",
+        "span": f'<span class="mono">{_t(step.get("span_id"), 40)}</span>',
+    }
+
+
+def _worst(ctx: _Context, worst: list[str]) -> str:
+    intro = (
+        f"The runs with a finding, at most {WORST_RUNS}, lowest score first (then the most "
+        "findings), each with its steps in order: model calls and tool calls, their arguments "
+        "and results clipped."
+    )
+    if not worst:
+        return _section("worst", "Worst runs", "<p>No run has a finding.</p>", intro)
+    runs = {r["run_id"]: r for r in ctx.runs.filter(pl.col("run_id").is_in(worst)).to_dicts()}
+    steps = ctx.steps.filter(pl.col("run_id").is_in(worst)).sort("run_id", "index")
+    failed: dict[str, list[str]] = {}
+    if ctx.findings is not None:
+        for rid, rule in (
+            ctx.findings.filter(pl.col("run_id").is_in(worst))
+            .select("run_id", "rule_id")
+            .unique()
+            .sort("run_id", "rule_id")
+            .iter_rows()
+        ):
+            failed.setdefault(rid, []).append(rule)
+    parts = []
+    for n, rid in enumerate(worst):
+        r = runs[rid]
+        mine = steps.filter(pl.col("run_id") == rid)
+        total = mine.height
+        mine = mine.head(STEPS_PER_RUN).to_dicts()
+        info = [
+            ("Case", _t(r.get("case_id"), 60)),
+            ("Agent", _t(r.get("agent"), 60)),
+            ("Models", _t(", ".join(r.get("models") or []), 100)),
+            ("Score", _num(r.get("score"))),
+            (
+                "Findings",
+                _num(r.get("findings"))
+                + (
+                    f" ({', '.join(_t(x, 40) for x in failed.get(rid, []))})"
+                    if rid in failed
+                    else ""
+                ),
+            ),
+            ("Cost", _usd(r.get("cost_usd"))),
+            ("Duration", f"{_num(r.get('duration_s'))} s"),
+            ("Answer", _t(r.get("answer"), 600) if r.get("has_answer") else "no answer"),
+        ]
+        dl = "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in info)
+        parts.append(
+            f'<h3 id="{_anchor("traj", rid)}">{n + 1}. Run <span class="mono">{_t(rid, 80)}'
+            f'</span> <a href="#{_anchor("run", rid)}" class="muted">(row)</a></h3>'
+            f'<dl class="run">{dl}</dl>'
+        )
+        if not mine:
+            parts.append("<p>No step recorded.</p>")
+            continue
+
+        frame = pl.DataFrame(
+            [_step_row(step) for step in mine], schema=dict.fromkeys(_STEP_COLUMNS, pl.String)
+        )
+        note = f"First {STEPS_PER_RUN} of {total} steps." if total > STEPS_PER_RUN else None
+        parts.append(
+            _table(
+                frame,
+                f"gt-trajectory-{n}",
+                {
+                    "index": "#",
+                    "kind": "Step",
+                    "name": "Model or tool",
+                    "status": "Status",
+                    "tokens": "Tokens in / out",
+                    "cost": "Cost",
+                    "arguments": "Arguments (clipped)",
+                    "result": "Result or output (clipped)",
+                    "span": "Span",
+                },
+                note=note,
+            )
+        )
+    return _section("worst", "Worst runs", "\n".join(parts), intro)
+
+
+# --- methods -----------------------------------------------------------------------------------
+
+
+def _methods(summary: Mapping[str, Any]) -> str:
+    methods = _get(summary, "metrics", "methods")
+    if not methods:
+        return ""
+    items = "".join(
+        f"<dt>{_e(k.replace('_', ' '))}</dt><dd>{_e(v)}</dd>" for k, v in sorted(methods.items())
+    )
+    return _section("methods", "Methods", f'<dl class="run">{items}</dl>')

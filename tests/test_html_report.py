@@ -1,0 +1,641 @@
+"""report.html: figures, links, determinism, self-containment, and escaping checked in Chromium."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import re
+import shutil
+import struct
+import subprocess
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from analyzer.pack import load_default_pack, load_packs
+from analyzer.pipeline import analyze_paths
+from analyzer.report import build_summary, write_outputs
+from analyzer.report.html import _IMPORT, _table, render_html
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_traces"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="Debian chromium not installed (.ci/run installs it)"
+)
+
+SCRIPT = "<script>document.title='pwned'</script>"
+IMG = "<img src=x onerror=\"document.title='pwned'\">"
+LINK = '<a href="javascript:alert(1)">javascript:alert(1)</a>'
+SECTIONS = (
+    "Headline figures",
+    "Cost tails by model",
+    "Cost vs correct rate by model",
+    "Findings by rule",
+    "Runs cited",
+    "Worst runs",
+)
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+_INLINE = {"a", "b", "i", "span", "code"}
+
+
+class Page(HTMLParser):
+    """Tags with their attributes, and the visible text (style contents left out)."""
+
+    def __init__(self, source: str):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.chunks: list[str] = []
+        self._skip = 0
+        self.title = ""
+        self._in_title = False
+        self.feed(source)
+        self.close()
+        self.text = re.sub(r"\s+", " ", "".join(self.chunks))
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag not in _INLINE:
+            self.chunks.append(" ")
+        if tag == "style":
+            self._skip += 1
+        self._in_title = tag == "title"
+
+    def handle_endtag(self, tag):
+        if tag not in _INLINE:
+            self.chunks.append(" ")
+        if tag == "style":
+            self._skip -= 1
+        if tag == "title":
+            self._in_title = False
+
+    def handle_data(self, data):
+        if self._in_title:
+            self.title += data
+        elif not self._skip:
+            self.chunks.append(data)
+
+    def attr_values(self, name: str) -> list[str]:
+        return [a[name] or "" for _, a in self.tags if name in a]
+
+
+def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """One headless Chromium run, offline, with a throwaway profile."""
+    return subprocess.run(
+        [
+            CHROMIUM or "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+
+
+def png_summary(data: bytes) -> tuple[int, int, int]:
+    """(width, height, distinct byte values in the decompressed image rows) of a PNG."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width, height = 8, b"", 0, 0
+    while pos < len(data):
+        (length,) = struct.unpack(">I", data[pos : pos + 4])
+        kind = data[pos + 4 : pos + 8]
+        body = data[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            width, height = struct.unpack(">II", body[:8])
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    return width, height, len(set(raw[:: max(1, len(raw) // 200_000)]))
+
+
+# --- the sample traces --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sample():
+    analysis = analyze_paths([SAMPLES], packs=(load_default_pack(),))
+    summary = build_summary(analysis)
+    return analysis, summary, render_html(analysis, summary)
+
+
+def card(page: str, label: str) -> tuple[str, str]:
+    """(value, note) of the headline card named `label`, as text."""
+    m = re.search(
+        r'<div class="label">' + re.escape(label) + r'</div><div class="value">(.*?)</div>'
+        r'(?:<div class="note">(.*?)</div>)?</div>',
+        page,
+    )
+    assert m, label
+    return Page(m.group(1)).text.strip(), Page(m.group(2) or "").text.strip()
+
+
+def test_sample_headline_figures(sample):
+    analysis, _, page = sample
+    # README of sample_traces: 40 runs; one KYC run (KYC-2026-0013) ends without an answer.
+    assert card(page, "Runs")[0] == "40"
+    assert card(page, "Answered") == ("39", "97.5% of runs; 1 without answer")
+    # Default pack on the samples: answered (high) x1, grounded-ids (high) x2,
+    # tool-arguments (medium) x1, retries (low) x3.
+    assert card(page, "Findings") == ("7", "0 critical, 3 high, 1 medium, 3 low")
+    # Cost: the sum of the 40 runs' costs, 3 significant digits.
+    total = analysis.runs.runs.get_column("cost_usd").sum()
+    assert f"${total:.4f}" == "$0.0840"
+    assert card(page, "Cost total") == ("$0.0840", "40 priced runs")
+    # 37 correct runs: 40 minus the 3 runs with a high finding; 0.0840332 / 37 = 0.0022712...
+    assert card(page, "Cost per correct run") == (
+        "$0.00227",
+        "37 correct runs (no finding at or above high)",
+    )
+    # p50 of 40 values: mean of the 20th and 21st; its interval is given; p95 needs n >= 72.
+    costs = sorted(analysis.runs.runs.get_column("cost_usd").to_list())
+    assert f"{(costs[19] + costs[20]) / 2:.3g}" == "0.000622"
+    # Binomial(40, 1/2): P(B <= 13) = 0.0192 <= 0.025 < P(B <= 14) = 0.0403, so the interval
+    # is [x_(14), x_(27)] (27 by symmetry).
+    assert (f"{costs[13]:.3g}", f"{costs[26]:.3g}") == ("0.000542", "0.00425")
+    assert card(page, "Cost per run p50") == (
+        "$0.000622",
+        "95% interval $0.000542 – $0.00425; n = 40",
+    )
+    assert card(page, "Cost per run p95") == ("$0.00499", "95% interval n too small; n = 40")
+    # 39 of 40 runs recorded content; Wilson(39, 40) = [0.8712, 0.9956].
+    assert card(page, "Coverage") == (
+        "97.5%",
+        "39 of 40 runs recorded the content grounding checks need; 95% interval 87.1% – 99.6%",
+    )
+    # (70 + 75 + 75 + 85 + 3 * 95 + 33 * 100) / 40 = 97.25
+    assert card(page, "Mean score") == ("97.25", "out of 100; lowest 70")
+    text = Page(page).text
+    assert "8 files, 324 spans read, 290 kept, 34 duplicates" in text
+    for title in SECTIONS:
+        assert title in text
+
+
+def test_sample_findings_and_worst_runs(sample):
+    analysis, _, page = sample
+    text = Page(page).text
+    for rule in (
+        "answered (high): 1 finding in 1 run",
+        "grounded-ids (high): 2 findings in 2",
+        "retries (low): 3 findings in 3",
+        "tool-arguments (medium): 1 finding in 1",
+    ):
+        assert rule in text
+    # Worst first: score 70 (no answer, weight 30), then the two grounded-ids runs (75) by
+    # run id, then tool-arguments (85), then the three retries runs (95) by run id.
+    runs = analysis.runs.runs
+    order = (
+        runs.filter(pl.col("findings") > 0)
+        .sort(["score", "findings", "run_id"], descending=[False, True, False])
+        .get_column("run_id")
+        .to_list()
+    )
+    assert runs.filter(pl.col("findings") > 0).get_column("score").sort().to_list() == [
+        70.0,
+        75.0,
+        75.0,
+        85.0,
+        95.0,
+        95.0,
+        95.0,
+    ]
+    headings = re.findall(
+        r'<h3 id="traj-[0-9a-f]{16}">(\d+)\. Run <span class="mono">([^<]+)<', page
+    )
+    assert [(int(n), rid) for n, rid in headings] == list(enumerate(order, 1))
+    # By the sample README: 0013 no answer; 0008 and a support run (no case id) grounded-ids;
+    # 0011 tool-arguments; retries in 0014, a support run and 0012 (run ids in that order).
+    cases = dict(runs.select("run_id", "case_id").iter_rows())
+    assert [cases[rid] for rid in order] == [
+        "KYC-2026-0013",
+        "KYC-2026-0008",
+        None,
+        "KYC-2026-0011",
+        "KYC-2026-0014",
+        None,
+        "KYC-2026-0012",
+    ]
+    first = runs.filter(pl.col("run_id") == order[0]).row(0, named=True)
+    assert first["case_id"] == "KYC-2026-0013" and not first["has_answer"]
+    # Its trajectory shows tool calls with their tool names and arguments.
+    worst = page[page.index('id="gt-trajectory-0"') : page.index('id="gt-trajectory-1"')]
+    steps = analysis.runs.steps.filter(pl.col("run_id") == order[0]).sort("index")
+    tool = steps.filter(pl.col("kind") == "tool_call").row(0, named=True)
+    assert tool["name"] in worst
+    assert Page(worst).text.count(tool["arguments"]) >= 1
+
+
+def test_every_link_lands_on_the_page_and_nothing_external(sample):
+    _, _, page = sample
+    parsed = Page(page)
+    ids = parsed.attr_values("id")
+    assert len(ids) == len(set(ids)), "duplicate element ids"
+    hrefs = parsed.attr_values("href")
+    assert hrefs and all(h.startswith("#") and h[1:] in ids for h in hrefs)
+    # Every finding's run links to its row in "Runs cited".
+    assert sum(h.startswith("#run-") for h in hrefs) >= 7
+    assert not parsed.attr_values("src")
+    assert not re.search(r"https?://|@import|url\(", page, re.IGNORECASE)
+    assert not [t for t, _ in parsed.tags if t in ("script", "iframe", "img", "link", "object")]
+    # great-tables tables carry our fixed ids, never random ones.
+    table_ids = re.findall(r'<div id="(gt-[^"]+)"', page)
+    assert table_ids[:4] == ["gt-cost-tails", "gt-routing", "gt-rule-rates", "gt-findings-0"]
+
+
+def test_same_input_same_bytes_and_nanoplots_do_not_jitter(sample):
+    _, _, page = sample
+    random.seed(1)
+    again = render_html(
+        analysis_again := analyze_paths([SAMPLES], packs=(load_default_pack(),)),
+        build_summary(analysis_again),
+    )
+    assert again == page
+    # A nanoplot whose values are all equal is jittered by great-tables with `random`:
+    # seeded inside, so two renders agree whatever the caller's generator did in between,
+    # and the caller's generator is left where it was.
+    frame = pl.DataFrame({"m": ["a"], "c": [[0.5, 0.5, 0.5]]})
+    random.seed(2)
+    one = _table(frame, "t", {"m": "M", "c": "C"}, nanoplot="c")
+    state = random.getstate()
+    random.seed(3)
+    random.random()
+    two = _table(frame, "t", {"m": "M", "c": "C"}, nanoplot="c")
+    random.seed(2)
+    _table(frame, "t", {"m": "M", "c": "C"}, nanoplot="c")
+    assert random.getstate() == state
+    assert one == two and "<svg" in one
+
+
+def test_a_google_font_import_is_stripped():
+    from great_tables import GT, google_font
+
+    out = GT(pl.DataFrame({"a": [1]}), id="t").opt_table_font(font=google_font("Roboto"))
+    html = out.as_raw_html()
+    assert "fonts.googleapis.com" in html  # what great-tables writes when asked for one
+    assert "googleapis" not in _IMPORT.sub("", html)
+
+
+def test_write_outputs_writes_the_page_and_hashes_it(sample, tmp_path: Path):
+    analysis, summary, page = sample
+    write_outputs(analysis, summary, tmp_path, command=["agenttrace", "report"])
+    written = (tmp_path / "report.html").read_bytes()
+    assert written == page.encode("utf-8")
+    manifest = json.loads((tmp_path / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["outputs"]["report.html"] == hashlib.sha256(written).hexdigest()
+
+
+@needs_chromium
+def test_chromium_screenshot_of_the_sample_page(sample, tmp_path: Path):
+    _, _, page = sample
+    path = tmp_path / "report.html"
+    path.write_text(page, encoding="utf-8")
+    shot = tmp_path / "report.png"
+    chromium(tmp_path / "profile", f"--screenshot={shot}", "--window-size=1280,4000", path.as_uri())
+    data = shot.read_bytes()
+    width, height, shades = png_summary(data)
+    assert (width, height) == (1280, 4000)
+    # A blank or failed page compresses to a few KB with a handful of byte values.
+    assert len(data) > 100_000 and shades > 100
+
+
+@needs_chromium
+def test_chromium_dom_of_the_sample_page(sample, tmp_path: Path):
+    _, _, page = sample
+    path = tmp_path / "report.html"
+    path.write_text(page, encoding="utf-8")
+    dom = Page(chromium(tmp_path / "profile", "--dump-dom", path.as_uri()).stdout)
+    assert dom.title == "agenttrace report"
+    for title in SECTIONS:
+        assert title in dom.text
+    for figure in ("$0.0840", "$0.00227", "97.5%", "0 critical, 3 high, 1 medium, 3 low"):
+        assert figure in dom.text
+    assert dom.text.count("KYC-2026-0013") >= 2  # in "Runs cited" and its trajectory
+
+
+# --- hostile content -----------------------------------------------------------------------------
+
+TRACE = "5b8efff798038103d269b633813fc60c"
+
+
+def attr(key: str, value: str | int) -> dict:
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def span(span_id: str, parent: str, name: str, start: int, end: int, attrs: dict) -> dict:
+    return {
+        "traceId": TRACE,
+        "spanId": span_id,
+        "parentSpanId": parent,
+        "name": name,
+        "kind": 1,
+        "startTimeUnixNano": str(1_700_000_000_000_000_000 + start * 1_000_000),
+        "endTimeUnixNano": str(1_700_000_000_000_000_000 + end * 1_000_000),
+        "attributes": [attr(k, v) for k, v in attrs.items()],
+        "status": {},
+    }
+
+
+ANSWER = f"Done. {SCRIPT} {IMG} see {LINK} & [x](javascript:alert(1))"
+ARGUMENTS = json.dumps({"q": SCRIPT, "img": IMG, "link": LINK})
+
+
+@pytest.fixture
+def hostile(tmp_path: Path) -> tuple[str, Path]:
+    """A one-run trace whose run id, case, tool arguments and answer carry HTML payloads."""
+    root = "1111111111111111"
+    spans = [
+        span(
+            root,
+            "",
+            "invoke_agent x",
+            0,
+            100,
+            {
+                "gen_ai.operation.name": "invoke_agent",
+                "gen_ai.agent.name": IMG,
+                "app.case_id": IMG,
+                "app.session": SCRIPT,
+            },
+        ),
+        span(
+            "2222222222222222",
+            root,
+            "chat gpt-4.1",
+            1,
+            10,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4.1",
+                "gen_ai.usage.input_tokens": 100,
+                "gen_ai.usage.output_tokens": 10,
+                "gen_ai.output.messages": json.dumps(
+                    [
+                        {
+                            "role": "assistant",
+                            "parts": [
+                                {
+                                    "type": "tool_call",
+                                    "id": "c1",
+                                    "name": "search",
+                                    "arguments": json.loads(ARGUMENTS),
+                                }
+                            ],
+                            "finish_reason": "tool_call",
+                        }
+                    ]
+                ),
+            },
+        ),
+        span(
+            "3333333333333333",
+            root,
+            "execute_tool search",
+            11,
+            20,
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": "search",
+                "gen_ai.tool.call.id": "c1",
+                "gen_ai.tool.call.arguments": ARGUMENTS,
+                "gen_ai.tool.call.result": f"found {IMG}",
+            },
+        ),
+        span(
+            "4444444444444444",
+            root,
+            "chat gpt-4.1",
+            21,
+            30,
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": "gpt-4.1",
+                "gen_ai.usage.input_tokens": 200,
+                "gen_ai.usage.output_tokens": 30,
+                "gen_ai.output.messages": json.dumps(
+                    [
+                        {
+                            "role": "assistant",
+                            "parts": [{"type": "text", "content": ANSWER}],
+                            "finish_reason": "stop",
+                        }
+                    ]
+                ),
+            },
+        ),
+    ]
+    body = {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": [attr("service.name", "svc")]},
+                "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}],
+            }
+        ]
+    }
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text(json.dumps(body) + "\n", encoding="utf-8")
+    pack = tmp_path / "pack.yaml"
+    pack.write_text(
+        "pack: hostile\n"
+        "rules:\n"
+        "  - id: no-pwned\n"
+        "    type: forbidden_text\n"
+        "    patterns: [pwned]\n"
+        "    severity: high\n"
+        "  - id: must-call\n"
+        "    type: required_tools\n"
+        f"    tools: [{json.dumps(SCRIPT)}]\n"
+        "    severity: medium\n",
+        encoding="utf-8",
+    )
+    analysis = analyze_paths([trace], run_key="app.session", packs=load_packs([pack]))
+    assert analysis.runs.runs.get_column("run_id").to_list() == [SCRIPT]
+    assert analysis.runs.runs.get_column("answer").to_list() == [ANSWER]
+    assert sorted(analysis.evaluation.findings.get_column("rule_id").to_list()) == [
+        "must-call",
+        "no-pwned",
+    ]
+    page = render_html(analysis, build_summary(analysis))
+    path = tmp_path / "report.html"
+    path.write_text(page, encoding="utf-8")
+    return page, path
+
+
+def test_hostile_text_is_escaped_once_in_the_source(hostile):
+    page, _ = hostile
+    parsed = Page(page)
+    # The only elements are ours: no script, image, frame or handler from the trace.
+    assert not [t for t, _ in parsed.tags if t in ("script", "img", "iframe", "object", "embed")]
+    assert not [k for _, a in parsed.tags for k in a if k.lower().startswith("on")]
+    assert all(h.startswith("#") for h in parsed.attr_values("href"))
+    assert not parsed.attr_values("src")
+    # Escaped exactly once: the reader sees the payloads as they were written.
+    for where in (ANSWER, ARGUMENTS, SCRIPT, f"found {IMG}"):
+        assert where in parsed.text, where
+    assert "&amp;lt;" not in page
+    # In the tool omission table, in the run id, in the case id: text every time.
+    assert parsed.text.count(SCRIPT) >= 4
+
+
+@needs_chromium
+def test_hostile_text_stays_text_in_chromium(hostile, tmp_path: Path):
+    _, path = hostile
+    out = chromium(tmp_path / "profile", "--dump-dom", path.as_uri()).stdout
+    dom = Page(out)
+    assert dom.title == "agenttrace report"  # no payload ran
+    assert "pwned" not in dom.title
+    assert not [t for t, _ in dom.tags if t in ("script", "img", "iframe", "object", "embed")]
+    assert not [k for _, a in dom.tags for k in a if k.lower().startswith("on")]
+    assert not [h for h in dom.attr_values("href") if not h.startswith("#")]
+    # The serialized DOM holds the payloads as escaped text nodes.
+    assert "&lt;script&gt;document.title='pwned'&lt;/script&gt;" in out
+    assert "&lt;img src=x onerror=\"document.title='pwned'\"&gt;" in out
+    assert '&lt;a href="javascript:alert(1)"&gt;javascript:alert(1)&lt;/a&gt;' in out
+    assert ANSWER in dom.text
+
+
+# --- the routing picture and degraded inputs ------------------------------------------------------
+
+
+def model_row(group: str, cost: float, k: int, n: int, lo: float, hi: float) -> dict:
+    return {
+        "group": group,
+        "runs": n,
+        "passed_runs": k,
+        "pass_rate": k / n,
+        "pass_rate_lo": lo,
+        "pass_rate_hi": hi,
+        "total_cost_usd": cost * n,
+        "cost_per_correct_run": cost * n / k,
+        "cost_usd_p50": cost,
+    }
+
+
+def curve_column(section: str) -> dict[str, str]:
+    """model -> its 'On the curve' cell in the routing table."""
+    rows = re.findall(r"<tr>(.*?)</tr>", section, re.DOTALL)
+    out = {}
+    for row in rows:
+        cells = [Page(c).text.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)]
+        if len(cells) == 10:
+            out[cells[1]] = cells[9]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("b_hi", "pick"),
+    [(0.97, "b"), (0.91, "c")],  # near miss: b's interval stops short of c's 0.92
+)
+def test_routing_curve_and_pick(b_hi: float, pick: str):
+    from analyzer.report.html import _routing
+
+    rows = [
+        model_row("a", 0.01, 50, 100, 0.40, 0.60),
+        model_row("b", 0.02, 90, 100, 0.83, b_hi),
+        model_row("c", 0.05, 92, 100, 0.85, 0.96),
+        model_row("d", 0.03, 70, 100, 0.60, 0.78),  # dearer than b and worse: off the curve
+    ]
+    section = _routing({"metrics": {"breakdowns": {"model": rows}}})
+    assert curve_column(section) == {
+        "a": "yes",
+        "b": "routing pick" if pick == "b" else "yes",
+        "c": "routing pick" if pick == "c" else "yes",
+        "d": "",
+    }
+    assert f"Routing pick: {pick}," in Page(section).text
+    # The curve joins a, b, c in cost order; d sits below it.
+    assert section.count("<polyline") == 1 and section.count("<circle") == 4
+
+
+def test_page_without_rule_packs(tmp_path: Path):
+    analysis = analyze_paths([SAMPLES / "realestate"])
+    page = render_html(analysis, build_summary(analysis))
+    text = Page(page).text
+    assert "No rule pack was applied." in text and "No run has a finding." in text
+    assert card(page, "Findings")[0] == "0"
+    hrefs, ids = Page(page).attr_values("href"), Page(page).attr_values("id")
+    assert all(h[1:] in ids for h in hrefs)
+
+
+def test_cli_writes_report_html_and_prints_it(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        main, ["report", str(SAMPLES), "--out", str(out), "--format", "html"]
+    )
+    assert result.exit_code == 0, result.output
+    written = (out / "report.html").read_text(encoding="utf-8")
+    assert result.stdout == written  # stderr may carry a progress bar
+    assert card(written, "Runs")[0] == "40"
+
+
+def table_rows(page: str, table_id: str) -> list[list[str]]:
+    """The body rows of the great-tables table `table_id`, as cell texts."""
+    start = page.index(f'<div id="{table_id}"')
+    body = page[start : page.index("</table>", start)]
+    body = body[body.index("<tbody") :]
+    return [
+        [Page(c).text.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)]
+        for row in re.findall(r"<tr>(.*?)</tr>", body, re.DOTALL)
+    ]
+
+
+def test_kyc_omissions_by_rule_and_by_label():
+    from analyzer.labels import load_labels
+
+    analysis = analyze_paths([SAMPLES / "kyc"], packs=load_packs([ROOT / "rules" / "kyc.yaml"]))
+    labels = load_labels(ROOT / "rules" / "kyc-labels.jsonl")
+    page = render_html(analysis, build_summary(analysis, labels))
+    # kyc.yaml requires both tools in the 15 answered runs (sample README): the screening is
+    # omitted in KYC-2026-0004, -0006 (only after the answer) and -0009, the owners lookup in
+    # -0007 and -0009. Wilson(2, 15) = [0.0373, 0.3788], Wilson(3, 15) =
+    # [0.0701, 0.4518].
+    assert [r[:5] for r in table_rows(page, "gt-omissions")] == [
+        ["lookup_beneficial_owners", "15", "2", "13.3%", "3.7% – 37.9%"],
+        ["screen_sanctions", "15", "3", "20.0%", "7.0% – 45.2%"],
+    ]
+    # The labels expect four tools in each of the 16 runs (the unanswered run included).
+    assert [r[:5] for r in table_rows(page, "gt-omissions-labels")] == [
+        ["fetch_documents", "16", "0", "0.0%", "0.0% – 19.4%"],
+        ["lookup_account", "16", "0", "0.0%", "0.0% – 19.4%"],
+        ["lookup_beneficial_owners", "16", "2", "12.5%", "3.5% – 36.0%"],
+        ["screen_sanctions", "16", "3", "18.8%", "6.6% – 43.0%"],
+    ]
+    # 13 of 16 runs have every field right: 2 wrong decisions and the run without an answer.
+    assert card(page, "All fields correct") == (
+        "81.2%",
+        "13 of 16 labelled runs; 95% interval 57.0% – 93.4%",
+    )
+    assert table_rows(page, "gt-label-fields")[0] == [
+        "decision",
+        "critical",
+        "exact",
+        "16",
+        "13",
+        "2",
+        "1",
+        "81.2%",
+        "57.0% – 93.4%",
+    ]

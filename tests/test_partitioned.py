@@ -1,0 +1,257 @@
+"""The partitioned path (analyzer.partitioned) gives exactly the in-process result."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from click.testing import CliRunner
+
+from analyzer.cli import main
+from analyzer.pack import load_default_pack
+from analyzer.partitioned import analyze_partition, analyze_partitioned, partition_ids
+from analyzer.pipeline import analyze_paths
+from analyzer.report import build_summary
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "sample_traces"
+sys.path.insert(0, str(ROOT / "bench"))
+
+from gen_otlp import generate  # noqa: E402
+
+
+def _span_count(lines: list[str]) -> int:
+    """Spans in OTLP JSON lines, counted independently of the readers."""
+    return sum(
+        len(ss["spans"])
+        for line in lines
+        for rs in json.loads(line)["resourceSpans"]
+        for ss in rs["scopeSpans"]
+    )
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A generated dump cut into two files (runs straddle them) plus a file of resent lines."""
+    folder = tmp_path_factory.mktemp("gen")
+    whole = folder / "whole.jsonl"
+    spans, traces, n_lines = generate(whole, 3000, seed=7, concurrency=16)
+    lines = whole.read_text(encoding="utf-8").splitlines()
+    whole.unlink()
+    half = len(lines) // 2
+    inputs = folder / "in"
+    inputs.mkdir()
+    (inputs / "a.jsonl").write_text("\n".join(lines[:half]) + "\n", encoding="utf-8")
+    (inputs / "b.jsonl").write_text("\n".join(lines[half:]) + "\n", encoding="utf-8")
+    # the exporter resent three batches: same spans, another file
+    resent = lines[2:4] + lines[half + 1 : half + 2]
+    (inputs / "c-resent.jsonl").write_text("\n".join(resent) + "\n", encoding="utf-8")
+    return {
+        "folder": inputs,
+        "spans": spans,
+        "traces": traces,
+        "duplicates": _span_count(resent),
+        "lines": n_lines,
+    }
+
+
+def _same(a, b) -> None:
+    """Runs, steps, findings, coverage, errors and summary of two analyses are identical."""
+    assert a.runs.runs.equals(b.runs.runs)
+    assert a.runs.steps.equals(b.runs.steps)
+    assert a.evaluation.findings.equals(b.evaluation.findings)
+    assert a.evaluation.coverage.equals(b.evaluation.coverage)
+    assert a.evaluation.errors == b.evaluation.errors
+    left = json.dumps(build_summary(a), sort_keys=True)
+    right = json.dumps(build_summary(b), sort_keys=True)
+    assert left == right
+
+
+@pytest.mark.parametrize(("partitions", "jobs"), [(1, 1), (3, 1), (7, 1), (3, 2)])
+def test_partitioned_equals_in_process_on_samples(partitions: int, jobs: int) -> None:
+    packs = [load_default_pack()]
+    reference = analyze_paths([SAMPLES], packs=packs)
+    result = analyze_partitioned([SAMPLES], partitions=partitions, jobs=jobs, packs=packs)
+    _same(reference, result)
+    assert result.runs.runs.height == 40
+    assert result.ingested.log.balanced()
+
+
+@pytest.mark.parametrize(("partitions", "jobs"), [(1, 1), (3, 1), (7, 1), (1, 2), (3, 2), (7, 2)])
+def test_partitioned_equals_in_process_on_generated_set(
+    generated: dict, partitions: int, jobs: int
+) -> None:
+    packs = [load_default_pack()]
+    reference = analyze_paths([generated["folder"]], packs=packs)
+    result = analyze_partitioned(
+        [generated["folder"]], partitions=partitions, jobs=jobs, packs=packs
+    )
+    _same(reference, result)
+    log = result.ingested.log
+    # every trace is one run, although the lines of a run sit in two files
+    assert result.runs.runs.height == generated["traces"]
+    assert log.spans_read == generated["spans"] + generated["duplicates"]
+    assert log.duplicates == generated["duplicates"]
+    assert log.spans_kept == generated["spans"]
+    assert log.records == generated["lines"] + 3
+    assert log.orphans == 0
+    assert log.balanced()
+    kept = {Path(f.path).name: (f.spans_kept, f.duplicates) for f in log.files}
+    # the resent file sorts last: all its spans are the duplicates
+    assert kept["c-resent.jsonl"] == (0, generated["duplicates"])
+
+
+def test_duplicates_keep_the_copy_of_the_first_file_in_path_order(tmp_path: Path) -> None:
+    lines = (SAMPLES / "kyc" / "traces-0001.jsonl").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "z.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (tmp_path / "a.jsonl").write_text(lines[0] + "\n", encoding="utf-8")
+    first = _span_count(lines[:1])
+    result = analyze_partitioned([tmp_path], partitions=5, jobs=1)
+    reference = analyze_paths([tmp_path])
+    counts = {Path(f.path).name: (f.spans_kept, f.duplicates) for f in result.ingested.log.files}
+    assert counts["a.jsonl"] == (first, 0)
+    assert counts["z.jsonl"] == (_span_count(lines) - first, first)
+    assert result.runs.runs.equals(reference.runs.runs)
+
+
+def test_run_key_groups_traces_of_different_files_into_one_run(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.jsonl"
+    generate(whole, 400, seed=3, concurrency=4)
+    text = whole.read_text(encoding="utf-8")
+    whole.unlink()
+    convs = []
+    for line in text.splitlines():
+        marker = '"gen_ai.conversation.id","value":{"stringValue":"'
+        start = 0
+        while (found := line.find(marker, start)) >= 0:
+            value = line[found + len(marker) : found + len(marker) + 32]
+            if value not in convs:
+                convs.append(value)
+            start = found + 1
+    # three conversations merged into the first one: 4 traces, one run
+    for other in convs[1:4]:
+        text = text.replace(other, convs[0])
+    lines = text.splitlines()
+    (tmp_path / "x.jsonl").write_text("\n".join(lines[::2]) + "\n", encoding="utf-8")
+    (tmp_path / "y.jsonl").write_text("\n".join(lines[1::2]) + "\n", encoding="utf-8")
+    key = "gen_ai.conversation.id"
+    reference = analyze_paths([tmp_path], run_key=key)
+    for partitions, jobs in [(4, 1), (7, 2)]:
+        result = analyze_partitioned([tmp_path], partitions=partitions, jobs=jobs, run_key=key)
+        assert result.runs.runs.equals(reference.runs.runs)
+        assert result.runs.steps.equals(reference.runs.steps)
+    runs = reference.runs.runs
+    assert runs.height == len(convs) - 3
+    merged = runs.filter(runs["run_id"] == convs[0])
+    assert merged["traces"].to_list() == [4]
+
+
+def test_analyze_partition_on_one_group_is_the_in_process_run() -> None:
+    from analyzer.ingest import read_traces
+
+    table = read_traces([SAMPLES / "kyc"]).spans
+    trace = table.column("trace_id")[0].as_py()
+    group = table.filter(pa.compute.equal(table.column("trace_id"), trace))
+    partial = analyze_partition(group, packs=[load_default_pack()])
+    reference = analyze_paths([SAMPLES / "kyc"], packs=[load_default_pack()])
+    runs = reference.runs.runs.filter(reference.runs.runs["trace_id"] == trace)
+    assert partial.runs.equals(runs)
+    assert sum(k for k, _ in partial.counts.values()) == group.num_rows
+    assert sum(d for _, d in partial.counts.values()) == 0
+    assert partial.orphans == 0
+
+
+def test_partition_ids_are_stable_and_in_range() -> None:
+    keys = pa.array([f"{i:032x}" for i in range(1000)])
+    first = partition_ids(keys, 7).to_pylist()
+    assert first == partition_ids(keys, 7).to_pylist()
+    assert set(first) == set(range(7))
+    assert partition_ids(keys, 1).to_pylist() == [0] * 1000
+
+
+def test_report_cli_partitioned_writes_the_same_outputs(tmp_path: Path) -> None:
+    runner = CliRunner()
+    outs = {}
+    for name, extra in {"mem": ["--partitions", "0"], "part": ["--partitions", "3"]}.items():
+        out = tmp_path / name
+        result = runner.invoke(main, ["report", str(SAMPLES), "--out", str(out), "-j", "1", *extra])
+        assert result.exit_code == 0, result.output
+        outs[name] = out
+    for file in ("summary.json", "findings.jsonl", "runs.parquet", "steps.parquet"):
+        assert (outs["mem"] / file).read_bytes() == (outs["part"] / file).read_bytes(), file
+
+
+def test_report_rejects_a_bad_partition_count() -> None:
+    result = CliRunner().invoke(main, ["report", str(SAMPLES), "--partitions", "many"])
+    assert result.exit_code == 2
+    assert "--partitions" in result.output
+
+
+def test_partitioned_ingest_reads_back_as_the_in_memory_ingest(
+    generated: dict, tmp_path: Path
+) -> None:
+    from analyzer.ingest import read_traces
+    from analyzer.partitioned import ingest_partitioned
+
+    trees = []
+    for jobs in (1, 2):
+        out = tmp_path / f"ds-{jobs}"
+        ingest_partitioned([generated["folder"]], out, tool_version="t", jobs=jobs, partitions=3)
+        trees.append(
+            {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        )
+    assert trees[0] == trees[1]  # --jobs changes no byte
+    assert sorted(trees[0]) == [
+        "agenttrace-dataset.json",
+        "quarantine.jsonl",
+        "spans/part-00000.parquet",
+        "spans/part-00001.parquet",
+        "spans/part-00002.parquet",
+    ]
+    direct = read_traces([generated["folder"]])
+    back = read_traces([tmp_path / "ds-1"])
+    assert back.spans.equals(direct.spans)
+    assert back.log.duplicates == direct.log.duplicates == generated["duplicates"]
+    assert back.log.orphans == direct.log.orphans == 0
+    manifest = json.loads((tmp_path / "ds-1" / "agenttrace-dataset.json").read_text())
+    assert sum(p["spans"] for p in manifest["parts"]) == generated["spans"]
+    assert manifest["orphan_spans"] == 0
+
+
+def test_merged_unpriced_models_equal_those_of_all_steps(generated: dict, tmp_path: Path) -> None:
+    from analyzer.pricing import load_prices, unpriced_models
+
+    prices_file = tmp_path / "prices.yaml"
+    prices_file.write_text(
+        'currency: USD\nas_of: "2026-11-01"\nmodels:\n'
+        "  - {model: gpt-4o-mini, input: 0.15, output: 0.60}\n",
+        encoding="utf-8",
+    )
+    prices = load_prices(prices_file)
+    reference = analyze_paths([generated["folder"]], prices=prices)
+    result = analyze_partitioned([generated["folder"]], partitions=5, jobs=1, prices=prices)
+    expected = unpriced_models(reference.runs.steps)
+    # three of the generator's four models have no price here
+    assert expected.height == 3
+    assert result.unpriced.equals(expected)
+    assert unpriced_models(result.runs.steps).equals(expected)
+
+
+def test_kyc_runs_of_the_generator_meet_the_kyc_pack_alike_on_both_paths(tmp_path: Path) -> None:
+    from analyzer.pack import load_packs
+
+    path = tmp_path / "kyc.jsonl"
+    generate(path, 3000, seed=11, concurrency=8, kyc_share=0.5)
+    packs = load_packs([ROOT / "rules" / "kyc.yaml"])
+    reference = analyze_paths([path], packs=packs)
+    result = analyze_partitioned([path], partitions=4, jobs=1, packs=packs)
+    _same(reference, result)
+    found = reference.evaluation.findings
+    kinds = set(found.filter(found["rule_id"] == "kyc-required-checks")["kind"].to_list())
+    # a skipped screening (or owners lookup) is an omission and a premature answer
+    assert kinds == {"omission", "premature_answer"}
+    runs = reference.runs.runs
+    assert runs.filter(runs["agent"] == "kyc-reviewer").height > 0
