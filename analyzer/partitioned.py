@@ -50,6 +50,7 @@ __all__ = [
     "PARTITION_BYTES",
     "UNIT_BYTES",
     "PartialResult",
+    "PartitionOptions",
     "analyze_partition",
     "analyze_partitioned",
     "choose_partitions",
@@ -584,13 +585,27 @@ def _regroup(source: int, spill: str, partitions: int, targets_file: str | None)
 
 
 @dataclass(frozen=True)
-class _Options:
+class PartitionOptions:
+    """The analysis options every partition (or Spark group) is analyzed with; picklable."""
+
     run_key: str | None
     case_key: str | None
     packs: tuple
     prices: Any
     since_ns: int | None
     until_ns: int | None
+
+    def analyze(self, spans: pa.Table) -> PartialResult:
+        """`analyze_partition` of `spans` with these options."""
+        return analyze_partition(
+            spans,
+            run_key=self.run_key,
+            case_key=self.case_key,
+            packs=self.packs,
+            prices=self.prices,
+            since_ns=self.since_ns,
+            until_ns=self.until_ns,
+        )
 
 
 #: The per-run tables a partition writes to the spill (not sent back whole: see `_merge_ordered`).
@@ -607,20 +622,12 @@ def _write_batches(frame: pl.DataFrame, path: str) -> pl.DataFrame:
 
 
 def _analyze_spilled(
-    folder: str, out: str, options: _Options
+    folder: str, out: str, options: PartitionOptions
 ) -> tuple[PartialResult, dict[str, pl.DataFrame]]:
     """Analyze one spilled partition; write its per-run tables to `out`.<table>.arrow; the
     rest, and each table's rows per run."""
     spans = _read_ipc_folder(Path(folder))
-    partial = analyze_partition(
-        spans,
-        run_key=options.run_key,
-        case_key=options.case_key,
-        packs=options.packs,
-        prices=options.prices,
-        since_ns=options.since_ns,
-        until_ns=options.until_ns,
-    )
+    partial = options.analyze(spans)
     del spans
     counts = {}
     for name in _TABLES:
@@ -802,7 +809,7 @@ def analyze_partitioned(
                     )
                 )
                 source = folder / "grouped"
-            options = _Options(run_key, case_key, tuple(packs), prices, since_ns, until_ns)
+            options = PartitionOptions(run_key, case_key, tuple(packs), prices, since_ns, until_ns)
             outs = [str(folder / f"part-{p:05d}") for p in range(partitions)]
             results = list(
                 pool.map(

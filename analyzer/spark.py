@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from analyzer.pack import Pack
+    from analyzer.partitioned import PartitionOptions
     from analyzer.pipeline import Analysis
     from analyzer.pricing import PriceTable
 
@@ -122,7 +123,7 @@ def analyze_spark(
     session's parallelism, more for a large input: one per `PARTITION_BYTES` of span table);
     ``0`` makes one group per run key (one Python call per run: slow beyond a few thousand).
     """
-    from analyzer.partitioned import merge_partials
+    from analyzer.partitioned import PartitionOptions, merge_partials
     from analyzer.pricing import load_prices
 
     given = [paths_or_dataset] if isinstance(paths_or_dataset, str | Path) else paths_or_dataset
@@ -134,7 +135,7 @@ def analyze_spark(
     try:
         frame = _spans(session, inputs)
         frame = _with_parts(frame, run_key, _buckets(session, buckets, inputs.estimate))
-        options = _Options(run_key, case_key, tuple(packs), prices, since_ns, until_ns)
+        options = PartitionOptions(run_key, case_key, tuple(packs), prices, since_ns, until_ns)
         results = frame.groupBy(_PART).applyInArrow(_group_function(options), _RESULT_SCHEMA)
         partials, file_logs = _collect(results.toLocalIterator())
     finally:
@@ -449,19 +450,7 @@ class _RunKeyValues:
 # --- analysis of a group ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Options:
-    """The analysis options, shipped to the executors with the group function."""
-
-    run_key: str | None
-    case_key: str | None
-    packs: tuple
-    prices: Any
-    since_ns: int | None
-    until_ns: int | None
-
-
-def _group_function(options: _Options):
+def _group_function(options: PartitionOptions):
     """The function applyInArrow calls: a plain one-parameter function without annotations, as
     Spark reads its parameters and type hints to choose how to call it."""
 
@@ -471,13 +460,12 @@ def _group_function(options: _Options):
     return analyze_group
 
 
-def _analyze_group(options: _Options, table: pa.Table) -> pa.Table:
+def _analyze_group(options: PartitionOptions, table: pa.Table) -> pa.Table:
     """applyInArrow: one group of whole runs through `analyze_partition`; its partial result as
     rows of Arrow IPC pieces of its frames (and the pickled rest). Reading rows pass through."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from analyzer.partitioned import analyze_partition
     from analyzer.spans import SPAN_SCHEMA
 
     out: dict[str, list] = {"part": [], "kind": [], "piece": [], "data": []}
@@ -491,15 +479,7 @@ def _analyze_group(options: _Options, table: pa.Table) -> pa.Table:
         add(None, "log", 0, data)
     spans = table.filter(pc.invert(is_log))
     if spans.num_rows:
-        partial = analyze_partition(
-            spans.select(SPAN_SCHEMA.names).cast(SPAN_SCHEMA),
-            run_key=options.run_key,
-            case_key=options.case_key,
-            packs=options.packs,
-            prices=options.prices,
-            since_ns=options.since_ns,
-            until_ns=options.until_ns,
-        )
+        partial = options.analyze(spans.select(SPAN_SCHEMA.names).cast(SPAN_SCHEMA))
         part = spans.column(_PART)[0].as_py()
         for kind in _FRAMES:
             frame = getattr(partial, kind)
