@@ -3,71 +3,32 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
+from split_dumps import assert_same_analysis, generate, span_count, split_dump
 
 from analyzer.cli import main
 from analyzer.pack import load_default_pack
 from analyzer.partitioned import analyze_partition, analyze_partitioned, partition_ids
 from analyzer.pipeline import analyze_paths
-from analyzer.report import build_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
-sys.path.insert(0, str(ROOT / "bench"))
-
-from gen_otlp import generate  # noqa: E402
-
-
-def _span_count(lines: list[str]) -> int:
-    """Spans in OTLP JSON lines, counted independently of the readers."""
-    return sum(
-        len(ss["spans"])
-        for line in lines
-        for rs in json.loads(line)["resourceSpans"]
-        for ss in rs["scopeSpans"]
-    )
 
 
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """A generated dump cut into two files (runs straddle them) plus a file of resent lines."""
-    folder = tmp_path_factory.mktemp("gen")
-    whole = folder / "whole.jsonl"
-    spans, traces, n_lines = generate(whole, 3000, seed=7, concurrency=16)
-    lines = whole.read_text(encoding="utf-8").splitlines()
-    whole.unlink()
-    half = len(lines) // 2
-    inputs = folder / "in"
-    inputs.mkdir()
-    (inputs / "a.jsonl").write_text("\n".join(lines[:half]) + "\n", encoding="utf-8")
-    (inputs / "b.jsonl").write_text("\n".join(lines[half:]) + "\n", encoding="utf-8")
-    # the exporter resent three batches: same spans, another file
-    resent = lines[2:4] + lines[half + 1 : half + 2]
-    (inputs / "c-resent.jsonl").write_text("\n".join(resent) + "\n", encoding="utf-8")
-    return {
-        "folder": inputs,
-        "spans": spans,
-        "traces": traces,
-        "duplicates": _span_count(resent),
-        "lines": n_lines,
-    }
-
-
-def _same(a, b) -> None:
-    """Runs, steps, findings, coverage, errors and summary of two analyses are identical."""
-    assert a.runs.runs.equals(b.runs.runs)
-    assert a.runs.steps.equals(b.runs.steps)
-    assert a.evaluation.findings.equals(b.evaluation.findings)
-    assert a.evaluation.coverage.equals(b.evaluation.coverage)
-    assert a.evaluation.errors == b.evaluation.errors
-    left = json.dumps(build_summary(a), sort_keys=True)
-    right = json.dumps(build_summary(b), sort_keys=True)
-    assert left == right
+    return split_dump(
+        tmp_path_factory.mktemp("gen"),
+        3000,
+        seed=7,
+        concurrency=16,
+        resent=lambda lines, half: lines[2:4] + lines[half + 1 : half + 2],
+    )
 
 
 @pytest.mark.parametrize(("partitions", "jobs"), [(1, 1), (3, 1), (7, 1), (3, 2)])
@@ -75,7 +36,7 @@ def test_partitioned_equals_in_process_on_samples(partitions: int, jobs: int) ->
     packs = [load_default_pack()]
     reference = analyze_paths([SAMPLES], packs=packs)
     result = analyze_partitioned([SAMPLES], partitions=partitions, jobs=jobs, packs=packs)
-    _same(reference, result)
+    assert_same_analysis(reference, result)
     assert result.runs.runs.height == 40
     assert result.ingested.log.balanced()
 
@@ -89,7 +50,7 @@ def test_partitioned_equals_in_process_on_generated_set(
     result = analyze_partitioned(
         [generated["folder"]], partitions=partitions, jobs=jobs, packs=packs
     )
-    _same(reference, result)
+    assert_same_analysis(reference, result)
     log = result.ingested.log
     # every trace is one run, although the lines of a run sit in two files
     assert result.runs.runs.height == generated["traces"]
@@ -108,12 +69,12 @@ def test_duplicates_keep_the_copy_of_the_first_file_in_path_order(tmp_path: Path
     lines = (SAMPLES / "kyc" / "traces-0001.jsonl").read_text(encoding="utf-8").splitlines()
     (tmp_path / "z.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (tmp_path / "a.jsonl").write_text(lines[0] + "\n", encoding="utf-8")
-    first = _span_count(lines[:1])
+    first = span_count(lines[:1])
     result = analyze_partitioned([tmp_path], partitions=5, jobs=1)
     reference = analyze_paths([tmp_path])
     counts = {Path(f.path).name: (f.spans_kept, f.duplicates) for f in result.ingested.log.files}
     assert counts["a.jsonl"] == (first, 0)
-    assert counts["z.jsonl"] == (_span_count(lines) - first, first)
+    assert counts["z.jsonl"] == (span_count(lines) - first, first)
     assert result.runs.runs.equals(reference.runs.runs)
 
 
@@ -248,7 +209,7 @@ def test_kyc_runs_of_the_generator_meet_the_kyc_pack_alike_on_both_paths(tmp_pat
     packs = load_packs([ROOT / "rules" / "kyc.yaml"])
     reference = analyze_paths([path], packs=packs)
     result = analyze_partitioned([path], partitions=4, jobs=1, packs=packs)
-    _same(reference, result)
+    assert_same_analysis(reference, result)
     found = reference.evaluation.findings
     kinds = set(found.filter(found["rule_id"] == "kyc-required-checks")["kind"].to_list())
     # a skipped screening (or owners lookup) is an omission and a premature answer

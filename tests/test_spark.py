@@ -13,6 +13,8 @@ from click.testing import CliRunner
 
 pytest.importorskip("pyspark")
 
+from split_dumps import assert_same_analysis, generate, split_dump
+
 from analyzer.cli import main
 from analyzer.pack import load_default_pack, load_packs
 from analyzer.pipeline import analyze_paths
@@ -22,9 +24,6 @@ from analyzer.spark import analyze_spark
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
 RULES = ROOT / "rules"
-sys.path.insert(0, str(ROOT / "bench"))
-
-from gen_otlp import generate  # noqa: E402
 
 #: Spark binds to the loopback interface only: these tests need no network.
 LOOPBACK = {
@@ -54,51 +53,16 @@ def spark():
         session.stop()
 
 
-def _span_count(lines: list[str]) -> int:
-    """Spans in OTLP JSON lines, counted independently of the readers."""
-    return sum(
-        len(ss["spans"])
-        for line in lines
-        for rs in json.loads(line)["resourceSpans"]
-        for ss in rs["scopeSpans"]
-    )
-
-
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """About 20k generated spans cut into two files (runs straddle them) plus resent lines."""
-    folder = tmp_path_factory.mktemp("gen")
-    whole = folder / "whole.jsonl"
-    spans, traces, n_lines = generate(whole, 20_000, seed=11, concurrency=32)
-    lines = whole.read_text(encoding="utf-8").splitlines()
-    whole.unlink()
-    half = len(lines) // 2
-    inputs = folder / "in"
-    inputs.mkdir()
-    (inputs / "a.jsonl").write_text("\n".join(lines[:half]) + "\n", encoding="utf-8")
-    (inputs / "b.jsonl").write_text("\n".join(lines[half:]) + "\n", encoding="utf-8")
-    resent = lines[5:7]  # the exporter sent two batches again
-    (inputs / "c-resent.jsonl").write_text("\n".join(resent) + "\n", encoding="utf-8")
-    return {
-        "folder": inputs,
-        "spans": spans,
-        "traces": traces,
-        "lines": n_lines,
-        "duplicates": _span_count(resent),
-    }
-
-
-def _same(reference, result) -> None:
-    """Runs (every column), steps, findings, coverage, errors and summary.json are identical."""
-    assert result.runs.runs.columns == reference.runs.runs.columns
-    assert result.runs.runs.equals(reference.runs.runs)
-    assert result.runs.steps.equals(reference.runs.steps)
-    assert result.evaluation.findings.equals(reference.evaluation.findings)
-    assert result.evaluation.coverage.equals(reference.evaluation.coverage)
-    assert result.evaluation.errors == reference.evaluation.errors
-    left = json.dumps(build_summary(reference), sort_keys=True, ensure_ascii=False)
-    right = json.dumps(build_summary(result), sort_keys=True, ensure_ascii=False)
-    assert right == left
+    return split_dump(
+        tmp_path_factory.mktemp("gen"),
+        20_000,
+        seed=11,
+        concurrency=32,
+        resent=lambda lines, half: lines[5:7],
+    )
 
 
 def test_samples_equal_in_process(spark) -> None:
@@ -107,7 +71,7 @@ def test_samples_equal_in_process(spark) -> None:
     packs = load_packs([RULES / "kyc.yaml", RULES / "realestate.yaml"])
     reference = analyze_paths([SAMPLES], packs=packs)
     result = analyze_spark([SAMPLES], spark=spark, packs=packs)
-    _same(reference, result)
+    assert_same_analysis(reference, result)
     log = result.ingested.log
     # sample_traces/README.md, "Files and accounting"
     assert (log.spans_read, log.spans_kept, log.duplicates) == (324, 290, 34)
@@ -125,7 +89,7 @@ def test_generated_set_equals_in_process(spark, generated: dict) -> None:
     packs = [load_default_pack()]
     reference = analyze_paths([generated["folder"]], packs=packs)
     result = analyze_spark([generated["folder"]], spark=spark, packs=packs, buckets=3)
-    _same(reference, result)
+    assert_same_analysis(reference, result)
     log = result.ingested.log
     assert result.runs.runs.height == generated["traces"]
     assert log.spans_read == generated["spans"] + generated["duplicates"]
@@ -150,7 +114,7 @@ def test_ingested_dataset_through_a_uri_with_a_time_window_equals_in_process(
     reference = analyze_paths([dataset], packs=packs, **window)
     # a file: URI: the manifest and the Parquet parts are read by Spark, as from hdfs:// or s3a://
     result = analyze_spark(f"file://{dataset}", spark=spark, packs=packs, **window)
-    _same(reference, result)
+    assert_same_analysis(reference, result)
     inside = sum(since <= s < until for s in starts)
     assert 0 < inside < generated["traces"]
     assert result.runs.runs.height == inside
@@ -182,7 +146,7 @@ def test_one_group_per_run_key_value_joins_traces_of_different_files(spark, tmp_
     # buckets=0: one applyInArrow call per run key value, literally groupBy(run key)
     packs = [load_default_pack()]
     result = analyze_spark([tmp_path], spark=spark, run_key=key, packs=packs, buckets=0)
-    _same(reference, result)
+    assert_same_analysis(reference, result)
     runs = result.runs.runs
     assert runs.height == len(convs) - 3
     assert runs.filter(runs["run_id"] == convs[0])["traces"].to_list() == [4]
