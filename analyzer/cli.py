@@ -25,6 +25,33 @@ _CASE_KEY = click.option(
     metavar="ATTR",
     help="Attribute holding the case id (default: app.case_id, case_id).",
 )
+_ALLOW_PLUGINS = click.option(
+    "--allow-plugins",
+    is_flag=True,
+    help="Load plugin rule types (module:Class): this runs Python code named by the pack.",
+)
+_RULES = click.option(
+    "--rules",
+    "rule_packs",
+    multiple=True,
+    type=click.Path(path_type=Path),
+    metavar="PACK",
+    help="Rule pack (YAML); repeatable. Default: the built-in pack (rules/default.yaml).",
+)
+_PRICES = click.option(
+    "--prices",
+    "prices_file",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Price table (YAML, USD per million tokens). Default: the bundled rules/prices.yaml.",
+)
+_LABELS = click.option(
+    "--labels",
+    "labels_file",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="Golden labels (JSONL, schemas/labels.schema.json), joined to runs by case id.",
+)
 _REDACT = click.option(
     "--redact",
     is_flag=True,
@@ -397,33 +424,10 @@ _SEVERITIES = ("critical", "high", "medium", "low")
 @_PATHS
 @_RUN_KEY
 @_CASE_KEY
-@click.option(
-    "--rules",
-    "rule_packs",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    metavar="PACK",
-    help="Rule pack (YAML); repeatable. Default: the built-in pack (rules/default.yaml).",
-)
-@click.option(
-    "--allow-plugins",
-    is_flag=True,
-    help="Load plugin rule types (module:Class): this runs Python code named by the pack.",
-)
-@click.option(
-    "--prices",
-    "prices_file",
-    type=click.Path(path_type=Path),
-    metavar="FILE",
-    help="Price table (YAML, USD per million tokens). Default: the bundled rules/prices.yaml.",
-)
-@click.option(
-    "--labels",
-    "labels_file",
-    type=click.Path(path_type=Path),
-    metavar="FILE",
-    help="Golden labels (JSONL, schemas/labels.schema.json), joined to runs by case id.",
-)
+@_RULES
+@_ALLOW_PLUGINS
+@_PRICES
+@_LABELS
 @click.option(
     "--case-class",
     "case_class",
@@ -596,12 +600,6 @@ def report(
 
 # --- rules ---------------------------------------------------------------------------------------
 
-_ALLOW_PLUGINS = click.option(
-    "--allow-plugins",
-    is_flag=True,
-    help="Load plugin rule types (module:Class): this runs Python code named by the pack.",
-)
-
 
 @main.group()
 def rules() -> None:
@@ -698,29 +696,10 @@ def rules_check(packs: tuple[Path, ...], allow_plugins: bool) -> None:
 @click.argument("candidate", type=click.Path(path_type=Path))
 @_RUN_KEY
 @_CASE_KEY
-@click.option(
-    "--rules",
-    "rule_packs",
-    multiple=True,
-    type=click.Path(path_type=Path),
-    metavar="PACK",
-    help="Rule pack (YAML) for the trace sides; repeatable. Default: the built-in pack.",
-)
+@_RULES
 @_ALLOW_PLUGINS
-@click.option(
-    "--prices",
-    "prices_file",
-    type=click.Path(path_type=Path),
-    metavar="FILE",
-    help="Price table for the trace sides. Default: the bundled rules/prices.yaml.",
-)
-@click.option(
-    "--labels",
-    "labels_file",
-    type=click.Path(path_type=Path),
-    metavar="FILE",
-    help="Golden labels (JSONL): adds all_fields_correct to the comparison.",
-)
+@_PRICES
+@_LABELS
 @click.option(
     "--gate",
     "gate_file",
