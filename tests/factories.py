@@ -59,3 +59,27 @@ def msg(role: str, content: str, tool_call_id: str | None = None) -> dict[str, A
 
 def call(name: str, arguments: str = "{}", id: str | None = None) -> dict[str, Any]:
     return {"id": id, "name": name, "arguments": arguments}
+
+
+def otlp_attr(key: str, value: str | int) -> dict[str, Any]:
+    """One OTLP JSON attribute (an int as ``intValue``, anything else as ``stringValue``)."""
+    if isinstance(value, int):
+        return {"key": key, "value": {"intValue": str(value)}}
+    return {"key": key, "value": {"stringValue": value}}
+
+
+def otlp_span(
+    trace: str, span_id: str, parent: str, name: str, start: int, end: int, attrs: dict
+) -> dict[str, Any]:
+    """One OTLP JSON span, times in ms after 2023-11-14T22:13:20Z."""
+    return {
+        "traceId": trace,
+        "spanId": span_id,
+        "parentSpanId": parent,
+        "name": name,
+        "kind": 1,
+        "startTimeUnixNano": str(1_700_000_000_000_000_000 + start * 1_000_000),
+        "endTimeUnixNano": str(1_700_000_000_000_000_000 + end * 1_000_000),
+        "attributes": [otlp_attr(k, v) for k, v in attrs.items()],
+        "status": {},
+    }

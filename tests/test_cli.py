@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from factories import otlp_attr, otlp_span
 
 from analyzer.cli import main
 
@@ -17,29 +18,11 @@ pytest.importorskip("analyzer.conventions.normalize")
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 
 
-def attr(key, value):
-    kind = "intValue" if isinstance(value, int) else "stringValue"
-    return {"key": key, "value": {kind: str(value) if kind == "intValue" else value}}
-
-
-def otlp_span(span_id, parent, name, start, end, attrs):
-    return {
-        "traceId": TRACE,
-        "spanId": span_id,
-        "parentSpanId": parent,
-        "name": name,
-        "kind": 1,
-        "startTimeUnixNano": str(1_700_000_000_000_000_000 + start * 1_000_000),
-        "endTimeUnixNano": str(1_700_000_000_000_000_000 + end * 1_000_000),
-        "attributes": [attr(k, v) for k, v in attrs.items()],
-        "status": {},
-    }
-
-
 @pytest.fixture
 def trace_file(tmp_path: Path) -> Path:
     spans = [
         otlp_span(
+            TRACE,
             "00f067aa0ba902b7",
             "",
             "invoke_agent kyc",
@@ -52,6 +35,7 @@ def trace_file(tmp_path: Path) -> Path:
             },
         ),
         otlp_span(
+            TRACE,
             "00f067aa0ba902b8",
             "00f067aa0ba902b7",
             "chat gpt-4.1",
@@ -66,6 +50,7 @@ def trace_file(tmp_path: Path) -> Path:
             },
         ),
         otlp_span(
+            TRACE,
             "00f067aa0ba902b9",
             "00f067aa0ba902b7",
             "execute_tool screen_sanctions",
@@ -78,6 +63,7 @@ def trace_file(tmp_path: Path) -> Path:
             },
         ),
         otlp_span(
+            TRACE,
             "00f067aa0ba902ba",
             "00f067aa0ba902b7",
             "chat gpt-4.1",
@@ -94,7 +80,7 @@ def trace_file(tmp_path: Path) -> Path:
     body = {
         "resourceSpans": [
             {
-                "resource": {"attributes": [attr("service.name", "kyc")]},
+                "resource": {"attributes": [otlp_attr("service.name", "kyc")]},
                 "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}],
             }
         ]

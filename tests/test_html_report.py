@@ -15,6 +15,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from factories import otlp_attr, otlp_span
 
 from analyzer.pack import load_default_pack, load_packs
 from analyzer.pipeline import analyze_paths
@@ -335,26 +336,6 @@ def test_chromium_dom_of_the_sample_page(sample, tmp_path: Path):
 TRACE = "5b8efff798038103d269b633813fc60c"
 
 
-def attr(key: str, value: str | int) -> dict:
-    if isinstance(value, int):
-        return {"key": key, "value": {"intValue": str(value)}}
-    return {"key": key, "value": {"stringValue": value}}
-
-
-def span(span_id: str, parent: str, name: str, start: int, end: int, attrs: dict) -> dict:
-    return {
-        "traceId": TRACE,
-        "spanId": span_id,
-        "parentSpanId": parent,
-        "name": name,
-        "kind": 1,
-        "startTimeUnixNano": str(1_700_000_000_000_000_000 + start * 1_000_000),
-        "endTimeUnixNano": str(1_700_000_000_000_000_000 + end * 1_000_000),
-        "attributes": [attr(k, v) for k, v in attrs.items()],
-        "status": {},
-    }
-
-
 ANSWER = f"Done. {SCRIPT} {IMG} see {LINK} & [x](javascript:alert(1))"
 ARGUMENTS = json.dumps({"q": SCRIPT, "img": IMG, "link": LINK})
 
@@ -364,7 +345,8 @@ def hostile(tmp_path: Path) -> tuple[str, Path]:
     """A one-run trace whose run id, case, tool arguments and answer carry HTML payloads."""
     root = "1111111111111111"
     spans = [
-        span(
+        otlp_span(
+            TRACE,
             root,
             "",
             "invoke_agent x",
@@ -377,7 +359,8 @@ def hostile(tmp_path: Path) -> tuple[str, Path]:
                 "app.session": SCRIPT,
             },
         ),
-        span(
+        otlp_span(
+            TRACE,
             "2222222222222222",
             root,
             "chat gpt-4.1",
@@ -406,7 +389,8 @@ def hostile(tmp_path: Path) -> tuple[str, Path]:
                 ),
             },
         ),
-        span(
+        otlp_span(
+            TRACE,
             "3333333333333333",
             root,
             "execute_tool search",
@@ -420,7 +404,8 @@ def hostile(tmp_path: Path) -> tuple[str, Path]:
                 "gen_ai.tool.call.result": f"found {IMG}",
             },
         ),
-        span(
+        otlp_span(
+            TRACE,
             "4444444444444444",
             root,
             "chat gpt-4.1",
@@ -446,7 +431,7 @@ def hostile(tmp_path: Path) -> tuple[str, Path]:
     body = {
         "resourceSpans": [
             {
-                "resource": {"attributes": [attr("service.name", "svc")]},
+                "resource": {"attributes": [otlp_attr("service.name", "svc")]},
                 "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}],
             }
         ]
