@@ -54,6 +54,7 @@ def analyze(
     ``findings`` (count) and ``score`` (/100). ``since_ns``/``until_ns`` keep only the runs
     whose start (earliest span start) is at or after ``since_ns`` and before ``until_ns``.
     """
+    from analyzer.checks.retries import scan_retries
     from analyzer.conventions import normalize
     from analyzer.pricing import apply_prices, load_prices
 
@@ -63,12 +64,14 @@ def analyze(
         runset = runs_in_window(runset, since_ns, until_ns)
     ingested.log.runs = runset.runs.height
     prices = prices if prices is not None else load_prices()
-    runset = _with_retries(apply_prices(runset, prices))
+    runset = apply_prices(runset, prices)
+    retries = scan_retries(runset.steps)  # once: for retry costs here and the retries rules
+    runset = _with_retries(runset, retries.found)
     evaluation = None
     if packs:
         from analyzer.checks import evaluate
 
-        evaluation = evaluate(packs, runset)
+        evaluation = evaluate(packs, runset, retries=retries)
         runset = _with_findings(runset, evaluation, packs)
     return Analysis(
         ingested=ingested,
@@ -82,7 +85,6 @@ def analyze(
 
 def runs_in_window(runset: RunSet, since_ns: int | None, until_ns: int | None) -> RunSet:
     """The runs of ``runset`` that started in [since_ns, until_ns), with their steps and sources."""
-    import polars as pl
 
     start = pl.col("started_ns")
     keep = pl.lit(True)
@@ -101,13 +103,10 @@ def runs_in_window(runset: RunSet, since_ns: int | None, until_ns: int | None) -
     )
 
 
-def _with_retries(runset: RunSet) -> RunSet:
-    """Add ``retries`` and ``retry_cost_usd`` (the cost of the superseded attempts) to runs."""
-    import polars as pl
+def _with_retries(runset: RunSet, superseded: pl.DataFrame) -> RunSet:
+    """Add ``retries`` and ``retry_cost_usd`` (the cost of the ``superseded`` attempts, rows of
+    `retry_steps`) to runs."""
 
-    from analyzer.checks.retries import retry_steps
-
-    superseded = retry_steps(runset)
     cost = superseded.join(
         runset.steps.select("run_id", "span_id", "kind", "cost_usd"),
         on=["run_id", "span_id"],
@@ -136,7 +135,6 @@ def _with_retries(runset: RunSet) -> RunSet:
 
 def _with_findings(runset: RunSet, evaluation: Evaluation, packs: Sequence[Pack]) -> RunSet:
     """Add ``findings`` (count per run) and ``score`` (/100 from rule weights) to runs."""
-    import polars as pl
 
     from analyzer.metrics import rule_weights, run_scores
 

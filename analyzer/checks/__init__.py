@@ -32,7 +32,7 @@ from analyzer.checks.grounded_figures import GroundedFigures
 from analyzer.checks.output_pattern import OutputPattern
 from analyzer.checks.output_schema import OutputSchema
 from analyzer.checks.required_tools import RequiredTools
-from analyzer.checks.retries import Retries
+from analyzer.checks.retries import Retries, RetryScan
 from analyzer.checks.tool_errors import ToolErrors
 from analyzer.checks.trajectory import Trajectory
 
@@ -135,9 +135,14 @@ def run_checks(packs: Sequence[Pack], runset: RunSet) -> tuple[pl.DataFrame, lis
     return result.findings, result.errors
 
 
-def evaluate(packs: Sequence[Pack], runset: RunSet) -> Evaluation:
-    """Findings, check errors and per-run coverage of every rule of ``packs``."""
-    shared = _Shared(runset)
+def evaluate(
+    packs: Sequence[Pack], runset: RunSet, *, retries: RetryScan | None = None
+) -> Evaluation:
+    """Findings, check errors and per-run coverage of every rule of ``packs``.
+
+    ``retries``: `scan_retries` of the runset's steps, when the caller already has it.
+    """
+    shared = _Shared(runset, retries)
     runs = runset.runs
     selections: dict[When | None, pl.DataFrame] = {}
     findings: list[pl.DataFrame] = []

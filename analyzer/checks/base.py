@@ -39,6 +39,7 @@ import pyarrow as pa
 from analyzer.runs import ANSWER_CAP
 
 if TYPE_CHECKING:
+    from analyzer.checks.retries import RetryScan
     from analyzer.runs import RunSet
 
 __all__ = [
@@ -227,8 +228,18 @@ class Check:
 class _Shared:
     """Frames derived once from a RunSet and shared by every rule."""
 
-    def __init__(self, runset: RunSet):
+    def __init__(self, runset: RunSet, retries: RetryScan | None = None):
         self.runset = runset
+        self._retries = retries
+
+    @cached_property
+    def retries(self) -> RetryScan:
+        """Every retry of the runs (`checks.retries.scan_retries`), given or scanned once."""
+        if self._retries is not None:
+            return self._retries
+        from analyzer.checks.retries import scan_retries
+
+        return scan_retries(self.runset.steps)
 
     @cached_property
     def _steps(self) -> pl.DataFrame:
@@ -357,7 +368,7 @@ class CheckContext:
     """The runs one rule applies to, and the frames a check reads, restricted to those runs.
 
     Attributes read by checks: `runs`, `steps`, `tool_calls`, `model_calls`, `answers`,
-    `sources`, and `tools` (the pack's tool specs: name -> JSON Schema of the arguments).
+    `sources`, `retries`, and `tools` (the pack's tool specs: name -> JSON Schema of the arguments).
     """
 
     def __init__(
@@ -381,6 +392,11 @@ class CheckContext:
     @cached_property
     def steps(self) -> pl.DataFrame:
         return self._shared.restrict(self._shared.runset.steps, self._run_ids)
+
+    @cached_property
+    def retries(self) -> RetryScan:
+        scan = self._shared.retries
+        return scan if self._run_ids is None else scan.restrict(self._run_ids)
 
     @cached_property
     def sources(self) -> pl.DataFrame:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import orjson
 import polars as pl
@@ -14,7 +14,14 @@ from analyzer.runs import _requests_tools
 if TYPE_CHECKING:
     from analyzer.runs import RunSet
 
-__all__ = ["RETRY_PATTERNS", "RETRY_STEPS_SCHEMA", "Retries", "retry_steps"]
+__all__ = [
+    "RETRY_PATTERNS",
+    "RETRY_STEPS_SCHEMA",
+    "Retries",
+    "RetryScan",
+    "retry_steps",
+    "scan_retries",
+]
 
 #: What made a step a retry, in the order details name them.
 RETRY_PATTERNS = ("model_after_failure", "model_after_answer", "tool_repeat", "http_resend")
@@ -81,7 +88,7 @@ class Retries(Check):
     max: int = 0
 
     def check(self, ctx: CheckContext) -> pl.DataFrame:
-        found, unknown_outcome, unrecorded_args = _retries(ctx.steps)
+        found, unknown_outcome, unrecorded_args = ctx.retries
         ctx.mark(unknown_outcome, "partial", "a model call's outcome was not recorded")
         ctx.mark(unrecorded_args, "partial", "arguments of a failed tool call not recorded")
         n = pl.col("count")
@@ -145,12 +152,36 @@ def retry_steps(runset: RunSet) -> pl.DataFrame:
     HTTP resend row has a null ``span_id``: the resent requests are not spans of their own,
     and what they cost is not recorded apart from their span's.
     """
-    return _retries(runset.steps)[0]
+    return scan_retries(runset.steps).found
 
 
-def _retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, pl.Series]:
+class RetryScan(NamedTuple):
+    """Every retry of some runs, and the runs where one may have been missed."""
+
+    found: pl.DataFrame  # `retry_steps` rows
+    unknown_outcome: pl.Series  # run ids: a model call's outcome was not recorded
+    unrecorded_args: pl.Series  # run ids: arguments of a failed tool call not recorded
+
+    def restrict(self, run_ids: pl.DataFrame) -> RetryScan:
+        """The scan of the runs in ``run_ids`` only (each run's retries depend on it alone)."""
+
+        def among(ids: pl.Series) -> pl.Series:
+            frame = ids.to_frame("run_id").join(run_ids, on="run_id", how="semi")
+            return frame.get_column("run_id")
+
+        return RetryScan(
+            self.found.join(run_ids, on="run_id", how="semi"),
+            among(self.unknown_outcome),
+            among(self.unrecorded_args),
+        )
+
+
+def scan_retries(steps: pl.DataFrame) -> RetryScan:
     """Retries of the runs in ``steps``, and the runs where a model call's outcome, or the
-    arguments of a failed tool call, were not recorded (a retry may have been missed)."""
+    arguments of a failed tool call, were not recorded (a retry may have been missed).
+
+    Done once per analysis: the pipeline prices the superseded attempts with it and hands it
+    to `evaluate`, whose retries rules all read it."""
     steps = steps.sort("run_id", "index")
     # A requested call that never ran records no trace: it is in its model call's.
     traces = (
@@ -181,7 +212,7 @@ def _retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series, pl.Series]:
         .sort("run_id", "index", "_p")
         .drop("_p")
     )
-    return found, unknown, unrecorded
+    return RetryScan(found, unknown, unrecorded)
 
 
 def _prev(column: str) -> pl.Expr:
