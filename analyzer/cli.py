@@ -133,10 +133,13 @@ def _analyze(
 
     if not paths:
         raise InputError("no input: give at least one trace file or folder")
-    if partitions is None:
+    if partitions is None:  # auto: partitioned for big inputs and for prebuilt runs
         from analyzer.partitioned import AUTO_MIN_BYTES, estimate_bytes
+        from analyzer.prebuilt import prebuilt_dataset
 
-        partitions = None if estimate_bytes(list(paths)) >= AUTO_MIN_BYTES else 0
+        big = estimate_bytes(list(paths)) >= AUTO_MIN_BYTES
+        keyed = run_key is not None or case_key is not None
+        partitions = None if big or (not keyed and prebuilt_dataset(paths)) else 0
     if partitions != 0:
         from analyzer.partitioned import analyze_partitioned
 
@@ -465,7 +468,8 @@ _SEVERITIES = ("critical", "high", "medium", "low")
     show_default=True,
     metavar="N|auto",
     help="Analyze in N hash partitions of runs, one at a time per process (bounded memory); "
-    "0: all in memory; auto: partitioned when the input would take over 512 MB in memory.",
+    "0: all in memory; auto: partitioned when the input would take over 512 MB in memory, "
+    "and for a dataset with prebuilt runs (one unit per part; no span is read again).",
 )
 @click.option(
     "--spill",

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from analyzer.checks import CheckError
     from analyzer.pack import Pack
     from analyzer.pipeline import Analysis
+    from analyzer.prebuilt import PrebuiltPart
     from analyzer.pricing import PriceTable
 
 __all__ = [
@@ -121,7 +122,6 @@ def analyze_partition(
     in-process result restricted to these runs.
     """
     from analyzer.pipeline import analyze
-    from analyzer.pricing import unpriced_models
 
     files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
     log = IngestLog(files=[FileLog(path=f) for f in files])
@@ -135,7 +135,15 @@ def analyze_partition(
         since_ns=since_ns,
         until_ns=until_ns,
     )
+    return _partial(analysis)
+
+
+def _partial(analysis: Analysis) -> PartialResult:
+    """The PartialResult of one partition's Analysis."""
+    from analyzer.pricing import unpriced_models
+
     evaluation = analysis.evaluation
+    log = analysis.ingested.log
     return PartialResult(
         runs=analysis.runs.runs,
         steps=analysis.runs.steps,
@@ -629,6 +637,34 @@ def _analyze_spilled(
     spans = _read_ipc_folder(Path(folder))
     partial = options.analyze(spans)
     del spans
+    return _spill_tables(partial, out)
+
+
+def _analyze_prebuilt(
+    part: PrebuiltPart, out: str, options: PartitionOptions
+) -> tuple[PartialResult, dict[str, pl.DataFrame]]:
+    """`_analyze_spilled` of a dataset part's prebuilt runs (no span is read)."""
+    from analyzer.pipeline import analyze_runs
+    from analyzer.prebuilt import read_prebuilt
+
+    runset, retries = read_prebuilt(part)
+    analysis = analyze_runs(
+        Ingested(spans=SPAN_SCHEMA.empty_table(), log=IngestLog()),
+        runset,
+        retries=retries,
+        packs=options.packs,
+        prices=options.prices,
+        since_ns=options.since_ns,
+        until_ns=options.until_ns,
+    )
+    return _spill_tables(_partial(analysis), out)
+
+
+def _spill_tables(
+    partial: PartialResult, out: str
+) -> tuple[PartialResult, dict[str, pl.DataFrame]]:
+    """Write the per-run tables of `partial` to `out`.<table>.arrow (emptied in `partial`);
+    the rest, and each table's rows per run."""
     counts = {}
     for name in _TABLES:
         frame = getattr(partial, name)
@@ -780,15 +816,20 @@ def analyze_partitioned(
     system's temporary directory, removed when the result is no longer used); the steps of the
     result are read from it when first used.
     """
+    from analyzer.prebuilt import prebuilt_dataset
     from analyzer.pricing import load_prices
 
     jobs = jobs or default_jobs()
     files, skipped = expand_paths(list(paths))
-    if partitions is None:
-        partitions = choose_partitions(estimate_bytes(paths), jobs)
     prices = prices if prices is not None else load_prices()
+    options = PartitionOptions(run_key, case_key, tuple(packs), prices, since_ns, until_ns)
     if spill is not None:
         Path(spill).mkdir(parents=True, exist_ok=True)
+    prebuilt = prebuilt_dataset(files) if run_key is None and case_key is None else None
+    if prebuilt is not None:
+        return _analyze_prebuilt_dataset(files[0], prebuilt, options, jobs, spill)
+    if partitions is None:
+        partitions = choose_partitions(estimate_bytes(paths), jobs)
     folder = Path(tempfile.mkdtemp(prefix="agenttrace-spill-", dir=spill))
     try:
         (folder / "keys").mkdir()
@@ -809,7 +850,6 @@ def analyze_partitioned(
                     )
                 )
                 source = folder / "grouped"
-            options = PartitionOptions(run_key, case_key, tuple(packs), prices, since_ns, until_ns)
             outs = [str(folder / f"part-{p:05d}") for p in range(partitions)]
             results = list(
                 pool.map(
@@ -819,11 +859,44 @@ def analyze_partitioned(
                     [options] * partitions,
                 )
             )
-            partials = [partial for partial, _ in results]
-            counts = [c for _, c in results]
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
+    return _merged(folder, outs, results, log, options, [str(p) for p in skipped])
+
+
+def _analyze_prebuilt_dataset(
+    dataset: Path, parts: list[PrebuiltPart], options: PartitionOptions, jobs: int, spill
+) -> Analysis:
+    """`analyze_partitioned` of a dataset from its prebuilt runs: one unit per part."""
+    from analyzer.ingest.dataset import load_manifest, read_dataset_log
+
+    log = read_dataset_log(dataset)
+    folder = Path(tempfile.mkdtemp(prefix="agenttrace-spill-", dir=spill))
+    try:
+        outs = [str(folder / f"part-{p:05d}") for p in range(len(parts))]
+        with _pool(jobs) as pool:
+            results = list(pool.map(_analyze_prebuilt, parts, outs, [options] * len(parts)))
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    analysis = _merged(folder, outs, results, log, options, [])
+    log.orphans = int(load_manifest(dataset).get("orphan_spans", 0))
+    return analysis
+
+
+def _merged(
+    folder: Path,
+    outs: list[str],
+    results: list[tuple[PartialResult, dict[str, pl.DataFrame]]],
+    log: IngestLog,
+    options: PartitionOptions,
+    skipped: list[str],
+) -> Analysis:
+    """One Analysis from the partitions' results and their per-run tables in the spill
+    `folder` (removed when the Analysis is no longer used)."""
+    partials = [partial for partial, _ in results]
+    counts = [c for _, c in results]
 
     def merged(name: str, out: str | None = None) -> pl.DataFrame | None:
         if not all(name in c for c in counts) or not counts:
@@ -841,9 +914,9 @@ def analyze_partitioned(
     analysis = merge_partials(
         partials,
         log,
-        packs=packs,
-        prices=prices,
-        skipped=[str(p) for p in skipped],
+        packs=options.packs,
+        prices=options.prices,
+        skipped=skipped,
         steps=load_steps,
         tables=tables,
     )
@@ -922,9 +995,13 @@ class _IngestPart:
     warnings: dict[str, list[QuarantineEntry]]
 
 
-def _ingest_spilled(folder: str, known: str | None, out: str, name: str) -> _IngestPart:
-    """De-duplicate one spilled partition (also against the dataset's spans), write its part."""
+def _ingest_spilled(
+    folder: str, known: str | None, out: str, name: str, old_parts: list[str]
+) -> _IngestPart:
+    """De-duplicate one spilled partition (also against the dataset's spans), write its part
+    and its prebuilt runs (`analyzer.prebuilt`)."""
     from analyzer.ingest.dataset import count_orphans, drop_known, write_part
+    from analyzer.prebuilt import build_prebuilt, write_prebuilt
 
     spans = _read_ipc_folder(Path(folder))
     files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
@@ -941,13 +1018,38 @@ def _ingest_spilled(folder: str, known: str | None, out: str, name: str) -> _Ing
         spans = drop_known(spans, old, log)
     keys = pl.from_arrow(spans.select(["trace_id", "span_id", "parent_span_id"]))
     assert isinstance(keys, pl.DataFrame)
-    part = write_part(spans, Path(out), name) if spans.num_rows else None
+    if not spans.num_rows:
+        part = None
+    else:
+        part = write_part(spans, Path(out), name)
+        # traces that also have spans in earlier parts: their runs are rebuilt whole here
+        straddling = (
+            keys.select(pl.col("trace_id").unique())
+            .join(old.select(pl.col("trace_id").unique()), on="trace_id", how="semi")
+            .get_column("trace_id")
+        )
+        whole = spans
+        if straddling.len():
+            earlier = _spans_of_traces(old_parts, straddling)
+            whole = finalize_spans(pa.concat_tables([spans, earlier]), IngestLog())
+        part["runs"] = write_prebuilt(*build_prebuilt(whole), Path(out), name, straddling)
     return _IngestPart(
         counts={f.path: (f.spans_kept, f.duplicates) for f in log.files},
         orphans=count_orphans(pl.concat([old, keys])),
         part=part,
         warnings={f.path: list(getattr(f, "warnings", [])) for f in log.files},
     )
+
+
+def _spans_of_traces(parts: list[str], traces: pl.Series) -> pa.Table:
+    """The spans of `traces` in the dataset parts `parts`."""
+    import pyarrow.dataset as ds
+
+    wanted = pa.array(traces.to_list(), pa.string())
+    table = ds.dataset(parts, format="parquet", schema=SPAN_SCHEMA).to_table(
+        filter=ds.field("trace_id").isin(wanted)
+    )
+    return table
 
 
 def ingest_partitioned(
@@ -992,6 +1094,7 @@ def ingest_partitioned(
                     [known.get(p) for p in range(partitions)],
                     [str(out)] * partitions,
                     [f"part-{base + p:05d}.parquet" for p in range(partitions)],
+                    [[str(out / p["path"]) for p in old_parts]] * partitions,
                 )
             )
     finally:

@@ -16,10 +16,11 @@ from analyzer.runs import RunSet, build_runs
 
 if TYPE_CHECKING:
     from analyzer.checks import Evaluation
+    from analyzer.checks.retries import RetryScan
     from analyzer.pack import Pack
     from analyzer.pricing import PriceTable
 
-__all__ = ["Analysis", "analyze", "analyze_paths", "runs_in_window"]
+__all__ = ["Analysis", "analyze", "analyze_paths", "analyze_runs", "runs_in_window"]
 
 
 @dataclass
@@ -54,18 +55,47 @@ def analyze(
     ``findings`` (count) and ``score`` (/100). ``since_ns``/``until_ns`` keep only the runs
     whose start (earliest span start) is at or after ``since_ns`` and before ``until_ns``.
     """
-    from analyzer.checks.retries import scan_retries
     from analyzer.conventions import normalize
-    from analyzer.pricing import apply_prices, load_prices
 
     normalized = normalize(ingested.spans)
     runset = build_runs(ingested.spans, normalized, run_key=run_key, case_key=case_key)
+    return analyze_runs(
+        ingested,
+        runset,
+        normalized=normalized,
+        packs=packs,
+        prices=prices,
+        since_ns=since_ns,
+        until_ns=until_ns,
+    )
+
+
+def analyze_runs(
+    ingested: Ingested,
+    runset: RunSet,
+    *,
+    retries: RetryScan | None = None,
+    normalized: pa.Table | None = None,
+    packs: Sequence[Pack] = (),
+    prices: PriceTable | None = None,
+    since_ns: int | None = None,
+    until_ns: int | None = None,
+) -> Analysis:
+    """`analyze` from runs already rebuilt (and their retries, when scanned already): the
+    time window, prices, retries and rule packs; what a dataset's prebuilt runs go through."""
+    from analyzer.checks.retries import scan_retries
+    from analyzer.conventions import NORMALIZED_SCHEMA
+    from analyzer.pricing import apply_prices, load_prices
+
     if since_ns is not None or until_ns is not None:
         runset = runs_in_window(runset, since_ns, until_ns)
+        if retries is not None:
+            retries = retries.restrict(runset.runs.select("run_id"))
     ingested.log.runs = runset.runs.height
     prices = prices if prices is not None else load_prices()
     runset = apply_prices(runset, prices)
-    retries = scan_retries(runset.steps)  # once: for retry costs here and the retries rules
+    if retries is None:  # once: for retry costs here and the retries rules
+        retries = scan_retries(runset.steps)
     runset = _with_retries(runset, retries.found)
     evaluation = None
     if packs:
@@ -75,7 +105,7 @@ def analyze(
         runset = _with_findings(runset, evaluation, packs)
     return Analysis(
         ingested=ingested,
-        normalized=normalized,
+        normalized=normalized if normalized is not None else NORMALIZED_SCHEMA.empty_table(),
         runs=runset,
         packs=tuple(packs),
         evaluation=evaluation,

@@ -165,13 +165,29 @@ def test_partitioned_ingest_reads_back_as_the_in_memory_ingest(
             {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
         )
     assert trees[0] == trees[1]  # --jobs changes no byte
-    assert sorted(trees[0]) == [
-        "agenttrace-dataset.json",
-        "quarantine.jsonl",
-        "spans/part-00000.parquet",
-        "spans/part-00001.parquet",
-        "spans/part-00002.parquet",
+    prebuilt = [
+        f"runs/part-{p:05d}/{t}.parquet"
+        for p in range(3)
+        for t in (
+            "retries",
+            "retry_unknown",
+            "retry_unrecorded",
+            "runs",
+            "sources",
+            "span_runs",
+            "steps",
+        )
     ]
+    assert sorted(trees[0]) == sorted(
+        [
+            "agenttrace-dataset.json",
+            "quarantine.jsonl",
+            *prebuilt,
+            "spans/part-00000.parquet",
+            "spans/part-00001.parquet",
+            "spans/part-00002.parquet",
+        ]
+    )
     direct = read_traces([generated["folder"]])
     back = read_traces([tmp_path / "ds-1"])
     assert back.spans.equals(direct.spans)

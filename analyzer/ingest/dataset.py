@@ -30,6 +30,7 @@ __all__ = [
     "existing_manifest",
     "ingested_digests",
     "known_spans",
+    "load_manifest",
     "read_dataset",
     "read_dataset_log",
     "write_dataset",
@@ -42,7 +43,8 @@ DATASET_VERSION = 1
 _ROW_GROUP = 128 * 1024
 
 
-def _load_manifest(folder: Path) -> dict:
+def load_manifest(folder: Path) -> dict:
+    """The manifest of the dataset `folder`; InputError when unreadable or not one."""
     try:
         manifest = json.loads((folder / DATASET_MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
@@ -56,7 +58,7 @@ def ingested_digests(folder: Path) -> set[str]:
     """The SHA-256 of every file already ingested into the dataset `folder` (empty if none)."""
     if not (folder / DATASET_MANIFEST).is_file():
         return set()
-    return {f["sha256"] for f in _load_manifest(folder).get("files", []) if f.get("sha256")}
+    return {f["sha256"] for f in load_manifest(folder).get("files", []) if f.get("sha256")}
 
 
 def write_dataset(spans: pa.Table, log: IngestLog, out: Path, *, tool_version: str) -> Path:
@@ -85,7 +87,7 @@ def write_dataset(spans: pa.Table, log: IngestLog, out: Path, *, tool_version: s
 def existing_manifest(out: Path) -> dict | None:
     """The manifest of the dataset `out`, None for a new or empty folder; else InputError."""
     if (out / DATASET_MANIFEST).is_file():
-        return _load_manifest(out)
+        return load_manifest(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(
             f"{out}: exists and is neither an agenttrace dataset nor an empty folder; "
@@ -192,13 +194,13 @@ def _file_dict(f: FileLog) -> dict[str, object]:
 
 def dataset_parts(folder: Path) -> list[Path]:
     """The Parquet part files of a dataset, in manifest order."""
-    return [folder / part["path"] for part in _load_manifest(folder).get("parts", [])]
+    return [folder / part["path"] for part in load_manifest(folder).get("parts", [])]
 
 
 def read_dataset_log(folder: Path) -> IngestLog:
     """The accounting recorded when the files of a dataset were ingested (formats `dataset:...`)."""
     log = IngestLog()
-    for data in _load_manifest(folder).get("files", []):
+    for data in load_manifest(folder).get("files", []):
         data = dict(data)
         entries = [QuarantineEntry(**q) for q in data.pop("quarantine", [])]
         warnings = [QuarantineEntry(**w) for w in data.pop("warnings", [])]

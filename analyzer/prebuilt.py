@@ -1,0 +1,139 @@
+"""Runs rebuilt at ingest and kept in the dataset, so that a report need not rebuild them.
+
+What does not depend on the rules, the prices or the time window (the normalized spans turned
+into runs, steps, sources, and the retries found in them) is computed once per dataset part by
+`agenttrace ingest`, with the default run and case keys, and written next to the part::
+
+    runs/part-NNNNN/{runs,steps,sources,span_runs,retries,retry_unknown,retry_unrecorded}.parquet
+    runs/part-NNNNN/supersedes.parquet   (trace ids; only when some run straddles ingests)
+
+A part holds whole traces of one ingest. When a later ingest adds spans to a trace already in
+the dataset, the new part's runs are rebuilt from all the trace's spans (old and new) and the
+part *supersedes* that trace: a report takes every trace's runs from the last part that has
+them. Prebuilt runs are used only when every part has them and they were written by this
+version of agenttrace; otherwise the spans are analyzed again, with the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from analyzer import __version__
+from analyzer.checks.retries import RetryScan, scan_retries
+from analyzer.errors import InputError
+from analyzer.runs import RunSet, build_runs
+
+__all__ = [
+    "PrebuiltPart",
+    "build_prebuilt",
+    "prebuilt_dataset",
+    "prebuilt_parts",
+    "read_prebuilt",
+    "write_prebuilt",
+]
+
+_RUNSET_TABLES = ("runs", "steps", "sources", "span_runs")
+_SUPERSEDES = "supersedes.parquet"
+
+
+@dataclass(frozen=True)
+class PrebuiltPart:
+    """One part's prebuilt runs: their folder, and the traces later parts rebuilt (to drop)."""
+
+    folder: str
+    superseded: frozenset[str]
+
+
+def build_prebuilt(spans: pa.Table) -> tuple[RunSet, RetryScan]:
+    """The runs of a de-duplicated, finalized span table (default keys) and their retries."""
+    from analyzer.conventions import normalize
+
+    runset = build_runs(spans, normalize(spans))
+    return runset, scan_retries(runset.steps)
+
+
+def write_prebuilt(
+    runset: RunSet, retries: RetryScan, out: Path, name: str, supersedes: pl.Series
+) -> dict[str, object]:
+    """Write a part's prebuilt runs into `out`/runs/`name`; its manifest entry."""
+    folder = Path("runs") / Path(name).stem
+    target = out / folder
+    target.mkdir(parents=True, exist_ok=True)
+    frames = {t: getattr(runset, t) for t in _RUNSET_TABLES}
+    frames["retries"] = retries.found
+    frames["retry_unknown"] = retries.unknown_outcome.to_frame("run_id")
+    frames["retry_unrecorded"] = retries.unrecorded_args.to_frame("run_id")
+    if supersedes.len():
+        frames[Path(_SUPERSEDES).stem] = supersedes.sort().to_frame("trace_id")
+    for table, frame in frames.items():
+        frame.write_parquet(target / f"{table}.parquet", compression="zstd", statistics=False)
+    return {
+        "path": folder.as_posix(),
+        "agenttrace_version": __version__,
+        "supersedes": supersedes.len(),
+    }
+
+
+def prebuilt_dataset(paths: Sequence[str | Path]) -> list[PrebuiltPart] | None:
+    """The prebuilt parts when `paths` names one dataset whose parts all have them, else None."""
+    from analyzer.ingest.dataset import load_manifest
+    from analyzer.ingest.files import DATASET_MANIFEST
+
+    if len(paths) != 1 or not (Path(paths[0]) / DATASET_MANIFEST).is_file():
+        return None
+    folder = Path(paths[0])
+    return prebuilt_parts(folder, load_manifest(folder))
+
+
+def prebuilt_parts(folder: Path, manifest: dict) -> list[PrebuiltPart] | None:
+    """The prebuilt runs of each part of the dataset `folder`, in manifest order, with the
+    traces to drop from each; None when some part has none from this version of agenttrace."""
+    parts = manifest.get("parts", [])
+    entries = [p.get("runs") for p in parts]
+    if not parts or any(
+        not isinstance(e, dict) or e.get("agenttrace_version") != __version__ for e in entries
+    ):
+        return None
+    superseded: set[str] = set()
+    out: list[PrebuiltPart] = []
+    for entry in reversed(entries):  # a trace is taken from the last part that has it
+        path = folder / str(entry["path"])
+        out.append(PrebuiltPart(str(path), frozenset(superseded)))
+        if entry.get("supersedes"):
+            superseded.update(_read(path, Path(_SUPERSEDES).stem).get_column("trace_id"))
+    return out[::-1]
+
+
+def read_prebuilt(part: PrebuiltPart) -> tuple[RunSet, RetryScan]:
+    """A part's prebuilt runs and retries, without the runs of superseded traces."""
+    path = Path(part.folder)
+    frames = {t: _read(path, t) for t in (*_RUNSET_TABLES, "retries")}
+    runset = RunSet(**{t: frames[t] for t in _RUNSET_TABLES})
+    retries = RetryScan(
+        frames["retries"],
+        _read(path, "retry_unknown").get_column("run_id"),
+        _read(path, "retry_unrecorded").get_column("run_id"),
+    )
+    if part.superseded:
+        drop = pl.DataFrame({"trace_id": sorted(part.superseded)}, schema={"trace_id": pl.String})
+        keep = runset.runs.join(drop, on="trace_id", how="anti").select("run_id")
+        runset = RunSet(
+            runs=runset.runs.join(keep, on="run_id", how="semi"),
+            steps=runset.steps.join(keep, on="run_id", how="semi"),
+            sources=runset.sources.join(keep, on="run_id", how="semi"),
+            span_runs=runset.span_runs.join(keep, on="run_id", how="semi"),
+        )
+        retries = retries.restrict(keep)
+    return runset, retries
+
+
+def _read(folder: Path, table: str) -> pl.DataFrame:
+    try:
+        return pl.read_parquet(folder / f"{table}.parquet")
+    except (OSError, pl.exceptions.PolarsError) as err:
+        raise InputError(f"{folder / table}.parquet: unreadable prebuilt runs: {err}") from err
