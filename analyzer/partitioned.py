@@ -37,7 +37,7 @@ from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry
 from analyzer.ingest.files import DATASET_MANIFEST, expand_paths
 from analyzer.ingest.reader import Ingested, finalize_spans
 from analyzer.runs import RunSet
-from analyzer.spans import SPAN_SCHEMA
+from analyzer.spans import SPAN_SCHEMA, empty_table
 
 if TYPE_CHECKING:
     from analyzer.checks import CheckError
@@ -271,8 +271,8 @@ def merge_partials(
 
     unpriced = [p.unpriced for p in partials if p.unpriced is not None]
     return Analysis(
-        ingested=Ingested(spans=SPAN_SCHEMA.empty_table(), log=log, skipped=list(skipped)),
-        normalized=NORMALIZED_SCHEMA.empty_table(),
+        ingested=Ingested(spans=empty_table(SPAN_SCHEMA), log=log, skipped=list(skipped)),
+        normalized=empty_table(NORMALIZED_SCHEMA),
         runs=runset,
         packs=tuple(packs),
         evaluation=evaluation,
@@ -319,7 +319,7 @@ def _empty_partial(packs: Sequence[Pack], prices: PriceTable | None) -> PartialR
     """The result of no spans at all: the frames' schemas for an empty merge."""
     key = (tuple(id(p) for p in packs), id(prices))
     if key not in _EMPTY:
-        _EMPTY[key] = analyze_partition(SPAN_SCHEMA.empty_table(), packs=packs, prices=prices)
+        _EMPTY[key] = analyze_partition(empty_table(SPAN_SCHEMA), packs=packs, prices=prices)
     return _EMPTY[key]
 
 
@@ -545,7 +545,7 @@ def _read_ipc_folder(folder: Path) -> pa.Table:
     for path in files:
         with pa.memory_map(str(path)) as source:
             tables.append(pa.ipc.open_file(source).read_all())
-    return pa.concat_tables(tables) if tables else SPAN_SCHEMA.empty_table()
+    return pa.concat_tables(tables) if tables else empty_table(SPAN_SCHEMA)
 
 
 def _run_key_candidates(table: pa.Table, run_key: str) -> pl.DataFrame:
@@ -649,7 +649,7 @@ def _analyze_prebuilt(
 
     runset, retries = read_prebuilt(part)
     analysis = analyze_runs(
-        Ingested(spans=SPAN_SCHEMA.empty_table(), log=IngestLog()),
+        Ingested(spans=empty_table(SPAN_SCHEMA), log=IngestLog()),
         runset,
         retries=retries,
         packs=options.packs,
@@ -721,7 +721,7 @@ def _merge_ordered(
         .with_columns(_piece=(pl.col("_n").cum_sum() - pl.col("_n")) // _MERGE_STEPS)
     )
     cursors = [_StepCursor(f) for f in files]
-    target = _common_schema([pl.from_arrow(c.schema.empty_table()) for c in cursors])
+    target = _common_schema([pl.from_arrow(empty_table(c.schema)) for c in cursors])
     writer = None
     kept: list[pl.DataFrame] = []
     try:
@@ -1114,7 +1114,7 @@ def ingest_partitioned(
     _fill_log(log, partials, 0)
     new_parts = [r.part for r in results if r.part is not None]
     write_manifest(out, manifest, new_parts, log, log.orphans, tool_version=tool_version)
-    return Ingested(spans=SPAN_SCHEMA.empty_table(), log=log, skipped=[str(p) for p in skipped])
+    return Ingested(spans=empty_table(SPAN_SCHEMA), log=log, skipped=[str(p) for p in skipped])
 
 
 def _spill_known(keys: pl.DataFrame, folder: Path, partitions: int) -> dict[int, str]:

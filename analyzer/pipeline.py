@@ -86,6 +86,7 @@ def analyze_runs(
     from analyzer.checks.retries import scan_retries
     from analyzer.conventions import NORMALIZED_SCHEMA
     from analyzer.pricing import apply_prices, load_prices
+    from analyzer.spans import empty_table
 
     if since_ns is not None or until_ns is not None:
         runset = runs_in_window(runset, since_ns, until_ns)
@@ -105,7 +106,7 @@ def analyze_runs(
         runset = _with_findings(runset, evaluation, packs)
     return Analysis(
         ingested=ingested,
-        normalized=normalized if normalized is not None else NORMALIZED_SCHEMA.empty_table(),
+        normalized=normalized if normalized is not None else empty_table(NORMALIZED_SCHEMA),
         runs=runset,
         packs=tuple(packs),
         evaluation=evaluation,

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from analyzer.conventions import content as ct
 from analyzer.conventions import semconv as sc
 from analyzer.conventions.schema import MESSAGE, NORMALIZED_SCHEMA, REQUESTED_CALL
+from analyzer.spans import empty_table
 
 __all__ = ["normalize"]
 
@@ -1029,7 +1030,7 @@ def normalize(spans: pa.Table) -> pa.Table:
     precedence order (see `semconv`). Bad content never raises: what cannot be parsed is left out.
     """
     if spans.num_rows == 0:
-        return NORMALIZED_SCHEMA.empty_table()
+        return empty_table(NORMALIZED_SCHEMA)
     with _collector_paused():
         parts = [
             _normalize_slice(spans.slice(off, SLICE_ROWS))

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from analyzer.errors import InputError
 from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry
 from analyzer.ingest.files import DATASET_MANIFEST
-from analyzer.spans import SPAN_SCHEMA
+from analyzer.spans import SPAN_SCHEMA, empty_table
 
 __all__ = [
     "DATASET_FORMAT",
@@ -119,7 +119,7 @@ def write_manifest(
     so that a crash before it leaves the dataset as it was."""
     parts = (list(manifest.get("parts", [])) if manifest else []) + new_parts
     if not parts:  # an ingest that found no span still leaves a readable dataset
-        parts = [write_part(SPAN_SCHEMA.empty_table(), out, "part-00000.parquet")]
+        parts = [write_part(empty_table(SPAN_SCHEMA), out, "part-00000.parquet")]
     files = [_file_dict(f) for f in log.files]
     if manifest:
         files = list(manifest.get("files", [])) + files
@@ -223,5 +223,5 @@ def read_dataset(folder: Path) -> tuple[pa.Table, IngestLog]:
         except (OSError, pa.ArrowException) as err:
             raise InputError(f"{part}: unreadable dataset part: {err}") from err
         tables.append(table)
-    spans = pa.concat_tables(tables) if tables else SPAN_SCHEMA.empty_table()
+    spans = pa.concat_tables(tables) if tables else empty_table(SPAN_SCHEMA)
     return spans, log

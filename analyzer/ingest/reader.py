@@ -23,7 +23,7 @@ from analyzer.ingest.accounting import FileLog, IngestLog
 from analyzer.ingest.detect import open_decompressed, sniff, stream_break
 from analyzer.ingest.files import DATASET_MANIFEST, expand_paths, sha256_of
 from analyzer.ingest.limits import truncate_text
-from analyzer.spans import ATTR, ATTRS, EVENT, SPAN_SCHEMA
+from analyzer.spans import ATTR, ATTRS, EVENT, SPAN_SCHEMA, empty_table
 
 __all__ = [
     "PARALLEL_MIN_BYTES",
@@ -257,7 +257,7 @@ def read_traces(
                 tables.append(pa.Table.from_batches(batches, schema=SPAN_SCHEMA))
             if progress is not None:
                 progress(str(path), file_log.spans_read)
-    spans = pa.concat_tables(tables) if tables else SPAN_SCHEMA.empty_table()
+    spans = pa.concat_tables(tables) if tables else empty_table(SPAN_SCHEMA)
     spans = finalize_spans(spans, log)
     return Ingested(spans=spans, log=log, skipped=[str(p) for p in skipped])
 
