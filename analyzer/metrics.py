@@ -76,6 +76,7 @@ __all__ = [
     "run_scores",
     "tails",
     "wilson",
+    "with_group_column",
 ]
 
 #: Normal quantile for a two-sided 95 % interval.
@@ -214,22 +215,33 @@ def run_groups(runs: pl.DataFrame, by: str | Sequence[str]) -> tuple[pl.DataFram
     names = [by] if isinstance(by, str) else list(by)
     if not names:
         raise ValueError("by names no column")
-    exprs = []
-    for name in names:
-        column = name if name in runs.columns else _ALIASES.get(name)
-        if column is not None and column in runs.columns:
-            exprs.append(pl.col(column).alias(name))
-        elif "attributes" in runs.columns:
-            key = name.replace("\\", "\\\\").replace("'", "\\'")
-            exprs.append(pl.col("attributes").str.json_path_match(f"$['{key}']").alias(name))
-        else:
-            raise ValueError(f"runs have no column or attribute {name!r}")
-    groups = runs.select("run_id", *exprs)
+    groups = runs.select("run_id", *(_group_expr(runs, name) for name in names))
+    exploded = False
     for name in names:
         if isinstance(groups.schema[name], pl.List):
             # A run with an empty list (no model recorded) stays, in the null group.
             groups = groups.explode(name, empty_as_null=True)
-    return groups.unique(maintain_order=True), names
+            exploded = True
+    # one row per run, unless a list held a value twice
+    return (groups.unique(maintain_order=True) if exploded else groups), names
+
+
+def _group_expr(runs: pl.DataFrame, name: str) -> pl.Expr:
+    column = name if name in runs.columns else _ALIASES.get(name)
+    if column is not None and column in runs.columns:
+        return pl.col(column).alias(name)
+    if "attributes" in runs.columns:
+        key = name.replace("\\", "\\\\").replace("'", "\\'")
+        return pl.col("attributes").str.json_path_match(f"$['{key}']").alias(name)
+    raise ValueError(f"runs have no column or attribute {name!r}")
+
+
+def with_group_column(runs: pl.DataFrame, name: str) -> pl.DataFrame:
+    """``runs`` with a column ``name`` holding the group `run_groups` reads for it: read the
+    run attribute once where several breakdowns group by it."""
+    if name in runs.columns:
+        return runs
+    return runs.with_columns(_group_expr(runs, name))
 
 
 def _with_groups(
@@ -302,7 +314,8 @@ def tails(
         index=["run_id", *keys], on=list(metrics), variable_name="metric", value_name="value"
     )
     aggs = [
-        pl.col("run_id").n_unique().cast(pl.Int64).alias("runs"),
+        # (run_id, group) rows are unique (run_groups): one row per run and metric
+        pl.len().cast(pl.Int64).alias("runs"),
         pl.col("value").count().cast(pl.Int64).alias("n"),
         pl.col("value").null_count().cast(pl.Int64).alias("missing"),
         pl.col("value").max().alias("max"),

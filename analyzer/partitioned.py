@@ -709,9 +709,18 @@ class _StepCursor:
 def _merge_ordered(
     files: list[str], step_runs: list[pl.DataFrame], out: str | None = None
 ) -> pl.DataFrame:
-    """The rows of all partitions' files in the in-process order (by run, stable), merged
-    piece by piece: only small batches of the inputs are in memory at a time. Written to
-    `out` and mapped back when given (the frame's memory is then the file's), else kept."""
+    """The rows of all partitions' files in the in-process order (by run, stable). Written
+    to `out` and mapped back when given (the frame's memory is then the file's), merged piece
+    by piece: only small batches of the inputs are in memory at a time. Else kept: read whole
+    and sorted (runs, findings, coverage: a few columns per run, 3x faster so)."""
+    if out is None:
+        frames = []
+        for path in files:
+            with pa.OSFile(path, "rb") as source:
+                frames.append(pl.from_arrow(pa.ipc.open_file(source).read_all()))
+        target = _common_schema(frames)
+        merged = pl.concat([f.cast(target) for f in frames], how="vertical", rechunk=False)
+        return merged.sort("run_id", maintain_order=True)
     order = (
         pl.concat(
             [f.with_columns(_p=pl.lit(i, pl.UInt32)) for i, f in enumerate(step_runs)],
@@ -723,9 +732,8 @@ def _merge_ordered(
     cursors = [_StepCursor(f) for f in files]
     target = _common_schema([pl.from_arrow(empty_table(c.schema)) for c in cursors])
     writer = None
-    kept: list[pl.DataFrame] = []
     try:
-        with pa.OSFile(out or os.devnull, "wb") as sink:
+        with pa.OSFile(out, "wb") as sink:
             for (_,), piece in order.group_by("_piece", maintain_order=True):
                 frames = []
                 base = {}
@@ -746,19 +754,11 @@ def _merge_ordered(
                 index = rows_of.select(
                     pl.int_ranges("_start", pl.col("_start") + pl.col("_n")).explode()
                 ).to_series()
-                if out is None:
-                    # through Arrow: a compact copy, not views into the whole input batches
-                    piece_frame = pl.from_arrow(pl.concat(frames)[index].to_arrow())
-                    assert isinstance(piece_frame, pl.DataFrame)
-                    kept.append(piece_frame)
-                    continue
                 table = pl.concat(frames)[index].to_arrow()
                 if writer is None:
                     writer = pa.ipc.new_file(sink, table.schema)
                 writer.write_table(table, max_chunksize=_STEP_BATCH)
-            if out is None:
-                pass
-            elif writer is None:
+            if writer is None:
                 empty = pl.DataFrame(schema=target).to_arrow()
                 writer = pa.ipc.new_file(sink, empty.schema)
                 writer.write_table(empty)
@@ -767,8 +767,6 @@ def _merge_ordered(
     finally:
         for cursor in cursors:
             cursor.close()
-    if out is None:
-        return pl.concat(kept, rechunk=False) if kept else pl.DataFrame(schema=target)
     with pa.memory_map(out) as source:
         table = pa.ipc.open_file(source).read_all()
     merged = pl.from_arrow(table)

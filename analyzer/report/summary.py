@@ -174,6 +174,7 @@ def _metrics(analysis, scored, case_class: str) -> dict[str, Any]:
     else:
         rule_rates, kind_rates, omission, rule_coverage = [], [], [], []
     passed = scored.passed() if scored is not None else None
+    grouped = m.with_group_column(runs, case_class)  # the attribute read once, not per table
     return {
         "methods": {**_METHODS, "case_class": f"run attribute {case_class}"},
         "tails": m.tails(runs, metrics=SUMMARY_TAILS).to_dicts(),
@@ -187,7 +188,7 @@ def _metrics(analysis, scored, case_class: str) -> dict[str, Any]:
         "trials": _trials(runs, findings, passed),
         "breakdowns": {
             key: _breakdown(
-                runs, case_class if key == "case_class" else key, findings, weights, passed
+                grouped, case_class if key == "case_class" else key, findings, weights, passed
             )
             for key in BREAKDOWNS
         },
