@@ -812,7 +812,9 @@ def analyze_partitioned(
     per job); `jobs` (default: the CPUs of this process) processes read the input and analyze
     partitions. `spill` is a folder for the temporary files (default: a new folder in the
     system's temporary directory, removed when the result is no longer used); the steps of the
-    result are read from it when first used.
+    result are read from it when first used. A dataset with prebuilt runs (`analyzer.prebuilt`),
+    given alone and with the default run and case keys, is analyzed from those, one unit per
+    part (`partitions` does not apply).
     """
     from analyzer.prebuilt import prebuilt_dataset
     from analyzer.pricing import load_prices
@@ -864,7 +866,11 @@ def analyze_partitioned(
 
 
 def _analyze_prebuilt_dataset(
-    dataset: Path, parts: list[PrebuiltPart], options: PartitionOptions, jobs: int, spill
+    dataset: Path,
+    parts: list[PrebuiltPart],
+    options: PartitionOptions,
+    jobs: int,
+    spill: str | Path | None,
 ) -> Analysis:
     """`analyze_partitioned` of a dataset from its prebuilt runs: one unit per part."""
     from analyzer.ingest.dataset import load_manifest, read_dataset_log
@@ -874,7 +880,10 @@ def _analyze_prebuilt_dataset(
     try:
         outs = [str(folder / f"part-{p:05d}") for p in range(len(parts))]
         with _pool(jobs) as pool:
-            results = list(pool.map(_analyze_prebuilt, parts, outs, [options] * len(parts)))
+            run = itertools.repeat(_analyze_prebuilt)
+            futures = list(map(pool.submit, run, parts, outs, itertools.repeat(options)))
+            _empty_partial(options.packs, options.prices)  # the merge's schemas, meanwhile
+            results = [f.result() for f in futures]
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise

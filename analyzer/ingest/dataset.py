@@ -2,7 +2,8 @@
 
 A dataset is a folder: ``agenttrace-dataset.json`` (the manifest: every file ingested, with its
 SHA-256 and counts, and the Parquet parts), ``spans/part-NNNNN.parquet`` (parts added by each
-ingest, never rewritten) and ``quarantine.jsonl``. Ingesting into an existing dataset appends: files
+ingest, never rewritten), ``runs/part-NNNNN/`` (each part's runs, prebuilt by
+`analyzer.prebuilt`) and ``quarantine.jsonl``. Ingesting into an existing dataset appends: files
 whose SHA-256 the manifest already lists are skipped, and spans already in the dataset (same
 trace and span id) are counted as duplicates of the new file, not written again.
 """
