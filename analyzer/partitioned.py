@@ -1014,11 +1014,16 @@ def _ingest_spilled(
     files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
     log = IngestLog(files=[FileLog(path=f) for f in files])
     spans = finalize_spans(spans, log)
-    old = (
+    old = (  # with the index of the old part holding each span
         pl.read_ipc(known)
         if known is not None
         else pl.DataFrame(
-            schema={"trace_id": pl.String, "span_id": pl.String, "parent_span_id": pl.String}
+            schema={
+                "trace_id": pl.String,
+                "span_id": pl.String,
+                "parent_span_id": pl.String,
+                "part": pl.UInt32,
+            }
         )
     )
     if old.height and spans.num_rows:
@@ -1030,26 +1035,26 @@ def _ingest_spilled(
     else:
         part = write_part(spans, Path(out), name)
         # traces that also have spans in earlier parts: their runs are rebuilt whole here
-        straddling = (
-            keys.select(pl.col("trace_id").unique())
-            .join(old.select(pl.col("trace_id").unique()), on="trace_id", how="semi")
-            .get_column("trace_id")
+        where = keys.select(pl.col("trace_id").unique()).join(
+            old.select("trace_id", "part").unique(), on="trace_id", how="inner"
         )
+        straddling = where.get_column("trace_id").unique()
         whole = spans
         if straddling.len():
-            earlier = _spans_of_traces(old_parts, straddling)
+            holding = [old_parts[i] for i in sorted(where.get_column("part").unique())]
+            earlier = _spans_of_traces(holding, straddling)
             whole = finalize_spans(pa.concat_tables([spans, earlier]), IngestLog())
         part["runs"] = write_prebuilt(*build_prebuilt(whole), Path(out), name, straddling)
     return _IngestPart(
         counts={f.path: (f.spans_kept, f.duplicates) for f in log.files},
-        orphans=count_orphans(pl.concat([old, keys])),
+        orphans=count_orphans(pl.concat([old.drop("part"), keys])),
         part=part,
         warnings={f.path: list(getattr(f, "warnings", [])) for f in log.files},
     )
 
 
 def _spans_of_traces(parts: list[str], traces: pl.Series) -> pa.Table:
-    """The spans of `traces` in the dataset parts `parts`."""
+    """The spans of `traces` in the dataset parts `parts` (those that hold some)."""
     import pyarrow.dataset as ds
 
     wanted = pa.array(traces.to_list(), pa.string())
@@ -1088,7 +1093,7 @@ def ingest_partitioned(
     folder = Path(tempfile.mkdtemp(prefix="agenttrace-spill-", dir=spill))
     try:
         (folder / "keys").mkdir()
-        known = _spill_known(known_spans(out, old_parts), folder, partitions)
+        known = _spill_known(known_spans(out, old_parts, with_part=True), folder, partitions)
         log = IngestLog()
         units, owners = _plan_units(files, log)
         base = len(old_parts)

@@ -144,20 +144,22 @@ def write_manifest(
     return path
 
 
-def known_spans(folder: Path, parts: list[dict]) -> pl.DataFrame:
-    """trace_id, span_id, parent_span_id of every span already in the dataset."""
+_KEYS = {"trace_id": pl.String, "span_id": pl.String, "parent_span_id": pl.String}
+
+
+def known_spans(folder: Path, parts: list[dict], *, with_part: bool = False) -> pl.DataFrame:
+    """trace_id, span_id, parent_span_id of every span already in the dataset (and, with
+    `with_part`, ``part``: the index in `parts` of the part holding it)."""
     frames = []
-    for part in parts:
-        table = pq.read_table(
-            folder / part["path"], columns=["trace_id", "span_id", "parent_span_id"]
-        )
+    for index, part in enumerate(parts):
+        table = pq.read_table(folder / part["path"], columns=list(_KEYS))
         frame = pl.from_arrow(table)
         assert isinstance(frame, pl.DataFrame)
+        if with_part:
+            frame = frame.with_columns(part=pl.lit(index, pl.UInt32))
         frames.append(frame)
     if not frames:
-        return pl.DataFrame(
-            schema={"trace_id": pl.String, "span_id": pl.String, "parent_span_id": pl.String}
-        )
+        return pl.DataFrame(schema=_KEYS | ({"part": pl.UInt32} if with_part else {}))
     return pl.concat(frames)
 
 
