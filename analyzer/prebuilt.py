@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 _RUNSET_TABLES = ("runs", "steps", "sources", "span_runs")
-_SUPERSEDES = "supersedes.parquet"
+_SUPERSEDES = "supersedes"
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ def write_prebuilt(
     frames["retry_unknown"] = retries.unknown_outcome.to_frame("run_id")
     frames["retry_unrecorded"] = retries.unrecorded_args.to_frame("run_id")
     if supersedes.len():
-        frames[Path(_SUPERSEDES).stem] = supersedes.sort().to_frame("trace_id")
+        frames[_SUPERSEDES] = supersedes.sort().to_frame("trace_id")
     for table, frame in frames.items():
         frame.write_parquet(target / f"{table}.parquet", compression="zstd", statistics=False)
     return {
@@ -105,7 +105,7 @@ def prebuilt_parts(folder: Path, manifest: dict) -> list[PrebuiltPart] | None:
         path = folder / str(entry["path"])
         out.append(PrebuiltPart(str(path), frozenset(superseded)))
         if entry.get("supersedes"):
-            superseded.update(_read(path, Path(_SUPERSEDES).stem).get_column("trace_id"))
+            superseded.update(_read(path, _SUPERSEDES).get_column("trace_id"))
     return out[::-1]
 
 
