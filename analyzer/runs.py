@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import polars as pl
@@ -715,15 +716,11 @@ def _run_attributes(frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame) ->
     )
     indices = roots.get_column("_row").to_list()
     picked = spans.take(pa.array(indices, pa.int64())).select(["attributes", "resource_attributes"])
-    records = []
-    for resource_attrs, span_attrs in zip(
-        picked.column("resource_attributes").to_pylist(),
-        picked.column("attributes").to_pylist(),
-        strict=True,
-    ):
-        # The root span's own attributes win over its resource's.
-        merged = {a["key"]: _attr_value(a) for a in (resource_attrs or []) + (span_attrs or [])}
-        records.append(merged)
+    records: list[dict] = [{} for _ in indices]
+    # The root span's own attributes win over its resource's: set after them.
+    for column in ("resource_attributes", "attributes"):
+        for row, key, value in _attr_items(picked.column(column)):
+            records[row][key] = value
     service_names = [
         str(r.get("service.name")) if r.get("service.name") is not None else None for r in records
     ]
@@ -751,11 +748,32 @@ def _run_attributes(frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame) ->
     )
 
 
-def _attr_value(attr: dict) -> object:
-    for field in ("str", "int", "float", "bool"):
-        if attr.get(field) is not None:
-            return attr[field]
-    raw = attr.get("json")
+def _attr_items(column: pa.ChunkedArray) -> Iterator[tuple[int, str, object]]:
+    """(row, key, value) of every attribute of an `ATTRS` column, in order; the value is the
+    first set of str, int, float, bool, else the parsed json (its text if it does not parse).
+    Read field by field: no Python dict per attribute."""
+    lists = column.combine_chunks()
+    rows = pc.list_parent_indices(lists).to_pylist()
+    attrs = lists.flatten()  # the attributes of every row, in order
+    fields = dict(zip((f.name for f in attrs.type), attrs.flatten(), strict=True))
+    keys = fields["key"].to_pylist()
+    typed = [fields[f].to_pylist() for f in ("str", "int", "float", "bool", "json")]
+    for row, key, (text, integer, number, flag, raw) in zip(
+        rows, keys, zip(*typed, strict=True), strict=True
+    ):
+        if text is not None:
+            yield row, key, text
+        elif integer is not None:
+            yield row, key, integer
+        elif number is not None:
+            yield row, key, number
+        elif flag is not None:
+            yield row, key, flag
+        else:
+            yield row, key, _json_value(raw)
+
+
+def _json_value(raw: str | None) -> object:
     if raw is None:
         return None
     try:
@@ -772,15 +790,11 @@ def _case_id(case_key: str | None) -> pl.Expr:
 
 def _config_hash(runs: pl.DataFrame) -> pl.Series:
     """A short stable hash of (agent, version, prompts, tool definitions, models, temperatures)."""
-    out = []
-    seen: dict[tuple, str] = {}  # runs of one agent mostly share their configuration
-    for row in runs.select(
-        "agent", "agent_version", "_prompts", "_tool_defs", "models", "temperatures"
-    ).iter_rows():
-        key = tuple(tuple(v) if isinstance(v, list) else v for v in row)
-        if key in seen:
-            out.append(seen[key])
-            continue
+    parts = ["agent", "agent_version", "_prompts", "_tool_defs", "models", "temperatures"]
+    # runs of one agent mostly share their configuration: each distinct one is hashed once
+    configs = runs.select(parts).unique()
+    hashes = []
+    for row in configs.iter_rows():
         payload = json.dumps(
             {
                 "agent": row[0],
@@ -793,9 +807,10 @@ def _config_hash(runs: pl.DataFrame) -> pl.Series:
             sort_keys=True,
             ensure_ascii=False,
         )
-        seen[key] = hashlib.sha256(payload.encode()).hexdigest()[:12]
-        out.append(seen[key])
-    return pl.Series("config_hash", out, dtype=pl.String)
+        hashes.append(hashlib.sha256(payload.encode()).hexdigest()[:12])
+    table = configs.with_columns(pl.Series("config_hash", hashes, dtype=pl.String))
+    keyed = runs.select(parts).join(table, on=parts, how="left", nulls_equal=True)
+    return keyed.get_column("config_hash")
 
 
 def _tool_signature(definitions: list[str]) -> list[object]:

@@ -289,13 +289,20 @@ def _tool_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         "span_id",
         pl.coalesce("span_id", "requested_by").alias("_span"),
     )
-    # Arguments repeat (the same lookups run after run): each distinct text is parsed once.
-    distinct = calls.get_column("arguments").drop_nulls().unique()
+    # Only a call of a tool that failed in its run can repeat a failed call: only those
+    # arguments need their canonical form (the others keep their text, never compared to a
+    # failed call's), and arguments repeat run after run: each distinct text is parsed once.
+    group = ["run_id", "trace_id", "tool_name"]
+    failing = calls.filter(pl.col("status") == "error").select(group).unique()
+    distinct = calls.join(failing, on=group, how="semi").get_column("arguments")
+    distinct = distinct.drop_nulls().unique()
     canon = pl.DataFrame(
         {"arguments": distinct, "_canon": [_canonical(t) for t in distinct.to_list()]},
         schema={"arguments": pl.String, "_canon": pl.String},
     )
-    calls = calls.join(canon, on="arguments", how="left", maintain_order="left")
+    calls = calls.join(canon, on="arguments", how="left", maintain_order="left").with_columns(
+        pl.coalesce("_canon", "arguments").alias("_canon")
+    )
     key = ["run_id", "trace_id", "tool_name", "_canon"]
     keyed = calls.filter(pl.col("tool_name").is_not_null() & pl.col("_canon").is_not_null())
     keyed = keyed.sort([*key, "index"])
