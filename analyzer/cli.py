@@ -123,12 +123,13 @@ def _analyze(
     prices=None,
     *,
     jobs: int | None = None,
-    partitions: int | None = 0,
+    partitions: int | None = None,
     spill: Path | None = None,
     since_ns: int | None = None,
     until_ns: int | None = None,
 ):
-    """In process (`partitions` 0), or partitioned (None: only when the input is big)."""
+    """In process (`partitions` 0) or in N partitions; None (auto): partitioned when the input
+    is big or is a dataset with prebuilt runs, else in process."""
     from analyzer.pipeline import analyze_paths
 
     if not paths:

@@ -132,3 +132,24 @@ def test_a_damaged_prebuilt_file_is_an_input_error_naming_it(thirds: dict, tmp_p
     steps.write_bytes(steps.read_bytes()[:100])
     with pytest.raises(InputError, match=r"part-00000/steps\.parquet: unreadable prebuilt runs"):
         analyze_partitioned([dataset], jobs=1)
+
+
+def test_runs_and_show_on_a_dataset_read_its_prebuilt_runs(tmp_path: Path) -> None:
+    samples = ROOT / "sample_traces"
+    dataset = tmp_path / "ds"
+    runner = CliRunner()
+    assert runner.invoke(main, ["ingest", str(samples), "--out", str(dataset)]).exit_code == 0
+    assert prebuilt_dataset([dataset]) is not None
+    for part in (dataset / "spans").glob("*.parquet"):
+        part.unlink()  # only the prebuilt runs remain
+    listed = {}
+    for source in (samples, dataset):
+        result = runner.invoke(main, ["runs", str(source), "--format", "jsonl"])
+        assert result.exit_code == 0, result.output
+        listed[source] = result.stdout
+    assert listed[dataset] == listed[samples]
+    assert len(listed[samples].splitlines()) == 40
+    run_id = json.loads(listed[samples].splitlines()[0])["run_id"]
+    shown = [runner.invoke(main, ["show", run_id[:12], str(s)]).stdout for s in (samples, dataset)]
+    assert shown[0] == shown[1]
+    assert run_id in shown[0]
