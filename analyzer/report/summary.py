@@ -85,7 +85,7 @@ def build_summary(
         return None if series.null_count() == len(series) else int(series.sum())
 
     by_agent = runs.group_by(pl.col("agent").fill_null("-")).len().sort("agent").iter_rows()
-    models = sorted({m for ms in runs.get_column("models").to_list() for m in ms})
+    models = runs.get_column("models").explode().drop_nulls().unique().sort().to_list()
     scored = None
     if labels is not None:
         from analyzer.labels import score_labels
