@@ -809,7 +809,9 @@ def _config_hash(runs: pl.DataFrame) -> pl.Series:
         )
         hashes.append(hashlib.sha256(payload.encode()).hexdigest()[:12])
     table = configs.with_columns(pl.Series("config_hash", hashes, dtype=pl.String))
-    keyed = runs.select(parts).join(table, on=parts, how="left", nulls_equal=True)
+    keyed = runs.select(parts).join(
+        table, on=parts, how="left", nulls_equal=True, maintain_order="left"
+    )
     return keyed.get_column("config_hash")
 
 
