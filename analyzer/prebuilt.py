@@ -122,11 +122,15 @@ def read_prebuilt(part: PrebuiltPart) -> tuple[RunSet, RetryScan]:
     if part.superseded:
         drop = pl.DataFrame({"trace_id": sorted(part.superseded)}, schema={"trace_id": pl.String})
         keep = runset.runs.join(drop, on="trace_id", how="anti").select("run_id")
+
+        def kept(frame: pl.DataFrame) -> pl.DataFrame:
+            return frame.join(keep, on="run_id", how="semi", maintain_order="left")
+
         runset = RunSet(
-            runs=runset.runs.join(keep, on="run_id", how="semi"),
-            steps=runset.steps.join(keep, on="run_id", how="semi"),
-            sources=runset.sources.join(keep, on="run_id", how="semi"),
-            span_runs=runset.span_runs.join(keep, on="run_id", how="semi"),
+            runs=kept(runset.runs),
+            steps=kept(runset.steps),
+            sources=kept(runset.sources),
+            span_runs=kept(runset.span_runs),
         )
         retries = retries.restrict(keep)
     return runset, retries
