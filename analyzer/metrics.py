@@ -420,7 +420,8 @@ def kind_rates(
         rule_kinds, findings.select("pack", "rule_id", "kind").unique(), value_name="kind"
     )
     run_rule = ["run_id", "pack", "rule_id"]
-    rows = _judged_rows(findings, coverage).select(*run_rule, "_judged")
+    judged = _judged_rows(findings, coverage).select(*run_rule, "_judged")
+    rows, keys = _with_groups(judged, runs, by)  # the runs' groups read once, for every kind
     hits = findings.select(*run_rule, "kind").unique()
     aggs = [
         pl.col("run_id").filter("_judged").n_unique().cast(pl.Int64).alias("judged"),
@@ -437,11 +438,9 @@ def kind_rates(
         of_kind = of_kind.join(hit, on=run_rule, how="left").with_columns(
             pl.col("_kind_hit").fill_null(False)
         )
-        of_kind, group_keys = _with_groups(of_kind, runs, by)
-        counts = _aggregate(of_kind, group_keys, aggs).with_columns(kind=pl.lit(kind, pl.String))
-        parts.append(counts.select(*group_keys, "kind", "judged", "failed"))
-    template, keys = _with_groups(rows.head(0), runs, by)
-    empty = {k: template.schema[k] for k in keys} | {
+        counts = _aggregate(of_kind, keys, aggs).with_columns(kind=pl.lit(kind, pl.String))
+        parts.append(counts.select(*keys, "kind", "judged", "failed"))
+    empty = {k: rows.schema[k] for k in keys} | {
         "kind": pl.String,
         "judged": pl.Int64,
         "failed": pl.Int64,
