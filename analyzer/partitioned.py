@@ -1007,25 +1007,15 @@ def _ingest_spilled(
 ) -> _IngestPart:
     """De-duplicate one spilled partition (also against the dataset's spans), write its part
     and its prebuilt runs (`analyzer.prebuilt`)."""
-    from analyzer.ingest.dataset import count_orphans, drop_known, write_part
+    from analyzer.ingest.dataset import count_orphans, drop_known, known_spans, write_part
     from analyzer.prebuilt import build_prebuilt, write_prebuilt
 
     spans = _read_ipc_folder(Path(folder))
     files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
     log = IngestLog(files=[FileLog(path=f) for f in files])
     spans = finalize_spans(spans, log)
-    old = (  # with the index of the old part holding each span
-        pl.read_ipc(known)
-        if known is not None
-        else pl.DataFrame(
-            schema={
-                "trace_id": pl.String,
-                "span_id": pl.String,
-                "parent_span_id": pl.String,
-                "part": pl.UInt32,
-            }
-        )
-    )
+    # the dataset's spans in this partition, with the index of the old part holding each
+    old = pl.read_ipc(known) if known is not None else known_spans(Path(out), [], with_part=True)
     if old.height and spans.num_rows:
         spans = drop_known(spans, old, log)
     keys = pl.from_arrow(spans.select(["trace_id", "span_id", "parent_span_id"]))
@@ -1058,10 +1048,8 @@ def _spans_of_traces(parts: list[str], traces: pl.Series) -> pa.Table:
     import pyarrow.dataset as ds
 
     wanted = pa.array(traces.to_list(), pa.string())
-    table = ds.dataset(parts, format="parquet", schema=SPAN_SCHEMA).to_table(
-        filter=ds.field("trace_id").isin(wanted)
-    )
-    return table
+    dataset = ds.dataset(parts, format="parquet", schema=SPAN_SCHEMA)
+    return dataset.to_table(filter=ds.field("trace_id").isin(wanted))
 
 
 def ingest_partitioned(
