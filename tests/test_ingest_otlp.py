@@ -30,6 +30,16 @@ START = 1544712660000000000
 END = 1544712661000000000
 
 
+@pytest.fixture(autouse=True, params=["native", "typed"])
+def fast_path(request, monkeypatch):
+    """Every test here runs on both fast paths of the lines reader: native (C) and msgspec."""
+    if request.param == "typed":
+        monkeypatch.setattr(otlp_json, "_fast_lines", otlp_json._typed_lines)
+    elif otlp_json._native is None:
+        pytest.skip("the native reader was not built (tests/test_ingest_native.py says so)")
+    return request.param
+
+
 def _table(batches) -> pa.Table:
     return pa.Table.from_batches(list(batches), schema=SPAN_SCHEMA)
 

@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from analyzer.errors import TraceFormatError
-from analyzer.ingest import read_traces
+from analyzer.ingest import otlp_json, read_traces
 from analyzer.ingest.accounting import FileLog, IngestLog
 from analyzer.ingest.documents import read_json_document
 from analyzer.ingest.otlp_json import read_lines
@@ -452,6 +452,18 @@ def mutate_bytes(draw, data: bytes, max_ops: int = 3) -> bytes:
     return bytes(out)
 
 
+@contextlib.contextmanager
+def _fast_path(native: bool) -> Iterator[None]:
+    """The lines reader's native fast path, or its msgspec one, for the duration."""
+    saved = otlp_json._fast_lines
+    use_native = native and otlp_json._native is not None
+    otlp_json._fast_lines = otlp_json._native_lines if use_native else otlp_json._typed_lines
+    try:
+        yield
+    finally:
+        otlp_json._fast_lines = saved
+
+
 def _dumps(value: Any, style: int) -> str:
     """JSON text as different exporters write it: compact, spaced, or with non-ASCII escaped."""
     if style == 0:
@@ -465,13 +477,14 @@ def _dumps(value: Any, style: int) -> str:
 
 
 @_settings(80)
-@given(generated=otlp_requests(), style=st.integers(0, 2), crlf=st.booleans())
-def test_valid_otlp_json_lines_are_read_exactly(tmp_path, generated, style, crlf):
+@given(generated=otlp_requests(), style=st.integers(0, 2), crlf=st.booleans(), native=st.booleans())
+def test_valid_otlp_json_lines_are_read_exactly(tmp_path, generated, style, crlf, native):
     requests, rows = generated
     end = "\r\n" if crlf else "\n"
     path = tmp_path / "lines.jsonl"
     path.write_text("".join(_dumps(r, style) + end for r in requests), encoding="utf-8")
-    ingested = read_batch([path])
+    with _fast_path(native):
+        ingested = read_batch([path])
     assert ingested.log.files[0].format == "jsonl"
     assert ingested.log.records == len(requests)
     numbered = [(i + 1, row) for i, request_rows in enumerate(rows) for row in request_rows]
@@ -485,15 +498,23 @@ def _jsonl_lines(data: bytes) -> list[bytes]:
 
 
 @_settings(150)
-@given(data=st.data(), generated=otlp_requests(max_requests=3), style=st.integers(0, 2))
-def test_mutated_otlp_json_lines_are_accounted_line_by_line(tmp_path, data, generated, style):
+@given(
+    data=st.data(),
+    generated=otlp_requests(max_requests=3),
+    style=st.integers(0, 2),
+    native=st.booleans(),
+)
+def test_mutated_otlp_json_lines_are_accounted_line_by_line(
+    tmp_path, data, generated, style, native
+):
     requests, _ = generated
     requests = [data.draw(mutate_tree(r)) if data.draw(st.booleans()) else r for r in requests]
     text = "".join(_dumps(r, style) + "\n" for r in requests).encode()
     if data.draw(st.booleans()):
         text = data.draw(mutate_bytes(text))
     log = FileLog("mutated.jsonl")
-    table = read_with(read_lines, io.BufferedReader(io.BytesIO(text)), log)
+    with _fast_path(native):
+        table = read_with(read_lines, io.BufferedReader(io.BytesIO(text)), log)
     lines = _jsonl_lines(text)
     filled = {i + 1 for i, line in enumerate(lines) if line.strip()}
     assert log.records == len(filled)

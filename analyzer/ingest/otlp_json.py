@@ -1,13 +1,14 @@
 """OTLP JSON readers: collector ``file`` exporter lines (fast, columnar) and single documents.
 
-The fast path decodes each line with msgspec into typed Structs (the OTLP shapes, ``strict=False``
-so int64 and doubles are read from strings or numbers), keeps each span's attribute list as raw
-JSON and reads those lists with polars string kernels; the other columns come from C-level
-``map`` passes and pyarrow kernels. No Python loop runs per span or per attribute except for the
-rare values that need a parser (escaped strings are unescaped in bulk; nested arrays one by one).
-Every line the typed decoder refuses, and every line with a span the robust path would
-quarantine, goes through `analyzer.ingest.otlp_objects.add_request` instead, and rows are put
-back in line order: both paths give identical rows for the same line.
+Lines are read by a fast path first. The native one (`analyzer.ingest._otlp_lines`, C, built
+with the package) parses each line straight into Arrow buffers. Without it, the msgspec path
+decodes each line into typed Structs (the OTLP shapes, ``strict=False`` so int64 and doubles
+are read from strings or numbers), keeps each span's attribute list as raw JSON and reads those
+lists with polars string kernels. Neither runs Python code per span or per attribute except for
+the rare values that need a parser (arrays that are not plain strings, key-value lists).
+Every line a fast path refuses, and every line with a span the robust path would quarantine,
+goes through `analyzer.ingest.otlp_objects.add_request` instead, and rows are put back in line
+order: all paths give identical rows for the same line.
 """
 
 from __future__ import annotations
@@ -49,7 +50,12 @@ from analyzer.ingest.otlp_objects import (
     enum_name,
     json_slot,
 )
-from analyzer.spans import ATTR, ATTRS, EVENT, LINK, SPAN_SCHEMA, SpanBatchBuilder
+from analyzer.spans import ATTR, ATTRS, EVENT, KINDS, LINK, SPAN_SCHEMA, STATUSES, SpanBatchBuilder
+
+try:
+    from analyzer.ingest import _otlp_lines as _native
+except ImportError:  # built without a C compiler: the msgspec path reads every line
+    _native = None
 
 __all__ = ["read_document", "read_lines", "read_lines_file"]
 
@@ -620,6 +626,108 @@ def _fast_batch(reqs: list[tuple[int, _Request]], path: str) -> pa.RecordBatch |
     return pa.RecordBatch.from_arrays([columns[f.name] for f in SPAN_SCHEMA], schema=SPAN_SCHEMA)
 
 
+# --- the native fast path ---------------------------------------------------------------------
+# `analyzer.ingest._otlp_lines` (C, built with the package when a compiler is present) reads
+# lines straight into Arrow buffers and refuses, whole, every line whose reading is not certain
+# to equal the robust path's. Without it, the msgspec path above reads the lines.
+
+_KIND_TABLE = pa.array(KINDS, pa.string())
+_STATUS_TABLE = pa.array(STATUSES, pa.string())
+
+
+def _column(spec: tuple, typ: pa.DataType) -> pa.Array:
+    """An Arrow array from the native (length, null count, validity, offsets, data)."""
+    n, nulls, valid, offsets, data = spec
+    buffers = [None if valid is None else pa.py_buffer(valid)]
+    buffers += [pa.py_buffer(b) for b in (offsets, data) if b is not None]
+    return pa.Array.from_buffers(typ, n, buffers, null_count=nulls)
+
+
+def _lists(spec: tuple, values: pa.Array, typ: pa.DataType) -> pa.Array:
+    """A list array: the native list offsets over `values`."""
+    n, _, _, offsets, _ = spec
+    return pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets)], children=[values])
+
+
+def _pool_lists(pool: dict[str, tuple], spec: tuple) -> pa.Array:
+    """`ATTRS` lists over one native attribute pool; its pending JSON texts converted here."""
+    json = _column(pool["json"], pa.string())
+    if pool["pending_index"][0]:
+        index = _column(pool["pending_index"], pa.int64())
+        kinds = _column(pool["pending_kind"], pa.uint8()).to_pylist()
+        texts = json.take(index).to_pylist()
+        # the robust path's own conversion (arrays, key-value lists, bytes that are not plain)
+        values = [
+            json_slot(k, _GENERIC.decode(t.encode()))[1] for k, t in zip(kinds, texts, strict=True)
+        ]
+        json = pl.from_arrow(json).scatter(index, values).to_arrow().cast(pa.string())
+    values = pa.StructArray.from_arrays(
+        [
+            _column(pool["key"], pa.string()),
+            _column(pool["str"], pa.string()),
+            _column(pool["int"], pa.int64()),
+            _column(pool["float"], pa.float64()),
+            _column(pool["bool"], pa.bool_()),
+            json,
+        ],
+        fields=list(ATTR),
+    )
+    return _lists(spec, values, ATTRS)
+
+
+def _native_lines(
+    lines: list[memoryview | bytes], numbers: list[int], todo: list[int], path: str
+) -> tuple[pa.RecordBatch | None, list[int], int]:
+    """The native fast path over ``lines[i] for i in todo``: (rows, lines refused, spans read)."""
+    try:
+        cols, refused, spans = _native.parse([lines[i] for i in todo], [numbers[i] for i in todo])
+    except OverflowError:  # more than 2 GiB of text in one group: the msgspec path copes
+        return _typed_lines(lines, numbers, todo, path)
+    refused = [todo[k] for k in refused]
+    n = cols["trace_id"][0]
+    if n == 0:
+        return None, refused, spans
+    scope = _column(cols["scope"], pa.int32())
+    events = pa.StructArray.from_arrays(
+        [
+            _column(cols["event_time"], pa.int64()),
+            _column(cols["event_name"], pa.string()),
+            _pool_lists(cols["event_attrs"], cols["event_attributes"]),
+        ],
+        fields=list(EVENT),
+    )
+    links = pa.StructArray.from_arrays(
+        [
+            _column(cols["link_trace_id"], pa.string()),
+            _column(cols["link_span_id"], pa.string()),
+            _pool_lists(cols["link_attrs"], cols["link_attributes"]),
+        ],
+        fields=list(LINK),
+    )
+    resources = _pool_lists(cols["resource_attrs"], cols["resource_attributes"])
+    columns = {
+        "trace_id": _column(cols["trace_id"], pa.string()),
+        "span_id": _column(cols["span_id"], pa.string()),
+        "parent_span_id": _column(cols["parent_span_id"], pa.string()),
+        "name": _column(cols["name"], pa.string()),
+        "kind": _KIND_TABLE.take(_column(cols["kind"], pa.uint8())),
+        "start_ns": _column(cols["start_ns"], pa.int64()),
+        "end_ns": _column(cols["end_ns"], pa.int64()),
+        "status_code": _STATUS_TABLE.take(_column(cols["status_code"], pa.uint8())),
+        "status_message": _column(cols["status_message"], pa.string()),
+        "scope_name": _column(cols["scope_name"], pa.string()).take(scope),
+        "scope_version": _column(cols["scope_version"], pa.string()).take(scope),
+        "attributes": _pool_lists(cols["span_attrs"], cols["attributes"]),
+        "resource_attributes": resources.take(_column(cols["resource"], pa.int32())),
+        "events": _lists(cols["events"], events, pa.list_(EVENT)),
+        "links": _lists(cols["links"], links, pa.list_(LINK)),
+        "source_file": pa.repeat(pa.scalar(path, pa.string()), n),
+        "source_pos": _column(cols["source_pos"], pa.int64()),
+    }
+    batch = pa.RecordBatch.from_arrays([columns[f.name] for f in SPAN_SCHEMA], schema=SPAN_SCHEMA)
+    return batch, refused, spans
+
+
 # --- lines ------------------------------------------------------------------------------------
 
 
@@ -659,6 +767,48 @@ def _blank(line: bytes | memoryview) -> bool:
     return not line or (line[0] in b" \t\r\n\f\v" and not bytes(line).strip())
 
 
+def _typed_lines(
+    lines: list[memoryview | bytes], numbers: list[int], todo: list[int], path: str
+) -> tuple[pa.RecordBatch | None, list[int], int]:
+    """The msgspec fast path over ``lines[i] for i in todo``: (rows, lines refused, spans read)."""
+    reqs: list[tuple[int, _Request]] = []
+    refused: list[int] = []
+    for i in todo:
+        try:
+            req = _DECODER.decode(lines[i])
+        except _DECODE_ERRORS:
+            refused.append(i)
+            continue
+        if req.resourceSpans is None:
+            refused.append(i)
+            continue
+        reqs.append((numbers[i], req))
+    while True:  # each round leaves more lines to the robust path; two rounds at most
+        try:
+            batch = _fast_batch(reqs, path)
+            break
+        except _BadLines as exc:
+            index = {number: i for i, number in enumerate(numbers)}
+            refused.extend(index[line_no] for line_no in exc.lines)
+            reqs = [r for r in reqs if r[0] not in exc.lines]
+        except RecursionError:
+            # an attribute value nested deeper than the converters can follow (the typed
+            # decode took it as raw text): which line is unknown, so the robust path,
+            # which quarantines that span alone, reads the whole group
+            index = {number: i for i, number in enumerate(numbers)}
+            refused.extend(index[line_no] for line_no, _ in reqs)
+            reqs, batch = [], None
+            break
+    spans = sum(
+        len(ss.spans) for _, req in reqs for rs in req.resourceSpans or () for ss in rs.scopeSpans
+    )
+    return batch, refused, spans
+
+
+#: The fast path in use: native when it was built.
+_fast_lines = _typed_lines if _native is None else _native_lines
+
+
 def _process_lines(
     lines: list[memoryview | bytes], numbers: list[int], log: FileLog, utf8: bool
 ) -> Iterator[pa.RecordBatch]:
@@ -666,7 +816,7 @@ def _process_lines(
     enabled = gc.isenabled()
     gc.disable()  # millions of young containers: collections would cost more than the work
     try:
-        reqs: list[tuple[int, _Request]] = []
+        todo: list[int] = []
         robust: list[int] = []
         max_record = limits.MAX_RECORD_BYTES
         for i, line in enumerate(lines):
@@ -677,38 +827,14 @@ def _process_lines(
                 # msgspec does not check the bytes of fields it skips; the robust parser does
                 # (and refuses a line over the size limit unread)
                 robust.append(i)
-                continue
-            try:
-                req = _DECODER.decode(line)
-            except _DECODE_ERRORS:
-                robust.append(i)
-                continue
-            if req.resourceSpans is None:
-                robust.append(i)
-                continue
-            reqs.append((numbers[i], req))
-        while True:  # each round leaves more lines to the robust path; two rounds at most
-            try:
-                batch = _fast_batch(reqs, log.path)
-                break
-            except _BadLines as exc:
-                index = {number: i for i, number in enumerate(numbers)}
-                robust.extend(index[line_no] for line_no in exc.lines)
-                reqs = [r for r in reqs if r[0] not in exc.lines]
-            except RecursionError:
-                # an attribute value nested deeper than the converters can follow (the typed
-                # decode took it as raw text): which line is unknown, so the robust path,
-                # which quarantines that span alone, reads the whole group
-                index = {number: i for i, number in enumerate(numbers)}
-                robust.extend(index[line_no] for line_no, _ in reqs)
-                reqs, batch = [], None
-                break
+            else:
+                todo.append(i)
+        batch = None
+        if todo:
+            batch, refused, spans = _fast_lines(lines, numbers, todo, log.path)
+            robust.extend(refused)
+            log.spans_read += spans
         robust.sort()
-        for _, req in reqs:
-            log.spans_read += sum(
-                len(ss.spans) for rs in req.resourceSpans or () for ss in rs.scopeSpans
-            )
-        del reqs
         extra = None
         if robust:
             builder = SpanBatchBuilder()

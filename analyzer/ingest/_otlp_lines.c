@@ -1,0 +1,1545 @@
+/* The native fast path of the OTLP JSON lines reader (analyzer.ingest.otlp_json).
+
+   parse(lines, numbers) reads each line (one ExportTraceServiceRequest in OTLP/JSON) straight
+   into Arrow buffers: no Python object per span or attribute. It accepts a line only when every
+   part of it has one reading the robust path (analyzer.ingest.otlp_objects) would also give;
+   any other line (snake_case field names, legacy instrumentation library, an unreadable id or
+   time, a value of an odd type, duplicate fields, deep nesting, invalid JSON...) is refused
+   whole, rolled back, and left to the robust path by the caller. Arrays, key-value lists and
+   bytes that are not plain are returned as their raw JSON text with a "pending" mark, for the
+   caller to convert with the robust path's own function.
+
+   The input lines must be valid UTF-8 (the caller checks); JSON escapes are checked here. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <locale.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#define MAX_DEPTH 32 /* deeper values are left to the robust path */
+
+static locale_t c_locale; /* numbers are read the same whatever the process locale */
+
+/* --- growable buffers and Arrow-style columns ------------------------------------------- */
+
+typedef struct {
+    char *p;
+    Py_ssize_t len, cap;
+} Buf;
+
+static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
+    if (b->len + extra <= b->cap && b->p) return 0;
+    Py_ssize_t cap = b->cap ? b->cap : 256;
+    while (cap < b->len + extra) cap *= 2;
+    char *p = realloc(b->p, (size_t)cap);
+    if (!p) return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+enum { C_STR, C_I64, C_F64, C_BOOL, C_U8, C_I32, C_LIST };
+
+/* One column: validity bitmap, offsets (strings and lists, int32) and data. */
+typedef struct {
+    const char *name;
+    int type;
+    Buf valid, off, data;
+    Py_ssize_t n, nulls;
+} Col;
+
+typedef struct {
+    Py_ssize_t n, nulls, data_len;
+} Mark;
+
+/* The attribute columns of one kind of owner (spans, resources, events, links). */
+typedef struct {
+    Col key, s, i, f, b, j;
+    Col pend_index, pend_kind; /* json values the caller converts */
+} Pool;
+
+typedef struct { /* a scanned JSON token */
+    int t;
+    const char *s, *e; /* strings: the content between the quotes; others: the whole text */
+    int esc;           /* a string with escapes */
+    int isint;         /* a number without fraction or exponent */
+} Tok;
+
+enum { T_NONE = 0, T_NULL, T_TRUE, T_FALSE, T_NUM, T_STR, T_OBJ, T_ARR };
+
+#define NCOLS 64
+
+typedef struct {
+    const char *p, *end;
+    int oom, overflow;
+    int64_t line_no;
+    /* spans */
+    Col trace, span, parent, name, kind, start, stop, code, message, line, scope, resource;
+    Col attrs, events, links;
+    /* scopes, resources, events, links */
+    Col scope_name, scope_version, res_attrs;
+    Col ev_time, ev_name, ev_attrs;
+    Col lk_trace, lk_span, lk_attrs;
+    Pool A, R, E, L;
+    Col *all[NCOLS];
+    Mark marks[NCOLS];
+    int ncols;
+    Py_ssize_t spans_read;
+} St;
+
+static void col_init(St *st, Col *c, const char *name, int type) {
+    memset(c, 0, sizeof *c);
+    c->name = name;
+    c->type = type;
+    if (type == C_STR || type == C_LIST) {
+        if (buf_reserve(&c->off, 4) < 0) {
+            st->oom = 1;
+        } else {
+            memset(c->off.p, 0, 4);
+            c->off.len = 4;
+        }
+    }
+    st->all[st->ncols++] = c;
+}
+
+static void col_free(Col *c) {
+    free(c->valid.p);
+    free(c->off.p);
+    free(c->data.p);
+}
+
+static inline void valid_put(St *st, Col *c, int v) {
+    Py_ssize_t need = c->n / 8 + 1;
+    if (c->valid.len < need) {
+        if (buf_reserve(&c->valid, need - c->valid.len) < 0) {
+            st->oom = 1;
+            return;
+        }
+        memset(c->valid.p + c->valid.len, 0, (size_t)(need - c->valid.len));
+        c->valid.len = need;
+    }
+    unsigned char *byte = (unsigned char *)c->valid.p + c->n / 8;
+    unsigned char bit = (unsigned char)(1u << (c->n % 8));
+    if (v) {
+        *byte |= bit;
+    } else {
+        *byte &= (unsigned char)~bit;
+        c->nulls++;
+    }
+}
+
+static inline int off_put(St *st, Col *c) {
+    if (c->data.len > INT32_MAX) {
+        st->overflow = 1;
+        return -1;
+    }
+    if (buf_reserve(&c->off, 4) < 0) {
+        st->oom = 1;
+        return -1;
+    }
+    int32_t o = (int32_t)c->data.len;
+    memcpy(c->off.p + c->off.len, &o, 4);
+    c->off.len += 4;
+    return 0;
+}
+
+/* Strings: `len` bytes written by `fill` (a copy or an unescape) into the data buffer. */
+static inline char *str_begin(St *st, Col *c, Py_ssize_t room) {
+    if (buf_reserve(&c->data, room) < 0) {
+        st->oom = 1;
+        return NULL;
+    }
+    return c->data.p + c->data.len;
+}
+
+static inline void str_end(St *st, Col *c, Py_ssize_t written) {
+    c->data.len += written;
+    if (off_put(st, c) < 0) return;
+    valid_put(st, c, 1);
+    c->n++;
+}
+
+static inline void str_put(St *st, Col *c, const char *s, Py_ssize_t len) {
+    char *out = str_begin(st, c, len);
+    if (!out) return;
+    memcpy(out, s, (size_t)len);
+    str_end(st, c, len);
+}
+
+static inline void null_put(St *st, Col *c) {
+    switch (c->type) {
+    case C_STR:
+        if (off_put(st, c) < 0) return;
+        break;
+    case C_I64:
+    case C_F64:
+        if (buf_reserve(&c->data, 8) < 0) {
+            st->oom = 1;
+            return;
+        }
+        memset(c->data.p + c->data.len, 0, 8);
+        c->data.len += 8;
+        break;
+    case C_BOOL: {
+        Py_ssize_t need = c->n / 8 + 1;
+        if (c->data.len < need) {
+            if (buf_reserve(&c->data, need - c->data.len) < 0) {
+                st->oom = 1;
+                return;
+            }
+            memset(c->data.p + c->data.len, 0, (size_t)(need - c->data.len));
+            c->data.len = need;
+        }
+        break;
+    }
+    }
+    valid_put(st, c, 0);
+    c->n++;
+}
+
+static inline void fixed_put(St *st, Col *c, const void *v, int size) {
+    if (buf_reserve(&c->data, size) < 0) {
+        st->oom = 1;
+        return;
+    }
+    memcpy(c->data.p + c->data.len, v, (size_t)size);
+    c->data.len += size;
+    valid_put(st, c, 1);
+    c->n++;
+}
+
+static inline void i64_put(St *st, Col *c, int64_t v) { fixed_put(st, c, &v, 8); }
+static inline void f64_put(St *st, Col *c, double v) { fixed_put(st, c, &v, 8); }
+static inline void u8_put(St *st, Col *c, uint8_t v) { fixed_put(st, c, &v, 1); }
+static inline void i32_put(St *st, Col *c, int32_t v) { fixed_put(st, c, &v, 4); }
+
+static inline void bool_put(St *st, Col *c, int v) {
+    Py_ssize_t need = c->n / 8 + 1;
+    if (c->data.len < need) {
+        if (buf_reserve(&c->data, need - c->data.len) < 0) {
+            st->oom = 1;
+            return;
+        }
+        memset(c->data.p + c->data.len, 0, (size_t)(need - c->data.len));
+        c->data.len = need;
+    }
+    unsigned char *byte = (unsigned char *)c->data.p + c->n / 8;
+    unsigned char bit = (unsigned char)(1u << (c->n % 8));
+    if (v)
+        *byte |= bit;
+    else
+        *byte &= (unsigned char)~bit;
+    valid_put(st, c, 1);
+    c->n++;
+}
+
+/* A list column closes its next list at `total` children so far. */
+static inline void list_close(St *st, Col *c, Py_ssize_t total) {
+    if (total > INT32_MAX) {
+        st->overflow = 1;
+        return;
+    }
+    if (buf_reserve(&c->off, 4) < 0) {
+        st->oom = 1;
+        return;
+    }
+    int32_t o = (int32_t)total;
+    memcpy(c->off.p + c->off.len, &o, 4);
+    c->off.len += 4;
+    c->n++;
+}
+
+static void mark_all(St *st) {
+    for (int k = 0; k < st->ncols; k++) {
+        Col *c = st->all[k];
+        st->marks[k].n = c->n;
+        st->marks[k].nulls = c->nulls;
+        st->marks[k].data_len = c->data.len;
+    }
+}
+
+static void rollback_all(St *st) {
+    for (int k = 0; k < st->ncols; k++) {
+        Col *c = st->all[k];
+        c->n = st->marks[k].n;
+        c->nulls = st->marks[k].nulls;
+        c->data.len = st->marks[k].data_len;
+        if (c->type == C_STR || c->type == C_LIST) c->off.len = 4 * (c->n + 1);
+    }
+}
+
+/* --- JSON scanning ------------------------------------------------------------------------ */
+
+#define TRY(x)                                                                                 \
+    do {                                                                                       \
+        if ((x) < 0) return -1;                                                                \
+    } while (0)
+
+static inline void ws(St *st) {
+    while (st->p < st->end &&
+           (*st->p == ' ' || *st->p == '\t' || *st->p == '\n' || *st->p == '\r'))
+        st->p++;
+}
+
+static inline int hex4(const char *s, unsigned *out) {
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        char c = s[k];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A string at st->p (its opening quote): checks escapes (surrogates paired) and control chars. */
+static inline int scan_string(St *st, Tok *t) {
+    const char *p = st->p + 1, *end = st->end;
+    int esc = 0;
+    for (;;) {
+#ifdef __SSE2__
+        /* 16 bytes at a time to the next quote, backslash or control character */
+        const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\');
+        const __m128i flip = _mm_set1_epi8((char)0x80), low = _mm_set1_epi8((char)(0x20 ^ 0x80));
+        while (end - p >= 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)p);
+            __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
+                                       _mm_cmplt_epi8(_mm_xor_si128(v, flip), low));
+            int m = _mm_movemask_epi8(hit);
+            if (m) {
+                p += __builtin_ctz((unsigned)m);
+                break;
+            }
+            p += 16;
+        }
+#endif
+        while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+        if (p >= end || (unsigned char)*p < 0x20) return -1;
+        if (*p == '"') break;
+        esc = 1; /* a backslash */
+        if (p + 1 >= end) return -1;
+        char c = p[1];
+        if (c == 'u') {
+            unsigned u;
+            if (p + 6 > end || hex4(p + 2, &u) < 0) return -1;
+            p += 6;
+            if (u >= 0xDC00 && u <= 0xDFFF) return -1; /* a lone low surrogate */
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                unsigned lo;
+                if (p + 6 > end || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, &lo) < 0 ||
+                    lo < 0xDC00 || lo > 0xDFFF)
+                    return -1;
+                p += 6;
+            }
+        } else if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' ||
+                   c == 'r' || c == 't') {
+            p += 2;
+        } else {
+            return -1;
+        }
+    }
+    t->t = T_STR;
+    t->s = st->p + 1;
+    t->e = p;
+    t->esc = esc;
+    st->p = p + 1;
+    return 0;
+}
+
+/* The unescaped content of a string token into `out` (room: its raw length); bytes written. */
+static inline Py_ssize_t unescape(const Tok *t, char *out) {
+    const char *p = t->s, *e = t->e;
+    char *o = out;
+    while (p < e) {
+        if (*p != '\\') {
+            *o++ = *p++;
+            continue;
+        }
+        char c = p[1];
+        p += 2;
+        switch (c) {
+        case 'b': *o++ = '\b'; break;
+        case 'f': *o++ = '\f'; break;
+        case 'n': *o++ = '\n'; break;
+        case 'r': *o++ = '\r'; break;
+        case 't': *o++ = '\t'; break;
+        case 'u': {
+            unsigned u = 0;
+            hex4(p, &u);
+            p += 4;
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                unsigned lo = 0xDC00;
+                hex4(p + 2, &lo);
+                p += 6;
+                u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            if (u < 0x80) {
+                *o++ = (char)u;
+            } else if (u < 0x800) {
+                *o++ = (char)(0xC0 | (u >> 6));
+                *o++ = (char)(0x80 | (u & 0x3F));
+            } else if (u < 0x10000) {
+                *o++ = (char)(0xE0 | (u >> 12));
+                *o++ = (char)(0x80 | ((u >> 6) & 0x3F));
+                *o++ = (char)(0x80 | (u & 0x3F));
+            } else {
+                *o++ = (char)(0xF0 | (u >> 18));
+                *o++ = (char)(0x80 | ((u >> 12) & 0x3F));
+                *o++ = (char)(0x80 | ((u >> 6) & 0x3F));
+                *o++ = (char)(0x80 | (u & 0x3F));
+            }
+            break;
+        }
+        default: *o++ = c; /* " \ / */
+        }
+    }
+    return o - out;
+}
+
+/* A string token's text, unescaped, as the next value of `c`. (\uXXXX takes 6 bytes for at
+   most 3, a surrogate pair 12 for 4: the raw length is always room enough.) */
+static inline void str_put_tok(St *st, Col *c, const Tok *t) {
+    if (!t->esc) {
+        str_put(st, c, t->s, t->e - t->s);
+        return;
+    }
+    char *out = str_begin(st, c, t->e - t->s);
+    if (!out) return;
+    str_end(st, c, unescape(t, out));
+}
+
+static inline int scan_number(St *st, Tok *t) {
+    const char *p = st->p, *end = st->end;
+    int isint = 1;
+    if (p < end && *p == '-') p++;
+    if (p >= end) return -1;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    } else {
+        return -1;
+    }
+    if (p < end && *p == '.') {
+        isint = 0;
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return -1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        isint = 0;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return -1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    t->t = T_NUM;
+    t->s = st->p;
+    t->e = p;
+    t->isint = isint;
+    t->esc = 0;
+    st->p = p;
+    return 0;
+}
+
+static int scan(St *st, Tok *t, int depth);
+
+static int scan_literal(St *st, const char *word, int len, int type, Tok *t) {
+    if (st->end - st->p < len || memcmp(st->p, word, (size_t)len) != 0) return -1;
+    t->t = type;
+    t->s = st->p;
+    t->e = st->p + len;
+    st->p += len;
+    return 0;
+}
+
+/* Any JSON value at st->p (after whitespace), checked and skipped; `t` describes it. */
+static int scan(St *st, Tok *t, int depth) {
+    ws(st);
+    if (st->p >= st->end) return -1;
+    const char *start = st->p;
+    switch (*st->p) {
+    case '"': return scan_string(st, t);
+    case 't': return scan_literal(st, "true", 4, T_TRUE, t);
+    case 'f': return scan_literal(st, "false", 5, T_FALSE, t);
+    case 'n': return scan_literal(st, "null", 4, T_NULL, t);
+    case '{':
+    case '[': {
+        if (depth >= MAX_DEPTH) return -1;
+        char close = *st->p == '{' ? '}' : ']';
+        int obj = close == '}';
+        Tok inner;
+        st->p++;
+        ws(st);
+        if (st->p < st->end && *st->p == close) {
+            st->p++;
+        } else {
+            for (;;) {
+                if (obj) {
+                    ws(st);
+                    if (st->p >= st->end || *st->p != '"') return -1;
+                    TRY(scan_string(st, &inner));
+                    ws(st);
+                    if (st->p >= st->end || *st->p != ':') return -1;
+                    st->p++;
+                }
+                TRY(scan(st, &inner, depth + 1));
+                ws(st);
+                if (st->p >= st->end) return -1;
+                if (*st->p == ',') {
+                    st->p++;
+                    continue;
+                }
+                if (*st->p != close) return -1;
+                st->p++;
+                break;
+            }
+        }
+        t->t = obj ? T_OBJ : T_ARR;
+        t->s = start;
+        t->e = st->p;
+        t->esc = 0;
+        return 0;
+    }
+    default: return scan_number(st, t);
+    }
+}
+
+/* Objects and arrays walked field by field. */
+static int obj_begin(St *st) {
+    ws(st);
+    if (st->p >= st->end || *st->p != '{') return -1;
+    st->p++;
+    return 0;
+}
+
+/* The next key (1), or the end of the object (0); positioned at the value. */
+static inline int obj_next(St *st, int *first, const char **key, Py_ssize_t *len) {
+    ws(st);
+    if (st->p >= st->end) return -1;
+    if (*first) {
+        *first = 0;
+        if (*st->p == '}') {
+            st->p++;
+            return 0;
+        }
+    } else {
+        if (*st->p == '}') {
+            st->p++;
+            return 0;
+        }
+        if (*st->p != ',') return -1;
+        st->p++;
+        ws(st);
+    }
+    if (st->p >= st->end || *st->p != '"') return -1;
+    Tok k;
+    TRY(scan_string(st, &k));
+    if (k.esc) return -1; /* an escaped field name: left to the robust path */
+    ws(st);
+    if (st->p >= st->end || *st->p != ':') return -1;
+    st->p++;
+    ws(st);
+    *key = k.s;
+    *len = k.e - k.s;
+    return 1;
+}
+
+/* At an array value: 1 when it is an array (entered), 0 when null, -1 otherwise. */
+static int arr_or_null(St *st) {
+    ws(st);
+    if (st->p < st->end && *st->p == '[') {
+        st->p++;
+        return 1;
+    }
+    Tok t;
+    TRY(scan(st, &t, 0));
+    return t.t == T_NULL ? 0 : -1;
+}
+
+/* The next element (1, positioned at it) or the end of the array (0). */
+static inline int arr_next(St *st, int *first) {
+    ws(st);
+    if (st->p >= st->end) return -1;
+    if (*st->p == ']') {
+        st->p++;
+        return 0;
+    }
+    if (*first) {
+        *first = 0;
+        return 1;
+    }
+    if (*st->p != ',') return -1;
+    st->p++;
+    ws(st);
+    return 1;
+}
+
+/* At an object value: 1 when it is an object (entered), 0 when null, -1 otherwise. */
+static int obj_or_null(St *st) {
+    ws(st);
+    if (st->p < st->end && *st->p == '{') {
+        st->p++;
+        return 1;
+    }
+    Tok t;
+    TRY(scan(st, &t, 0));
+    return t.t == T_NULL ? 0 : -1;
+}
+
+#define IS(lit) (len == (Py_ssize_t)(sizeof(lit) - 1) && memcmp(key, lit, sizeof(lit) - 1) == 0)
+
+/* Field names the robust path reads and this one does not (proto names, legacy scopes). */
+static int left_to_robust(const char *key, Py_ssize_t len) {
+    static const char *names[] = {
+        "resource_spans", "scope_spans", "instrumentationLibrarySpans",
+        "instrumentation_library_spans", "instrumentationLibrary", "instrumentation_library",
+        "trace_id", "span_id", "parent_span_id", "start_time_unix_nano", "end_time_unix_nano",
+        "time_unix_nano", "string_value", "bool_value", "int_value", "double_value",
+        "bytes_value", "array_value", "kvlist_value", NULL};
+    if (!memchr(key, '_', (size_t)len) && !memchr(key, 'L', (size_t)len)) return 0;
+    for (int k = 0; names[k]; k++)
+        if ((Py_ssize_t)strlen(names[k]) == len && memcmp(names[k], key, (size_t)len) == 0)
+            return 1;
+    return 0;
+}
+
+/* An unknown field: skipped, unless the robust path would read it. */
+static int skip_field(St *st, const char *key, Py_ssize_t len) {
+    if (left_to_robust(key, len)) return -1;
+    Tok t;
+    return scan(st, &t, 1);
+}
+
+/* A field seen twice: msgspec and dicts keep the last one; left to the robust path. */
+#define ONCE(bit)                                                                              \
+    do {                                                                                       \
+        if (seen & (bit)) return -1;                                                           \
+        seen |= (bit);                                                                         \
+    } while (0)
+
+/* --- scalars ------------------------------------------------------------------------------ */
+
+/* A decimal int64 (optional minus, no leading zeros) spanning exactly [s, e). */
+static inline int parse_i64(const char *s, const char *e, int64_t *out) {
+    int neg = 0;
+    if (s < e && *s == '-') {
+        neg = 1;
+        s++;
+    }
+    if (s >= e || e - s > 19) return -1;
+    if (*s == '0' && e - s > 1) return -1;
+    uint64_t v = 0;
+    for (const char *p = s; p < e; p++) {
+        if (*p < '0' || *p > '9') return -1;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX) return -1;
+    /* 19 digits never wrap a uint64 (max 9,999,...,999 < 1.8e19) */
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return 0;
+}
+
+/* An OTLP int64: a JSON integer or a string of one. */
+static inline int tok_i64(const Tok *t, int64_t *out) {
+    if (t->t == T_NUM && t->isint) return parse_i64(t->s, t->e, out);
+    if (t->t == T_STR && !t->esc) return parse_i64(t->s, t->e, out);
+    return -1;
+}
+
+static int tok_f64(const Tok *t, double *out) {
+    if (t->t != T_NUM) return -1;
+    Py_ssize_t len = t->e - t->s;
+    if (len >= 64 || (t->isint && len > 18)) return -1;
+    char text[64];
+    memcpy(text, t->s, (size_t)len);
+    text[len] = 0;
+    char *stop;
+    /* correctly rounded, as Python's and msgspec's parsers are: the same double */
+    double v = strtod_l(text, &stop, c_locale);
+    if (stop != text + len || !isfinite(v)) return -1;
+    if (v == 0.0 && text[0] == '-') return -1; /* msgspec reads -0 as 0.0: left to it */
+    *out = v;
+    return 0;
+}
+
+static inline int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static inline int b64val(char c) {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+}
+
+/* An id of `nbytes` bytes as lowercase hex into `out` (2*nbytes chars): 1, or 0 when absent
+   or all zero (null), -1 when it is not plain hex or canonical base64 (robust path). */
+static int tok_id(const Tok *t, int nbytes, char *out) {
+    static const char digits[] = "0123456789abcdef";
+    if (t->t == T_NONE || t->t == T_NULL) return 0;
+    if (t->t != T_STR || t->esc) return -1;
+    Py_ssize_t len = t->e - t->s;
+    if (len == 0) return 0;
+    int nonzero = 0;
+    if (len == 2 * nbytes) {
+        for (int k = 0; k < len; k++) {
+            int v = hexval(t->s[k]);
+            if (v < 0) return -1;
+            out[k] = digits[v];
+            nonzero |= v;
+        }
+        return nonzero ? 1 : 0;
+    }
+    /* base64, as the protobuf JSON mapping writes bytes: 16 -> 24 chars "==", 8 -> 12 "=" */
+    int pad = nbytes % 3 == 1 ? 2 : nbytes % 3 == 2 ? 1 : 0;
+    if (len != (nbytes + 2) / 3 * 4) return -1;
+    unsigned char raw[24];
+    int nraw = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (Py_ssize_t k = 0; k < len - pad; k++) {
+        int v = b64val(t->s[k]);
+        if (v < 0) return -1;
+        acc = (acc << 6) | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            raw[nraw++] = (unsigned char)(acc >> bits);
+            acc &= (1u << bits) - 1;
+        }
+    }
+    for (Py_ssize_t k = len - pad; k < len; k++)
+        if (t->s[k] != '=') return -1;
+    if (nraw != nbytes || acc != 0) return -1; /* stray bits: not canonical */
+    for (int k = 0; k < nbytes; k++) {
+        out[2 * k] = digits[raw[k] >> 4];
+        out[2 * k + 1] = digits[raw[k] & 15];
+        nonzero |= raw[k];
+    }
+    return nonzero ? 1 : 0;
+}
+
+/* An enum (span kind, status code): a JSON integer or a name in any ASCII case, with or
+   without `prefix`; unknown values give `dflt`. `names` are upper case, index = code. */
+static int tok_enum(const Tok *t, const char *const *names, int count, const char *prefix,
+                    int dflt, uint8_t *out) {
+    *out = (uint8_t)dflt;
+    if (t->t == T_NONE || t->t == T_NULL) return 0;
+    if (t->t == T_NUM) {
+        int64_t v;
+        if (!t->isint || parse_i64(t->s, t->e, &v) < 0) return -1;
+        if (v >= 0 && v < count) *out = (uint8_t)v;
+        return 0;
+    }
+    if (t->t != T_STR || t->esc) return -1;
+    char up[64];
+    Py_ssize_t len = t->e - t->s;
+    if (len >= (Py_ssize_t)sizeof up) return 0; /* longer than any name: unknown */
+    for (Py_ssize_t k = 0; k < len; k++) {
+        unsigned char c = (unsigned char)t->s[k];
+        if (c >= 0x80) return -1; /* str.upper() has its own ideas beyond ASCII */
+        up[k] = (char)(c >= 'a' && c <= 'z' ? c - 32 : c);
+    }
+    up[len] = 0;
+    const char *name = up;
+    size_t plen = strlen(prefix);
+    if ((size_t)len >= plen && memcmp(up, prefix, plen) == 0) name += plen;
+    for (int k = 0; k < count; k++) {
+        char digit[4];
+        snprintf(digit, sizeof digit, "%d", k);
+        if (strcmp(name, names[k]) == 0 || strcmp(name, digit) == 0) {
+            *out = (uint8_t)k;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+static const char *const KIND_UPPER[] = {"UNSPECIFIED", "INTERNAL", "SERVER",
+                                         "CLIENT",      "PRODUCER", "CONSUMER"};
+static const char *const STATUS_UPPER[] = {"UNSET", "OK", "ERROR"};
+
+/* Optional text (status message, scope name/version): null when absent or empty. */
+static int opt_text(St *st, Col *c, const Tok *t) {
+    if (t->t == T_NONE || t->t == T_NULL || (t->t == T_STR && t->s == t->e)) {
+        null_put(st, c);
+        return 0;
+    }
+    if (t->t != T_STR) return -1;
+    str_put_tok(st, c, t);
+    return 0;
+}
+
+/* Text that is "" when absent (span and event names). */
+static int text(St *st, Col *c, const Tok *t) {
+    if (t->t == T_NONE || t->t == T_NULL) {
+        str_put(st, c, "", 0);
+        return 0;
+    }
+    if (t->t != T_STR) return -1;
+    str_put_tok(st, c, t);
+    return 0;
+}
+
+/* --- attributes --------------------------------------------------------------------------- */
+
+enum { V_STRING, V_BOOL, V_INT, V_DOUBLE, V_BYTES, V_ARRAY, V_KVLIST, V_COUNT };
+
+/* `{"values":[{"stringValue":"a"},...]}` with plain strings, as the JSON text `["a",...]`. */
+static int plain_string_array(St *st, const Tok *t, Col *c) {
+    const char *save_p = st->p, *save_end = st->end;
+    st->p = t->s;
+    st->end = t->e;
+    int ok = -1;
+    Py_ssize_t mark = c->data.len;
+    int first = 1, n_keys = 0;
+    const char *key;
+    Py_ssize_t len;
+    char *out;
+    if (obj_begin(st) < 0) goto done;
+    int r;
+    while ((r = obj_next(st, &first, &key, &len)) == 1) {
+        if (!IS("values") || n_keys++ || arr_or_null(st) != 1) goto done;
+        if (!(out = str_begin(st, c, 1))) goto done;
+        *out = '[';
+        c->data.len++;
+        int efirst = 1, n = 0, e;
+        while ((e = arr_next(st, &efirst)) == 1) {
+            int f2 = 1, n_fields = 0;
+            const char *k2;
+            Py_ssize_t len2;
+            Tok s = {0};
+            if (obj_begin(st) < 0) goto done;
+            int r2;
+            while ((r2 = obj_next(st, &f2, &k2, &len2)) == 1) {
+                if (len2 != 11 || memcmp(k2, "stringValue", 11) != 0 || n_fields++) goto done;
+                ws(st);
+                if (st->p >= st->end || *st->p != '"' || scan_string(st, &s) < 0 || s.esc)
+                    goto done;
+            }
+            if (r2 < 0 || n_fields != 1) goto done;
+            Py_ssize_t slen = s.e - s.s;
+            if (!(out = str_begin(st, c, slen + 3))) goto done;
+            if (n++) *out++ = ',';
+            *out++ = '"';
+            memcpy(out, s.s, (size_t)slen);
+            out[slen] = '"';
+            c->data.len += slen + 2 + (n > 1);
+        }
+        if (e < 0) goto done;
+        if (!(out = str_begin(st, c, 1))) goto done;
+        *out = ']';
+        c->data.len++;
+    }
+    if (r < 0 || n_keys != 1) goto done;
+    ws(st);
+    if (st->p != st->end) goto done;
+    ok = 0;
+done:
+    st->p = save_p;
+    st->end = save_end;
+    if (ok < 0) {
+        c->data.len = mark;
+        return -1;
+    }
+    str_end(st, c, 0);
+    return 0;
+}
+
+static void pending(St *st, Pool *pool, int kind, const char *s, const char *e) {
+    i64_put(st, &pool->pend_index, (int64_t)pool->j.n);
+    u8_put(st, &pool->pend_kind, (uint8_t)kind);
+    str_put(st, &pool->j, s, e - s);
+}
+
+/* One `{"key": K, "value": {AnyValue}}` into `pool`; an empty value adds nothing. */
+static int attr_item(St *st, Pool *pool) {
+    Tok name = {0}, v[V_COUNT];
+    memset(v, 0, sizeof v);
+    unsigned seen = 0;
+    int first = 1, r;
+    const char *key;
+    Py_ssize_t len;
+    TRY(obj_begin(st));
+    while ((r = obj_next(st, &first, &key, &len)) == 1) {
+        if (IS("key")) {
+            ONCE(1);
+            TRY(scan(st, &name, 1));
+            if (name.t != T_STR && name.t != T_NULL) return -1;
+        } else if (IS("value")) {
+            ONCE(2);
+            int o = obj_or_null(st);
+            TRY(o);
+            if (o == 0) continue;
+            int vfirst = 1, vr;
+            unsigned vseen = 0;
+            while ((vr = obj_next(st, &vfirst, &key, &len)) == 1) {
+                int f = IS("stringValue") ? V_STRING
+                        : IS("intValue")  ? V_INT
+                        : IS("doubleValue") ? V_DOUBLE
+                        : IS("boolValue")   ? V_BOOL
+                        : IS("arrayValue")  ? V_ARRAY
+                        : IS("bytesValue")  ? V_BYTES
+                        : IS("kvlistValue") ? V_KVLIST
+                                            : -1;
+                if (f < 0) {
+                    TRY(skip_field(st, key, len));
+                    continue;
+                }
+                if (vseen & (1u << f)) return -1;
+                vseen |= 1u << f;
+                TRY(scan(st, &v[f], 1));
+            }
+            TRY(vr);
+        } else {
+            TRY(skip_field(st, key, len));
+        }
+    }
+    TRY(r);
+    int f = -1;
+    for (int q = 0; q < V_COUNT && f < 0; q++)
+        if (v[q].t != T_NONE && v[q].t != T_NULL) f = q;
+    if (f < 0) return 0; /* an empty value: the attribute is dropped */
+    const Tok *t = &v[f];
+    /* check before writing anything */
+    int64_t iv = 0;
+    double dv = 0;
+    if (f == V_STRING && t->t != T_STR) return -1;
+    if (f == V_BOOL && t->t != T_TRUE && t->t != T_FALSE) return -1;
+    if (f == V_INT) TRY(tok_i64(t, &iv));
+    if (f == V_DOUBLE) TRY(tok_f64(t, &dv));
+    if (name.t == T_STR)
+        str_put_tok(st, &pool->key, &name);
+    else
+        str_put(st, &pool->key, "", 0);
+    if (f == V_STRING)
+        str_put_tok(st, &pool->s, t);
+    else
+        null_put(st, &pool->s);
+    if (f == V_INT)
+        i64_put(st, &pool->i, iv);
+    else
+        null_put(st, &pool->i);
+    if (f == V_DOUBLE)
+        f64_put(st, &pool->f, dv);
+    else
+        null_put(st, &pool->f);
+    if (f == V_BOOL)
+        bool_put(st, &pool->b, t->t == T_TRUE);
+    else
+        null_put(st, &pool->b);
+    if (f <= V_DOUBLE) {
+        null_put(st, &pool->j);
+    } else if (f == V_BYTES && t->t == T_STR && !t->esc) {
+        char *out = str_begin(st, &pool->j, t->e - t->s + 2);
+        if (!out) return 0;
+        out[0] = '"';
+        memcpy(out + 1, t->s, (size_t)(t->e - t->s));
+        out[t->e - t->s + 1] = '"';
+        str_end(st, &pool->j, t->e - t->s + 2);
+    } else if (f == V_ARRAY && t->t == T_OBJ && plain_string_array(st, t, &pool->j) == 0) {
+        /* written */
+    } else {
+        const char *s = t->s, *e = t->e;
+        if (t->t == T_STR) { /* the raw JSON text, quotes included */
+            s--;
+            e++;
+        }
+        pending(st, pool, f, s, e);
+    }
+    return 0;
+}
+
+/* An attribute list (or null) into `pool`. */
+static int attr_list(St *st, Pool *pool) {
+    int a = arr_or_null(st);
+    TRY(a);
+    if (a == 0) return 0;
+    int first = 1, r;
+    while ((r = arr_next(st, &first)) == 1) TRY(attr_item(st, pool));
+    return r;
+}
+
+/* --- spans -------------------------------------------------------------------------------- */
+
+static int event_obj(St *st) {
+    Tok time = {0}, name = {0};
+    unsigned seen = 0;
+    int first = 1, r;
+    const char *key;
+    Py_ssize_t len;
+    TRY(obj_begin(st));
+    while ((r = obj_next(st, &first, &key, &len)) == 1) {
+        if (IS("timeUnixNano")) {
+            ONCE(1);
+            TRY(scan(st, &time, 1));
+        } else if (IS("name")) {
+            ONCE(2);
+            TRY(scan(st, &name, 1));
+        } else if (IS("attributes")) {
+            ONCE(4);
+            TRY(attr_list(st, &st->E));
+        } else {
+            TRY(skip_field(st, key, len));
+        }
+    }
+    TRY(r);
+    int64_t ns;
+    if (time.t == T_NONE || time.t == T_NULL) {
+        null_put(st, &st->ev_time);
+    } else {
+        TRY(tok_i64(&time, &ns));
+        i64_put(st, &st->ev_time, ns);
+    }
+    TRY(text(st, &st->ev_name, &name));
+    list_close(st, &st->ev_attrs, st->E.key.n);
+    return 0;
+}
+
+static int id_put(St *st, Col *c, const Tok *t, int nbytes, int required) {
+    char hex[32];
+    int r = tok_id(t, nbytes, hex);
+    TRY(r);
+    if (r == 0) {
+        if (required) return -1; /* missing: the robust path quarantines the span */
+        null_put(st, c);
+    } else {
+        str_put(st, c, hex, 2 * nbytes);
+    }
+    return 0;
+}
+
+static int link_obj(St *st) {
+    Tok trace = {0}, span = {0};
+    unsigned seen = 0;
+    int first = 1, r;
+    const char *key;
+    Py_ssize_t len;
+    TRY(obj_begin(st));
+    while ((r = obj_next(st, &first, &key, &len)) == 1) {
+        if (IS("traceId")) {
+            ONCE(1);
+            TRY(scan(st, &trace, 1));
+        } else if (IS("spanId")) {
+            ONCE(2);
+            TRY(scan(st, &span, 1));
+        } else if (IS("attributes")) {
+            ONCE(4);
+            TRY(attr_list(st, &st->L));
+        } else {
+            TRY(skip_field(st, key, len));
+        }
+    }
+    TRY(r);
+    TRY(id_put(st, &st->lk_trace, &trace, 16, 0));
+    TRY(id_put(st, &st->lk_span, &span, 8, 0));
+    list_close(st, &st->lk_attrs, st->L.key.n);
+    return 0;
+}
+
+/* Events or links (or null), each an object. */
+static int each(St *st, int (*one)(St *)) {
+    int a = arr_or_null(st);
+    TRY(a);
+    if (a == 0) return 0;
+    int first = 1, r;
+    while ((r = arr_next(st, &first)) == 1) TRY(one(st));
+    return r;
+}
+
+static int span(St *st, int32_t scope, int32_t resource) {
+    Tok trace = {0}, id = {0}, parent = {0}, name = {0}, kind = {0}, start = {0}, stop = {0};
+    Tok code = {0}, message = {0};
+    unsigned seen = 0;
+    int first = 1, r;
+    const char *key;
+    Py_ssize_t len;
+    TRY(obj_begin(st));
+    while ((r = obj_next(st, &first, &key, &len)) == 1) {
+        if (IS("traceId")) {
+            ONCE(1);
+            TRY(scan(st, &trace, 1));
+        } else if (IS("spanId")) {
+            ONCE(2);
+            TRY(scan(st, &id, 1));
+        } else if (IS("parentSpanId")) {
+            ONCE(4);
+            TRY(scan(st, &parent, 1));
+        } else if (IS("name")) {
+            ONCE(8);
+            TRY(scan(st, &name, 1));
+        } else if (IS("kind")) {
+            ONCE(16);
+            TRY(scan(st, &kind, 1));
+        } else if (IS("startTimeUnixNano")) {
+            ONCE(32);
+            TRY(scan(st, &start, 1));
+        } else if (IS("endTimeUnixNano")) {
+            ONCE(64);
+            TRY(scan(st, &stop, 1));
+        } else if (IS("attributes")) {
+            ONCE(128);
+            TRY(attr_list(st, &st->A));
+        } else if (IS("events")) {
+            ONCE(256);
+            TRY(each(st, event_obj));
+        } else if (IS("links")) {
+            ONCE(512);
+            TRY(each(st, link_obj));
+        } else if (IS("status")) {
+            ONCE(1024);
+            int o = obj_or_null(st);
+            TRY(o);
+            if (o == 0) continue;
+            int sfirst = 1, sr;
+            unsigned sseen = 0;
+            while ((sr = obj_next(st, &sfirst, &key, &len)) == 1) {
+                if (IS("code")) {
+                    if (sseen & 1) return -1;
+                    sseen |= 1;
+                    TRY(scan(st, &code, 1));
+                } else if (IS("message")) {
+                    if (sseen & 2) return -1;
+                    sseen |= 2;
+                    TRY(scan(st, &message, 1));
+                } else {
+                    TRY(skip_field(st, key, len));
+                }
+            }
+            TRY(sr);
+        } else {
+            TRY(skip_field(st, key, len));
+        }
+    }
+    TRY(r);
+    int64_t t0, t1;
+    uint8_t k, c;
+    if (start.t == T_NONE || start.t == T_NULL || stop.t == T_NONE || stop.t == T_NULL)
+        return -1; /* missing times: quarantined by the robust path */
+    TRY(tok_i64(&start, &t0));
+    TRY(tok_i64(&stop, &t1));
+    TRY(tok_enum(&kind, KIND_UPPER, 6, "SPAN_KIND_", 0, &k));
+    TRY(tok_enum(&code, STATUS_UPPER, 3, "STATUS_CODE_", 0, &c));
+    TRY(id_put(st, &st->trace, &trace, 16, 1));
+    TRY(id_put(st, &st->span, &id, 8, 1));
+    TRY(id_put(st, &st->parent, &parent, 8, 0));
+    TRY(text(st, &st->name, &name));
+    TRY(opt_text(st, &st->message, &message));
+    u8_put(st, &st->kind, k);
+    u8_put(st, &st->code, c);
+    i64_put(st, &st->start, t0);
+    i64_put(st, &st->stop, t1);
+    i64_put(st, &st->line, st->line_no);
+    i32_put(st, &st->scope, scope);
+    i32_put(st, &st->resource, resource);
+    list_close(st, &st->attrs, st->A.key.n);
+    list_close(st, &st->events, st->ev_time.n);
+    list_close(st, &st->links, st->lk_trace.n);
+    st->spans_read++;
+    return 0;
+}
+
+static int scope_spans(St *st, int32_t resource) {
+    Tok name = {0}, version = {0};
+    int32_t scope = (int32_t)st->scope_name.n;
+    unsigned seen = 0;
+    int first = 1, r;
+    const char *key;
+    Py_ssize_t len;
+    TRY(obj_begin(st));
+    while ((r = obj_next(st, &first, &key, &len)) == 1) {
+        if (IS("scope")) {
+            ONCE(1);
+            int o = obj_or_null(st);
+            TRY(o);
+            if (o == 0) continue;
+            int sfirst = 1, sr;
+            unsigned sseen = 0;
+            while ((sr = obj_next(st, &sfirst, &key, &len)) == 1) {
+                if (IS("name")) {
+                    if (sseen & 1) return -1;
+                    sseen |= 1;
+                    TRY(scan(st, &name, 1));
+                } else if (IS("version")) {
+                    if (sseen & 2) return -1;
+                    sseen |= 2;
+                    TRY(scan(st, &version, 1));
+                } else {
+                    TRY(skip_field(st, key, len));
+                }
+            }
+            TRY(sr);
+        } else if (IS("spans")) {
+            ONCE(2);
+            int a = arr_or_null(st);
+            TRY(a);
+            if (a == 0) continue;
+            int sfirst = 1, sr;
+            while ((sr = arr_next(st, &sfirst)) == 1) TRY(span(st, scope, resource));
+            TRY(sr);
+        } else {
+            TRY(skip_field(st, key, len));
+        }
+    }
+    TRY(r);
+    TRY(opt_text(st, &st->scope_name, &name));
+    TRY(opt_text(st, &st->scope_version, &version));
+    return 0;
+}
+
+static int resource_spans(St *st) {
+    int32_t resource = (int32_t)st->res_attrs.n;
+    unsigned seen = 0;
+    int first = 1, r;
+    const char *key;
+    Py_ssize_t len;
+    TRY(obj_begin(st));
+    while ((r = obj_next(st, &first, &key, &len)) == 1) {
+        if (IS("resource")) {
+            ONCE(1);
+            int o = obj_or_null(st);
+            TRY(o);
+            if (o == 0) continue;
+            int rfirst = 1, rr;
+            unsigned rseen = 0;
+            while ((rr = obj_next(st, &rfirst, &key, &len)) == 1) {
+                if (IS("attributes")) {
+                    if (rseen & 1) return -1;
+                    rseen |= 1;
+                    TRY(attr_list(st, &st->R));
+                } else {
+                    TRY(skip_field(st, key, len));
+                }
+            }
+            TRY(rr);
+        } else if (IS("scopeSpans")) {
+            ONCE(2);
+            int a = arr_or_null(st);
+            TRY(a);
+            if (a == 0) continue;
+            int sfirst = 1, sr;
+            while ((sr = arr_next(st, &sfirst)) == 1) TRY(scope_spans(st, resource));
+            TRY(sr);
+        } else {
+            TRY(skip_field(st, key, len));
+        }
+    }
+    TRY(r);
+    list_close(st, &st->res_attrs, st->R.key.n);
+    return 0;
+}
+
+/* One line: `{"resourceSpans": [...]}` and nothing after it. */
+static int request(St *st) {
+    unsigned seen = 0;
+    int first = 1, r;
+    const char *key;
+    Py_ssize_t len;
+    TRY(obj_begin(st));
+    while ((r = obj_next(st, &first, &key, &len)) == 1) {
+        if (IS("resourceSpans")) {
+            ONCE(1);
+            ws(st);
+            if (st->p >= st->end || *st->p != '[') return -1; /* null: the robust path */
+            st->p++;
+            int afirst = 1, ar;
+            while ((ar = arr_next(st, &afirst)) == 1) TRY(resource_spans(st));
+            TRY(ar);
+        } else {
+            TRY(skip_field(st, key, len));
+        }
+    }
+    TRY(r);
+    if (!seen) return -1;
+    ws(st);
+    return st->p == st->end ? 0 : -1;
+}
+
+/* --- the Python function ------------------------------------------------------------------ */
+
+static void pool_init(St *st, Pool *p) {
+    col_init(st, &p->key, "key", C_STR);
+    col_init(st, &p->s, "str", C_STR);
+    col_init(st, &p->i, "int", C_I64);
+    col_init(st, &p->f, "float", C_F64);
+    col_init(st, &p->b, "bool", C_BOOL);
+    col_init(st, &p->j, "json", C_STR);
+    col_init(st, &p->pend_index, "pending_index", C_I64);
+    col_init(st, &p->pend_kind, "pending_kind", C_U8);
+}
+
+static void st_init(St *st) {
+    memset(st, 0, sizeof *st);
+    col_init(st, &st->trace, "trace_id", C_STR);
+    col_init(st, &st->span, "span_id", C_STR);
+    col_init(st, &st->parent, "parent_span_id", C_STR);
+    col_init(st, &st->name, "name", C_STR);
+    col_init(st, &st->kind, "kind", C_U8);
+    col_init(st, &st->start, "start_ns", C_I64);
+    col_init(st, &st->stop, "end_ns", C_I64);
+    col_init(st, &st->code, "status_code", C_U8);
+    col_init(st, &st->message, "status_message", C_STR);
+    col_init(st, &st->line, "source_pos", C_I64);
+    col_init(st, &st->scope, "scope", C_I32);
+    col_init(st, &st->resource, "resource", C_I32);
+    col_init(st, &st->attrs, "attributes", C_LIST);
+    col_init(st, &st->events, "events", C_LIST);
+    col_init(st, &st->links, "links", C_LIST);
+    col_init(st, &st->scope_name, "scope_name", C_STR);
+    col_init(st, &st->scope_version, "scope_version", C_STR);
+    col_init(st, &st->res_attrs, "resource_attributes", C_LIST);
+    col_init(st, &st->ev_time, "event_time", C_I64);
+    col_init(st, &st->ev_name, "event_name", C_STR);
+    col_init(st, &st->ev_attrs, "event_attributes", C_LIST);
+    col_init(st, &st->lk_trace, "link_trace_id", C_STR);
+    col_init(st, &st->lk_span, "link_span_id", C_STR);
+    col_init(st, &st->lk_attrs, "link_attributes", C_LIST);
+    pool_init(st, &st->A);
+    pool_init(st, &st->R);
+    pool_init(st, &st->E);
+    pool_init(st, &st->L);
+}
+
+static void st_free(St *st) {
+    for (int k = 0; k < st->ncols; k++) col_free(st->all[k]);
+}
+
+/* A read-only buffer owning memory handed over by a column: Arrow wraps it without a copy. */
+typedef struct {
+    PyObject_HEAD char *p;
+    Py_ssize_t len;
+} Blob;
+
+static int blob_getbuffer(PyObject *self, Py_buffer *view, int flags) {
+    Blob *b = (Blob *)self;
+    return PyBuffer_FillInfo(view, self, b->p ? b->p : (char *)"", b->len, 1, flags);
+}
+
+static void blob_dealloc(PyObject *self) {
+    free(((Blob *)self)->p);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyBufferProcs blob_buffer = {blob_getbuffer, NULL};
+
+static PyTypeObject BlobType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "analyzer.ingest._otlp_lines.Blob",
+    .tp_basicsize = sizeof(Blob),
+    .tp_dealloc = blob_dealloc,
+    .tp_as_buffer = &blob_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Bytes of one Arrow buffer, owned until the last view is released.",
+};
+
+/* The first `len` bytes of `b`, which gives its memory away. */
+static PyObject *bytes_of(Buf *b, Py_ssize_t len) {
+    Blob *blob = PyObject_New(Blob, &BlobType);
+    if (!blob) return NULL;
+    if (b->cap - len > (1 << 20)) { /* give back what the doubling left unused */
+        char *p = realloc(b->p, (size_t)(len ? len : 1));
+        if (p) b->p = p;
+    }
+    blob->p = b->p;
+    blob->len = len;
+    b->p = NULL;
+    b->len = b->cap = 0;
+    return (PyObject *)blob;
+}
+
+/* (length, null count, validity, offsets, data) of a column; absent buffers are None. */
+static PyObject *col_tuple(Col *c) {
+    PyObject *valid, *off, *data;
+    if (c->nulls) {
+        valid = bytes_of(&c->valid, (c->n + 7) / 8);
+    } else {
+        valid = Py_NewRef(Py_None);
+    }
+    if (c->type == C_STR || c->type == C_LIST)
+        off = bytes_of(&c->off, 4 * (c->n + 1));
+    else
+        off = Py_NewRef(Py_None);
+    if (c->type == C_LIST)
+        data = Py_NewRef(Py_None);
+    else if (c->type == C_BOOL)
+        data = bytes_of(&c->data, (c->n + 7) / 8);
+    else
+        data = bytes_of(&c->data, c->data.len);
+    if (!valid || !off || !data) {
+        Py_XDECREF(valid);
+        Py_XDECREF(off);
+        Py_XDECREF(data);
+        return NULL;
+    }
+    return Py_BuildValue("(nnNNN)", c->n, c->nulls, valid, off, data);
+}
+
+static PyObject *pool_dict(Pool *p) {
+    PyObject *d = PyDict_New();
+    Col *cols[] = {&p->key, &p->s, &p->i, &p->f, &p->b, &p->j, &p->pend_index, &p->pend_kind};
+    if (!d) return NULL;
+    for (size_t k = 0; k < sizeof cols / sizeof *cols; k++) {
+        PyObject *t = col_tuple(cols[k]);
+        if (!t || PyDict_SetItemString(d, cols[k]->name, t) < 0) {
+            Py_XDECREF(t);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(t);
+    }
+    return d;
+}
+
+PyDoc_STRVAR(parse_doc,
+             "parse(lines, numbers) -> (columns, refused, spans_read)\n\n"
+             "Read OTLP/JSON request lines (bytes-like, valid UTF-8) into Arrow buffers.\n"
+             "`numbers` are their line numbers (source_pos). `columns` maps each column to\n"
+             "(length, null_count, validity, offsets, data); the attribute pools are dicts\n"
+             "under 'span_attrs', 'resource_attrs', 'event_attrs' and 'link_attrs'.\n"
+             "`refused` lists the indices of lines left to the robust path.\n"
+             "Raises OverflowError when a column outgrows 32-bit offsets.");
+
+static PyObject *parse(PyObject *self, PyObject *args) {
+    PyObject *lines, *numbers;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "OO", &lines, &numbers)) return NULL;
+    PyObject *seq = PySequence_Fast(lines, "lines must be a sequence");
+    if (!seq) return NULL;
+    PyObject *nums = PySequence_Fast(numbers, "numbers must be a sequence");
+    if (!nums) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (PySequence_Fast_GET_SIZE(nums) != n) {
+        PyErr_SetString(PyExc_ValueError, "lines and numbers differ in length");
+        Py_DECREF(seq);
+        Py_DECREF(nums);
+        return NULL;
+    }
+    St *st = malloc(sizeof *st);
+    Py_buffer *views = calloc((size_t)(n ? n : 1), sizeof *views);
+    int64_t *line_nos = malloc((size_t)(n ? n : 1) * sizeof *line_nos);
+    char *refused_at = calloc((size_t)(n ? n : 1), 1);
+    PyObject *refused = PyList_New(0), *result = NULL;
+    Py_ssize_t held = 0; /* views taken */
+    if (!st || !views || !line_nos || !refused_at || !refused) {
+        free(st);
+        free(views);
+        free(line_nos);
+        free(refused_at);
+        Py_XDECREF(refused);
+        Py_DECREF(seq);
+        Py_DECREF(nums);
+        return PyErr_NoMemory();
+    }
+    st_init(st);
+    for (; held < n; held++) {
+        line_nos[held] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(nums, held));
+        if (line_nos[held] == -1 && PyErr_Occurred()) goto fail;
+        if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(seq, held), &views[held], PyBUF_SIMPLE) < 0)
+            goto fail;
+    }
+    /* the lines are read without the GIL: other threads parse other lines meanwhile */
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n && !st->oom && !st->overflow; k++) {
+        st->line_no = line_nos[k];
+        st->p = views[k].buf;
+        st->end = st->p + views[k].len;
+        Py_ssize_t spans_before = st->spans_read;
+        mark_all(st);
+        if (request(st) < 0) {
+            rollback_all(st);
+            st->spans_read = spans_before;
+            refused_at[k] = 1;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (!refused_at[k]) continue;
+        PyObject *index = PyLong_FromSsize_t(k);
+        if (!index || PyList_Append(refused, index) < 0) {
+            Py_XDECREF(index);
+            goto fail;
+        }
+        Py_DECREF(index);
+    }
+    if (st->oom) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    if (st->overflow) {
+        PyErr_SetString(PyExc_OverflowError, "a column outgrew 32-bit offsets");
+        goto fail;
+    }
+    PyObject *cols = PyDict_New();
+    if (!cols) goto fail;
+    for (int k = 0; k < st->ncols; k++) {
+        Col *c = st->all[k];
+        if (c == &st->A.key) break; /* the pools follow, as dicts */
+        PyObject *t = col_tuple(c);
+        if (!t || PyDict_SetItemString(cols, c->name, t) < 0) {
+            Py_XDECREF(t);
+            Py_DECREF(cols);
+            goto fail;
+        }
+        Py_DECREF(t);
+    }
+    const char *pool_names[] = {"span_attrs", "resource_attrs", "event_attrs", "link_attrs"};
+    Pool *pools[] = {&st->A, &st->R, &st->E, &st->L};
+    for (int k = 0; k < 4; k++) {
+        PyObject *d = pool_dict(pools[k]);
+        if (!d || PyDict_SetItemString(cols, pool_names[k], d) < 0) {
+            Py_XDECREF(d);
+            Py_DECREF(cols);
+            goto fail;
+        }
+        Py_DECREF(d);
+    }
+    result = Py_BuildValue("(NNn)", cols, refused, st->spans_read);
+    refused = NULL;
+fail:
+    for (Py_ssize_t k = 0; k < held; k++) PyBuffer_Release(&views[k]);
+    free(views);
+    free(line_nos);
+    free(refused_at);
+    Py_XDECREF(refused);
+    st_free(st);
+    free(st);
+    Py_DECREF(seq);
+    Py_DECREF(nums);
+    return result;
+}
+
+static PyMethodDef methods[] = {{"parse", parse, METH_VARARGS, parse_doc}, {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_otlp_lines",
+    "The native fast path of the OTLP JSON lines reader (see analyzer.ingest.otlp_json).", -1,
+    methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__otlp_lines(void) {
+    if (PyType_Ready(&BlobType) < 0) return NULL;
+    c_locale = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+    if (!c_locale) return PyErr_NoMemory();
+    return PyModule_Create(&module);
+}

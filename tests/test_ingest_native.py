@@ -1,0 +1,292 @@
+"""The native (C) reader of OTLP JSON lines: what it reads itself, what it leaves to the robust
+path, and that either way the rows are the robust path's, byte for byte."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from analyzer.ingest import otlp_json
+from analyzer.ingest.accounting import FileLog
+from analyzer.spans import SPAN_SCHEMA
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+T1 = "5b8efff798038103d269b633813fc60c"
+S1 = "eee19b7ec3c1b174"
+S2 = "eee19b7ec3c1b173"
+
+
+def test_the_native_reader_is_built():
+    # built by `pip install` with the package (a C compiler is on every supported machine);
+    # without it the msgspec path reads every line, correctly but about twice as slowly
+    assert otlp_json._native is not None
+    assert otlp_json._fast_lines is otlp_json._native_lines
+
+
+def _read(text: bytes, reader) -> tuple[pa.Table, FileLog]:
+    log = FileLog("f.jsonl")
+    table = pa.Table.from_batches(list(reader(io.BytesIO(text), log)), schema=SPAN_SCHEMA)
+    assert log.spans_read == table.num_rows + log.spans_quarantined
+    return table, log
+
+
+def _native_read(text: bytes, monkeypatch) -> tuple[pa.Table, FileLog]:
+    monkeypatch.setattr(otlp_json, "_fast_lines", otlp_json._native_lines)
+    return _read(text, otlp_json.read_lines)
+
+
+def _refused(text: bytes) -> bool:
+    _, refused, _ = otlp_json._native.parse([text], [1])
+    return refused == [0]
+
+
+def _same_as_robust(text: bytes, monkeypatch) -> pa.Table:
+    table, log = _native_read(text, monkeypatch)
+    robust, robust_log = _read(text, otlp_json._robust_lines)
+    # to_pylist: NaN compared as text; equal tables also compare equal cell by cell
+    assert json.dumps(table.to_pylist(), default=str) == json.dumps(robust.to_pylist(), default=str)
+    assert log == robust_log
+    return table
+
+
+def _span(**fields) -> dict:
+    out = {
+        "traceId": T1,
+        "spanId": S1,
+        "parentSpanId": S2,
+        "name": "chat",
+        "kind": 3,
+        "startTimeUnixNano": "1544712660000000000",
+        "endTimeUnixNano": "1544712661000000000",
+    }
+    out.update(fields)
+    return {k: v for k, v in out.items() if v is not None or k in ("events", "links", "status")}
+
+
+def _line(*spans: dict, **request) -> bytes:
+    body = {
+        "resourceSpans": [
+            {
+                "resource": {
+                    "attributes": [{"key": "service.name", "value": {"stringValue": "a"}}]
+                },
+                "scopeSpans": [{"scope": {"name": "lib", "version": "1"}, "spans": list(spans)}],
+            }
+        ],
+        **request,
+    }
+    return orjson.dumps(body)
+
+
+def _attrs(*pairs) -> list[dict]:
+    return [{"key": k, "value": v} for k, v in pairs]
+
+
+READ_NATIVELY = {
+    "escapes in values and keys": _line(
+        _span(
+            name='say "hi"\n\t\u00e9\U0001f600',
+            attributes=_attrs(("k\u00e9y\n", {"stringValue": "a\\b/\u0001\U0001f600"})),
+        )
+    ),
+    "escaped spellings of the same text": (
+        b'{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"' + T1.encode() + b'",'
+        b'"spanId":"' + S1.encode() + b'","name":"\\u00e9\\ud83d\\ude00\\/\\"",'
+        b'"startTimeUnixNano":1,"endTimeUnixNano":2}]}]}]}'
+    ),
+    "spaced JSON": json.dumps(json.loads(_line(_span(kind="SPAN_KIND_CLIENT")))).encode(),
+    "base64 and upper-case ids": _line(
+        _span(
+            traceId="W47/95gDgQPSabYzgT/GDA==",
+            spanId="EEE19B7EC3C1B174",
+            parentSpanId="7uGbfsPBsXQ=",
+        )
+    ),
+    "roots: empty or zero parent": _line(
+        _span(parentSpanId=""), _span(spanId=S2, parentSpanId="0000000000000000")
+    ),
+    "kind and status spellings": _line(
+        _span(kind="client", status={"code": "STATUS_CODE_ERROR", "message": "boom"}),
+        _span(kind="Span_Kind_Server", status={"code": 1, "message": ""}),
+        _span(kind=99, status={"code": "2"}),
+        _span(kind="weird", status={"code": "SPAN_KIND_2"}),
+        _span(kind="SPAN_KIND_4", status=None),
+    ),
+    "scalar attribute values": _line(
+        _span(
+            attributes=_attrs(
+                ("i", {"intValue": "9223372036854775807"}),
+                ("j", {"intValue": -9223372036854775808}),
+                ("z", {"intValue": "-0"}),
+                ("d", {"doubleValue": 0.1}),
+                ("e", {"doubleValue": 1e-7}),
+                ("n", {"doubleValue": 5}),
+                ("b", {"boolValue": False}),
+                ("s", {"stringValue": ""}),
+                ("first wins", {"stringValue": None, "intValue": "3", "doubleValue": 1.5}),
+                ("empty", {}),
+                ("null", None),
+                (None, {"stringValue": "no key"}),
+            )
+        )
+    ),
+    "arrays, key-value lists and bytes": _line(
+        _span(
+            attributes=_attrs(
+                ("plain", {"arrayValue": {"values": [{"stringValue": "a"}, {"stringValue": "é"}]}}),
+                ("empty", {"arrayValue": {"values": []}}),
+                ("mixed", {"arrayValue": {"values": [{"intValue": "1"}, {"doubleValue": 2.5}]}}),
+                ("escaped", {"arrayValue": {"values": [{"stringValue": 'say "hi"'}]}}),
+                ("kv", {"kvlistValue": {"values": [{"key": "x", "value": {"boolValue": True}}]}}),
+                ("bytes", {"bytesValue": "aGk="}),
+                ("odd bytes", {"bytesValue": 5}),
+            )
+        )
+    ),
+    "events and links": _line(
+        _span(
+            events=[
+                {"timeUnixNano": "5", "name": "e", "attributes": _attrs(("a", {"intValue": 1}))},
+                {"name": None},
+            ],
+            links=[
+                {"traceId": T1, "spanId": S2, "attributes": _attrs(("l", {"stringValue": "x"}))},
+                {"traceState": "t"},
+            ],
+        ),
+        _span(spanId=S2, events=None, links=None),
+    ),
+    "unknown fields and nulls everywhere": (
+        b'{"extra":{"a":[1,{"b":null}]},"resourceSpans":[{"schemaUrl":"u","resource":null,'
+        b'"scopeSpans":[{"scope":null,"schemaUrl":"x","spans":[{"traceId":"' + T1.encode() + b'",'
+        b'"spanId":"' + S1.encode() + b'","flags":257,"traceState":"","droppedAttributesCount":0,'
+        b'"startTimeUnixNano":"1","endTimeUnixNano":"2","attributes":null,"status":{"x":1}}]},'
+        b'{"spans":null}]},{"scopeSpans":null}]}'
+    ),
+    "no spans at all": b'{"resourceSpans":[]}',
+}
+
+
+@pytest.mark.parametrize("text", READ_NATIVELY.values(), ids=READ_NATIVELY.keys())
+def test_lines_the_native_reader_reads_itself(text, monkeypatch):
+    assert not _refused(text)
+    _same_as_robust(text, monkeypatch)
+
+
+def _with_field(field: str, value) -> bytes:
+    return _line(_span(attributes=_attrs(("k", {field: value}))))
+
+
+LEFT_TO_ROBUST = {
+    "proto field names": _line({**_span(), "trace_id": T1}),
+    "legacy scope spans": orjson.dumps(
+        {"resourceSpans": [{"instrumentationLibrarySpans": [{"spans": [_span()]}]}]}
+    ),
+    "duplicate span field": _line(_span()).replace(b'"name":"chat"', b'"name":"a","name":"b"'),
+    "duplicate value field": _with_field("intValue", "1").replace(
+        b'"intValue":"1"', b'"intValue":"1","intValue":"2"'
+    ),
+    "lone surrogate": _line(_span()).replace(b'"name":"chat"', b'"name":"\\ud800x"'),
+    "negative zero double": _with_field("doubleValue", -0.0),
+    "double as a string": _with_field("doubleValue", "NaN"),
+    "double overflow": _with_field("doubleValue", 1).replace(
+        b'"doubleValue":1', b'"doubleValue":1e400'
+    ),
+    "int with a plus sign": _with_field("intValue", "+5"),
+    "int as a float": _with_field("intValue", 1e3),
+    "int over int64": _with_field("intValue", "9223372036854775808"),
+    "bool as a string": _with_field("boolValue", "true"),
+    "string of another type": _with_field("stringValue", 12),
+    "bare value": _line(_span(attributes=[{"key": "k", "value": "bare"}])),
+    "0x id": _line(_span(spanId="0x" + S1)),
+    "non-canonical base64 id": _line(_span(spanId="7uGbfsPBsXR=")),
+    "missing trace id": _line(_span(traceId=None)),
+    "missing start": _line(_span(startTimeUnixNano=None)),
+    "kind of another type": _line(_span(kind=True)),
+    "kind beyond ASCII": _line(_span(kind="ſerver")),
+    "escaped field name": _line(_span()).replace(b'"name":', b'"\\u006eame":'),
+    "deep unknown field": _line({**_span(), "x": json.loads("[" * 40 + "]" * 40)}),
+    "text after the object": _line(_span()) + b" x",
+    "invalid JSON": _line(_span())[:-3],
+    "null resourceSpans": b'{"resourceSpans":null}',
+    "not a request": b'{"resourceLogs":[]}',
+}
+
+
+@pytest.mark.parametrize("text", LEFT_TO_ROBUST.values(), ids=LEFT_TO_ROBUST.keys())
+def test_lines_the_native_reader_leaves_to_the_robust_path(text, monkeypatch):
+    assert _refused(text)
+    _same_as_robust(text, monkeypatch)
+
+
+def test_a_refused_line_leaves_nothing_behind(monkeypatch):
+    # refused mid-span (after attributes, events and links were written): rolled back whole
+    good = READ_NATIVELY["events and links"]
+    bad = _line(
+        _span(
+            events=[{"name": "e", "attributes": _attrs(("a", {"intValue": 1}))}],
+            links=[{"traceId": T1, "spanId": S2}],
+            kind=True,
+        )
+    )
+    text = b"\n".join(
+        [good, bad, good, b"", bad, READ_NATIVELY["arrays, key-value lists and bytes"]]
+    )
+    _, refused, spans = otlp_json._native.parse(
+        [line for line in text.split(b"\n") if line], [1, 2, 3, 5, 6]
+    )
+    assert refused == [1, 3] and spans == 5
+    table = _same_as_robust(text, monkeypatch)
+    assert table.column("source_pos").to_pylist() == [1, 1, 2, 3, 3, 5, 6]
+
+
+def test_generated_dump_is_read_natively_and_equals_the_msgspec_path(tmp_path, monkeypatch):
+    from gen_otlp import generate  # bench/gen_otlp.py: what the benchmarks read
+
+    path = tmp_path / "gen.jsonl"
+    generate(path, 3000, 11, concurrency=16)
+    lines = path.read_bytes().splitlines()
+    _, refused, spans = otlp_json._native.parse(lines, list(range(1, len(lines) + 1)))
+    assert refused == [] and spans >= 3000
+    native, native_log = _native_read(path.read_bytes(), monkeypatch)
+    monkeypatch.setattr(otlp_json, "_fast_lines", otlp_json._typed_lines)
+    typed, typed_log = _read(path.read_bytes(), otlp_json.read_lines)
+    assert native.equals(typed) and native_log == typed_log
+
+
+def test_columns_beyond_32_bit_offsets_fall_back_to_the_msgspec_path(monkeypatch):
+    class Overflowing:
+        @staticmethod
+        def parse(lines, numbers):
+            raise OverflowError("a column outgrew 32-bit offsets")
+
+    text = READ_NATIVELY["events and links"]
+    expected, expected_log = _native_read(text, monkeypatch)
+    monkeypatch.setattr(otlp_json, "_native", Overflowing)
+    table, log = _read(text, otlp_json.read_lines)
+    assert table.equals(expected) and log == expected_log
+
+
+def test_without_the_native_reader_the_msgspec_path_reads_lines(tmp_path):
+    # as on a machine where the package was installed without a C compiler
+    path = tmp_path / "one.jsonl"
+    path.write_bytes(READ_NATIVELY["events and links"] + b"\n")
+    code = (
+        "import sys; sys.modules['analyzer.ingest._otlp_lines'] = None\n"
+        "from analyzer.ingest import otlp_json\n"
+        "from analyzer.ingest.accounting import FileLog\n"
+        "assert otlp_json._native is None and otlp_json._fast_lines is otlp_json._typed_lines\n"
+        "log = FileLog('one.jsonl')\n"
+        f"rows = sum(b.num_rows for b in otlp_json.read_lines(open({str(path)!r}, 'rb'), log))\n"
+        "print(rows, log.spans_read, log.spans_quarantined)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["2", "2", "0"]
