@@ -44,7 +44,7 @@ static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
     return 0;
 }
 
-enum { C_STR, C_I64, C_F64, C_BOOL, C_U8, C_I32, C_LIST };
+enum { C_STR, C_I64, C_F64, C_BOOL, C_U8, C_LIST };
 
 /* One column: validity bitmap, offsets (strings and lists, int32) and data. */
 typedef struct {
@@ -80,13 +80,13 @@ typedef struct {
     int oom, overflow;
     int64_t line_no;
     /* spans */
-    Col trace, span, parent, name, kind, start, stop, code, message, line, scope, resource;
-    Col attrs, events, links;
-    /* scopes, resources, events, links */
-    Col scope_name, scope_version, res_attrs;
+    Col trace, span, parent, name, kind, start, stop, code, message, line;
+    Col scope_name, scope_version, attrs, res_attrs, events, links;
+    /* events, links */
     Col ev_time, ev_name, ev_attrs;
     Col lk_trace, lk_span, lk_attrs;
-    Pool A, R, E, L;
+    Pool A, RS, E, L; /* attributes of spans, their resources, events, links */
+    Pool R;           /* the current resource's own attributes (not returned) */
     Col *all[NCOLS];
     Mark marks[NCOLS];
     int ncols;
@@ -217,7 +217,6 @@ static inline void fixed_put(St *st, Col *c, const void *v, int size) {
 static inline void i64_put(St *st, Col *c, int64_t v) { fixed_put(st, c, &v, 8); }
 static inline void f64_put(St *st, Col *c, double v) { fixed_put(st, c, &v, 8); }
 static inline void u8_put(St *st, Col *c, uint8_t v) { fixed_put(st, c, &v, 1); }
-static inline void i32_put(St *st, Col *c, int32_t v) { fixed_put(st, c, &v, 4); }
 
 static inline void bool_put(St *st, Col *c, int v) {
     Py_ssize_t need = c->n / 8 + 1;
@@ -980,6 +979,65 @@ static int attr_list(St *st, Pool *pool) {
     return r;
 }
 
+/* Whether opt_text would take `t`. */
+static int opt_text_ok(const Tok *t) {
+    return t->t == T_NONE || t->t == T_NULL || t->t == T_STR;
+}
+
+static inline int bit_get(const Buf *b, Py_ssize_t i) {
+    return (((const unsigned char *)b->p)[i / 8] >> (i % 8)) & 1;
+}
+
+/* Item `i` of `src` appended to `dst` (same type). */
+static void item_copy(St *st, Col *dst, const Col *src, Py_ssize_t i) {
+    if (!bit_get(&src->valid, i)) {
+        null_put(st, dst);
+        return;
+    }
+    switch (src->type) {
+    case C_STR: {
+        int32_t a, b;
+        memcpy(&a, src->off.p + 4 * i, 4);
+        memcpy(&b, src->off.p + 4 * (i + 1), 4);
+        str_put(st, dst, src->data.p + a, b - a);
+        break;
+    }
+    case C_I64:
+    case C_F64: fixed_put(st, dst, src->data.p + 8 * i, 8); break;
+    case C_BOOL: bool_put(st, dst, bit_get(&src->data, i)); break;
+    }
+}
+
+static void col_clear(Col *c) {
+    c->n = c->nulls = 0;
+    c->data.len = 0;
+    if (c->type == C_STR || c->type == C_LIST) c->off.len = 4;
+}
+
+static void pool_clear(Pool *p) {
+    Col *cols[] = {&p->key, &p->s, &p->i, &p->f, &p->b, &p->j, &p->pend_index, &p->pend_kind};
+    for (size_t k = 0; k < sizeof cols / sizeof *cols; k++) col_clear(cols[k]);
+}
+
+/* Every item of `src` appended to `dst`, pending marks included. */
+static void pool_copy(St *st, Pool *dst, const Pool *src) {
+    const int64_t *pending = (const int64_t *)src->pend_index.data.p;
+    Py_ssize_t q = 0;
+    for (Py_ssize_t i = 0; i < src->key.n; i++) {
+        if (q < src->pend_index.n && pending[q] == i) {
+            i64_put(st, &dst->pend_index, (int64_t)dst->j.n);
+            u8_put(st, &dst->pend_kind, (uint8_t)src->pend_kind.data.p[q]);
+            q++;
+        }
+        item_copy(st, &dst->key, &src->key, i);
+        item_copy(st, &dst->s, &src->s, i);
+        item_copy(st, &dst->i, &src->i, i);
+        item_copy(st, &dst->f, &src->f, i);
+        item_copy(st, &dst->b, &src->b, i);
+        item_copy(st, &dst->j, &src->j, i);
+    }
+}
+
 /* --- spans -------------------------------------------------------------------------------- */
 
 static int event_obj(St *st) {
@@ -1067,7 +1125,7 @@ static int each(St *st, int (*one)(St *)) {
     return r;
 }
 
-static int span(St *st, int32_t scope, int32_t resource) {
+static int span(St *st) {
     Tok trace = {0}, id = {0}, parent = {0}, name = {0}, kind = {0}, start = {0}, stop = {0};
     Tok code = {0}, message = {0};
     unsigned seen = 0;
@@ -1150,8 +1208,6 @@ static int span(St *st, int32_t scope, int32_t resource) {
     i64_put(st, &st->start, t0);
     i64_put(st, &st->stop, t1);
     i64_put(st, &st->line, st->line_no);
-    i32_put(st, &st->scope, scope);
-    i32_put(st, &st->resource, resource);
     list_close(st, &st->attrs, st->A.key.n);
     list_close(st, &st->events, st->ev_time.n);
     list_close(st, &st->links, st->lk_trace.n);
@@ -1159,9 +1215,9 @@ static int span(St *st, int32_t scope, int32_t resource) {
     return 0;
 }
 
-static int scope_spans(St *st, int32_t resource) {
+static int scope_spans(St *st) {
     Tok name = {0}, version = {0};
-    int32_t scope = (int32_t)st->scope_name.n;
+    Py_ssize_t first_span = st->trace.n;
     unsigned seen = 0;
     int first = 1, r;
     const char *key;
@@ -1195,20 +1251,25 @@ static int scope_spans(St *st, int32_t resource) {
             TRY(a);
             if (a == 0) continue;
             int sfirst = 1, sr;
-            while ((sr = arr_next(st, &sfirst)) == 1) TRY(span(st, scope, resource));
+            while ((sr = arr_next(st, &sfirst)) == 1) TRY(span(st));
             TRY(sr);
         } else {
             TRY(skip_field(st, key, len));
         }
     }
     TRY(r);
-    TRY(opt_text(st, &st->scope_name, &name));
-    TRY(opt_text(st, &st->scope_version, &version));
+    /* the scope's name and version on each of its spans (checked even when it has none) */
+    if (!opt_text_ok(&name) || !opt_text_ok(&version)) return -1;
+    for (Py_ssize_t k = first_span; k < st->trace.n; k++) {
+        TRY(opt_text(st, &st->scope_name, &name));
+        TRY(opt_text(st, &st->scope_version, &version));
+    }
     return 0;
 }
 
 static int resource_spans(St *st) {
-    int32_t resource = (int32_t)st->res_attrs.n;
+    Py_ssize_t first_span = st->trace.n;
+    pool_clear(&st->R);
     unsigned seen = 0;
     int first = 1, r;
     const char *key;
@@ -1238,14 +1299,18 @@ static int resource_spans(St *st) {
             TRY(a);
             if (a == 0) continue;
             int sfirst = 1, sr;
-            while ((sr = arr_next(st, &sfirst)) == 1) TRY(scope_spans(st, resource));
+            while ((sr = arr_next(st, &sfirst)) == 1) TRY(scope_spans(st));
             TRY(sr);
         } else {
             TRY(skip_field(st, key, len));
         }
     }
     TRY(r);
-    list_close(st, &st->res_attrs, st->R.key.n);
+    /* the resource's attributes on each of its spans */
+    for (Py_ssize_t k = first_span; k < st->trace.n; k++) {
+        pool_copy(st, &st->RS, &st->R);
+        list_close(st, &st->res_attrs, st->RS.key.n);
+    }
     return 0;
 }
 
@@ -1300,8 +1365,6 @@ static void st_init(St *st) {
     col_init(st, &st->code, "status_code", C_U8);
     col_init(st, &st->message, "status_message", C_STR);
     col_init(st, &st->line, "source_pos", C_I64);
-    col_init(st, &st->scope, "scope", C_I32);
-    col_init(st, &st->resource, "resource", C_I32);
     col_init(st, &st->attrs, "attributes", C_LIST);
     col_init(st, &st->events, "events", C_LIST);
     col_init(st, &st->links, "links", C_LIST);
@@ -1315,9 +1378,10 @@ static void st_init(St *st) {
     col_init(st, &st->lk_span, "link_span_id", C_STR);
     col_init(st, &st->lk_attrs, "link_attributes", C_LIST);
     pool_init(st, &st->A);
-    pool_init(st, &st->R);
+    pool_init(st, &st->RS);
     pool_init(st, &st->E);
     pool_init(st, &st->L);
+    pool_init(st, &st->R);
 }
 
 static void st_free(St *st) {
@@ -1505,7 +1569,7 @@ static PyObject *parse(PyObject *self, PyObject *args) {
         Py_DECREF(t);
     }
     const char *pool_names[] = {"span_attrs", "resource_attrs", "event_attrs", "link_attrs"};
-    Pool *pools[] = {&st->A, &st->R, &st->E, &st->L};
+    Pool *pools[] = {&st->A, &st->RS, &st->E, &st->L};
     for (int k = 0; k < 4; k++) {
         PyObject *d = pool_dict(pools[k]);
         if (!d || PyDict_SetItemString(cols, pool_names[k], d) < 0) {

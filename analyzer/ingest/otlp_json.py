@@ -687,7 +687,6 @@ def _native_lines(
     n = cols["trace_id"][0]
     if n == 0:
         return None, refused, spans
-    scope = _column(cols["scope"], pa.int32())
     events = pa.StructArray.from_arrays(
         [
             _column(cols["event_time"], pa.int64()),
@@ -704,7 +703,6 @@ def _native_lines(
         ],
         fields=list(LINK),
     )
-    resources = _pool_lists(cols["resource_attrs"], cols["resource_attributes"])
     columns = {
         "trace_id": _column(cols["trace_id"], pa.string()),
         "span_id": _column(cols["span_id"], pa.string()),
@@ -715,10 +713,10 @@ def _native_lines(
         "end_ns": _column(cols["end_ns"], pa.int64()),
         "status_code": _STATUS_TABLE.take(_column(cols["status_code"], pa.uint8())),
         "status_message": _column(cols["status_message"], pa.string()),
-        "scope_name": _column(cols["scope_name"], pa.string()).take(scope),
-        "scope_version": _column(cols["scope_version"], pa.string()).take(scope),
+        "scope_name": _column(cols["scope_name"], pa.string()),
+        "scope_version": _column(cols["scope_version"], pa.string()),
         "attributes": _pool_lists(cols["span_attrs"], cols["attributes"]),
-        "resource_attributes": resources.take(_column(cols["resource"], pa.int32())),
+        "resource_attributes": _pool_lists(cols["resource_attrs"], cols["resource_attributes"]),
         "events": _lists(cols["events"], events, pa.list_(EVENT)),
         "links": _lists(cols["links"], links, pa.list_(LINK)),
         "source_file": pa.repeat(pa.scalar(path, pa.string()), n),
