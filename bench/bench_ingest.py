@@ -23,7 +23,7 @@ __all__ = ["main"]
 
 METHODS = {
     "agenttrace-1": "(a) agenttrace `read_lines`, 1 process, full span table",
-    "agenttrace-2": "(a) agenttrace `read_lines_file`, 2 processes, full span table",
+    "agenttrace-2": "(a) agenttrace `read_lines(jobs=2)`, 2 threads, full span table",
     "agenttrace-ingest": "(a') agenttrace `read_traces(jobs=2)`: (a) + digest, de-duplication, "
     "orphans, sort",
     "agenttrace-ingest-tuned": "(a'') as (a'), the process started with `TUNED_ENV`",
@@ -31,7 +31,7 @@ METHODS = {
     "orjson-floor": "(c) floor: `orjson.loads` of every line, 2 processes, nothing kept",
 }
 
-#: Allocator settings for the measured process (its `read_lines_file` worker inherits them):
+#: Allocator settings for the measured process:
 #: Arrow and polars both on jemalloc, neither giving freed pages back to the system, so fresh
 #: pages (page faults are dear on this VM) are taken once, not again after every free.
 TUNED_ENV = {
@@ -48,15 +48,12 @@ def _agenttrace(path: str, jobs: int) -> int:
     import pyarrow as pa
 
     from analyzer.ingest.accounting import FileLog
-    from analyzer.ingest.otlp_json import read_lines, read_lines_file
+    from analyzer.ingest.otlp_json import read_lines
     from analyzer.spans import SPAN_SCHEMA
 
     log = FileLog(path)
-    if jobs == 1:
-        with open(path, "rb") as f:
-            table = pa.Table.from_batches(list(read_lines(f, log)), schema=SPAN_SCHEMA)
-    else:
-        table = pa.Table.from_batches(list(read_lines_file(path, log, jobs)), schema=SPAN_SCHEMA)
+    with open(path, "rb") as f:
+        table = pa.Table.from_batches(list(read_lines(f, log, jobs=jobs)), schema=SPAN_SCHEMA)
     assert log.spans_read == table.num_rows + log.spans_quarantined
     return table.num_rows
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import threading
 import tracemalloc
 import zlib
 from pathlib import Path
@@ -329,30 +330,29 @@ def _damaged_dump(path: Path) -> Path:
     return path
 
 
-def test_big_plain_file_read_by_two_processes_equals_one(tmp_path: Path, monkeypatch):
-    from analyzer.ingest import otlp_json, reader
+@pytest.mark.parametrize("compressed", [False, True])
+def test_file_read_on_two_threads_equals_one(tmp_path: Path, monkeypatch, compressed):
+    from analyzer.ingest import otlp_json
 
     path = _damaged_dump(tmp_path / "dump.jsonl")
-    calls: list[int] = []
-    workers: list = []
-    real_read, real_popen = otlp_json.read_lines_file, otlp_json.subprocess.Popen
+    if compressed:
+        packed = tmp_path / "dump.jsonl.gz"
+        packed.write_bytes(gzip.compress(path.read_bytes(), mtime=0))
+        path = packed
+    monkeypatch.setattr(otlp_json, "CHUNK_BYTES", 2000)  # the file has 18,320 bytes
+    threads: set[str] = set()
+    real = otlp_json._process_lines
 
-    def read_lines_file(path, log, jobs=2):
-        calls.append(jobs)
-        yield from real_read(path, log, jobs)
+    def process_lines(*args):
+        threads.add(threading.current_thread().name)
+        yield from real(*args)
 
-    def popen(*args, **kwargs):
-        workers.append(real_popen(*args, **kwargs))
-        return workers[-1]
-
-    monkeypatch.setattr(otlp_json, "read_lines_file", read_lines_file)
-    monkeypatch.setattr(otlp_json.subprocess, "Popen", popen)
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 1000)  # the file has 18,320 bytes
+    monkeypatch.setattr(otlp_json, "_process_lines", process_lines)
     one = read_traces([path], jobs=1)
-    assert calls == []
+    assert threads == {threading.current_thread().name}
+    threads.clear()
     two = read_traces([path], jobs=2)
-    assert calls == [2]
-    assert [w.returncode for w in workers] == [0]  # the second half was read by a worker
+    assert len(threads) == 2 and all(t.startswith("agenttrace-lines") for t in threads)
     assert two.spans.equals(one.spans)
     assert two.log.as_dict() == one.log.as_dict()
     assert two.log.files == one.log.files
@@ -368,26 +368,8 @@ def test_big_plain_file_read_by_two_processes_equals_one(tmp_path: Path, monkeyp
         "orphan_spans": 0,
         "runs": 0,
     }
-    # line 3 is read by this process, lines 25 and 38 by the worker
     assert [q.position for q in two.log.quarantine] == ["line 3", "line 25", "line 38 span 2"]
     assert [q.spans for q in two.log.quarantine] == [0, 0, 1]
-
-
-def test_small_or_compressed_files_stay_in_one_process(tmp_path: Path, monkeypatch):
-    from analyzer.ingest import otlp_json, reader
-
-    path = _damaged_dump(tmp_path / "dump.jsonl")
-    packed = tmp_path / "dump.jsonl.gz"
-    packed.write_bytes(gzip.compress(path.read_bytes(), mtime=0))
-    calls: list[int] = []
-    monkeypatch.setattr(otlp_json, "read_lines_file", lambda *a: calls.append(1) or iter(()))
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", path.stat().st_size + 1)  # just under
-    small = read_traces([path], jobs=2)
-    monkeypatch.setattr(reader, "PARALLEL_MIN_BYTES", 0)
-    gz = read_traces([packed], jobs=2)
-    assert calls == []
-    assert small.spans.num_rows == gz.spans.num_rows == 37
-    assert [q.position for q in gz.log.quarantine] == ["line 3", "line 25", "line 38 span 2"]
 
 
 def test_missing_path_and_empty_folder_are_user_errors(tmp_path: Path):

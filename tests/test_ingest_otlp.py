@@ -17,7 +17,7 @@ import zstandard
 
 from analyzer.ingest import otlp_json
 from analyzer.ingest.accounting import FileLog
-from analyzer.ingest.otlp_json import read_document, read_lines, read_lines_file
+from analyzer.ingest.otlp_json import read_document, read_lines
 from analyzer.ingest.otlp_proto import looks_like_frames, read_frames
 from analyzer.spans import SPAN_SCHEMA
 
@@ -645,27 +645,21 @@ def test_memory_mapped_file_gives_the_same_rows_as_a_stream(tmp_path, monkeypatc
     assert expected[0]["source_pos"] == 1
 
 
-def test_read_lines_file_reads_a_failed_workers_part_itself(tmp_path, monkeypatch):
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_lines_read_on_several_threads_equal_one(tmp_path, monkeypatch, jobs):
+    # small groups, so that many are in flight at once; mapped file and plain stream alike
     path = tmp_path / "dump.jsonl"
     path.write_bytes(_varied_file())
     expected, expected_log = read_json_lines(path.read_bytes())
-    monkeypatch.setattr(otlp_json.sys, "executable", "/bin/false")  # every worker exits 1
-    log = FileLog("f.jsonl")
-    rows = _table(read_lines_file(path, log, jobs=3)).to_pylist()
-    assert _comparable(rows) == _comparable(expected)
-    assert log == expected_log
-
-
-def test_read_lines_file_with_two_processes_equals_one(tmp_path):
-    path = tmp_path / "dump.jsonl"
-    path.write_bytes(_varied_file())
-    one = FileLog(str(path))
-    two = FileLog(str(path))
-    t1 = _table(read_lines_file(path, one, jobs=1))
-    t2 = _table(read_lines_file(path, two, jobs=2))
-    assert _comparable(t1.to_pylist()) == _comparable(t2.to_pylist())
-    assert one == two
-    _balanced(two, t2.num_rows)
+    monkeypatch.setattr(otlp_json, "CHUNK_BYTES", 4000)
+    for mapped in (True, False):
+        log = FileLog("f.jsonl")
+        with path.open("rb") as f:
+            stream = f if mapped else io.BytesIO(f.read())
+            rows = _table(read_lines(stream, log, jobs=jobs)).to_pylist()
+        assert _comparable(rows) == _comparable(expected)
+        assert log == expected_log
+        _balanced(log, len(rows))
 
 
 # --- documents ---------------------------------------------------------------------------------

@@ -20,25 +20,21 @@ import io
 import mmap
 import os
 import re
-import shutil
 import stat
-import subprocess
-import sys
-import tempfile
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_
-from pathlib import Path
 from typing import Any, BinaryIO
 
 import msgspec
-import orjson
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from analyzer.ingest import limits
-from analyzer.ingest.accounting import EXCERPT_BYTES, FileLog, QuarantineEntry
+from analyzer.ingest.accounting import EXCERPT_BYTES, FileLog
 from analyzer.ingest.ids import normalize_id
 from analyzer.ingest.limits import nesting_reason, record_too_long
 from analyzer.ingest.otlp_objects import (
@@ -57,7 +53,7 @@ try:
 except ImportError:  # built without a C compiler: the msgspec path reads every line
     _native = None
 
-__all__ = ["read_document", "read_lines", "read_lines_file"]
+__all__ = ["read_document", "read_lines"]
 
 #: Bytes read at a time; a chunk is cut at its last newline (a longer line is read whole).
 CHUNK_BYTES = 32 << 20
@@ -977,33 +973,78 @@ def _map(stream: BinaryIO) -> mmap.mmap | None:
 
 
 def _read_lines(
-    stream: BinaryIO, log: FileLog, first_line: int, limit: int | None
+    stream: BinaryIO, log: FileLog, first_line: int, limit: int | None, jobs: int = 1
 ) -> Iterator[pa.RecordBatch]:
     cursor = [first_line]
     mm = _map(stream)
     if mm is None:
-        for numbers, lines, ascii_only in _line_blocks(stream, CHUNK_BYTES, limit, cursor):
-            yield from _process_lines(lines, numbers, log, ascii_only)
+        yield from _processed(_line_blocks(stream, CHUNK_BYTES, limit, cursor), log, jobs)
         return
     start = stream.tell()
     stop = len(mm) if limit is None else min(len(mm), start + limit)
     try:
-        for numbers, mapped, utf8 in _mapped_blocks(mm, start, stop, CHUNK_BYTES, cursor):
-            yield from _process_lines(mapped, numbers, log, utf8)
-            del mapped
+        yield from _processed(_mapped_blocks(mm, start, stop, CHUNK_BYTES, cursor), log, jobs)
         stream.seek(stop)
     finally:
         with contextlib.suppress(BufferError):  # a view is still held: the map goes with it
             mm.close()
 
 
-def read_lines(stream: BinaryIO, log: FileLog) -> Iterator[pa.RecordBatch]:
+def _processed(
+    groups: Iterator[tuple[list[int], list[memoryview | bytes], bool]], log: FileLog, jobs: int
+) -> Iterator[pa.RecordBatch]:
+    """`_process_lines` of each group of lines, in order, on `jobs` threads.
+
+    The native parser lets go of the GIL, so threads read groups side by side. Each group
+    counts into a log of its own, added to `log` in reading order: the same counts and
+    quarantine as one thread. At most `jobs` + 1 groups are in flight.
+    """
+    if jobs <= 1:
+        for numbers, lines, utf8 in groups:
+            yield from _process_lines(lines, numbers, log, utf8)
+        return
+
+    def run(numbers, lines, utf8, part):
+        return list(_process_lines(lines, numbers, part, utf8))
+
+    with ThreadPoolExecutor(jobs, thread_name_prefix="agenttrace-lines") as pool:
+        pending: deque[tuple[FileLog, Future[list[pa.RecordBatch]]]] = deque()
+        try:
+            for numbers, lines, utf8 in groups:
+                part = FileLog(log.path)
+                pending.append((part, pool.submit(run, numbers, lines, utf8, part)))
+                del lines
+                while len(pending) > jobs:
+                    yield from _done(pending.popleft(), log)
+        except Exception:  # the stream broke: first the rows of the lines read before it
+            while pending:
+                yield from _done(pending.popleft(), log)
+            raise
+        while pending:
+            yield from _done(pending.popleft(), log)
+
+
+def _done(item: tuple[FileLog, Future[list[pa.RecordBatch]]], log: FileLog) -> list[pa.RecordBatch]:
+    """The batches of a finished group; its counts and quarantine added to `log`."""
+    part, future = item
+    batches = future.result()
+    log.records += part.records
+    log.spans_read += part.spans_read
+    log.records_quarantined += part.records_quarantined
+    log.spans_quarantined += part.spans_quarantined
+    log.quarantine.extend(part.quarantine)
+    return batches
+
+
+def read_lines(stream: BinaryIO, log: FileLog, *, jobs: int = 1) -> Iterator[pa.RecordBatch]:
     """Spans of an OTLP JSON lines stream (the collector ``file`` exporter): one request a line.
 
     ``source_pos`` is the 1-based line number. Blank lines are skipped and not counted; a line
     that is not JSON is quarantined as a record; a span that cannot be read is quarantined alone.
+    Groups of lines are read on `jobs` threads; rows, counts and quarantine are the same for
+    any value.
     """
-    yield from _read_lines(stream, log, 1, None)
+    yield from _read_lines(stream, log, 1, None, jobs)
 
 
 def _robust_lines(stream: BinaryIO, log: FileLog) -> Iterator[pa.RecordBatch]:
@@ -1073,151 +1114,3 @@ def read_document(
     batch = builder.flush()
     if batch is not None:
         yield batch
-
-
-# --- two processes ----------------------------------------------------------------------------
-
-
-def _split_points(path: str, jobs: int) -> list[int]:
-    """Byte offsets where each job starts: just after a newline (0 for the first).
-
-    This process takes a slightly larger first share: the workers start late (imports)
-    and write their rows out.
-    """
-    size = os.path.getsize(path)
-    weights = [1.1] + [1.0] * (jobs - 1)
-    total = sum(weights)
-    points = [0]
-    with open(path, "rb") as f:
-        for k in range(1, jobs):
-            target = max(int(size * sum(weights[:k]) / total), points[-1])
-            f.seek(target)
-            f.readline()
-            points.append(min(f.tell(), size))
-    points.append(size)
-    return points
-
-
-def _scratch_dir(need: int) -> str | None:
-    """A memory-backed folder for the workers' Arrow files when there is room, else the default."""
-    shm = "/dev/shm"
-    try:
-        if (
-            os.path.isdir(shm)
-            and os.access(shm, os.W_OK)
-            and shutil.disk_usage(shm).free > 2 * need
-        ):
-            return shm
-    except OSError:
-        pass
-    return None
-
-
-def _count_newlines(path: str, end: int) -> int:
-    count = 0
-    with open(path, "rb") as f:
-        while end > 0:
-            block = f.read(min(CHUNK_BYTES, end))
-            if not block:
-                break
-            end -= len(block)
-            count += block.count(b"\n")
-    return count
-
-
-def _worker(path: str, log_path: str, start: int, stop: int, out: str) -> None:
-    """Read bytes [start, stop) of `path` into the Arrow IPC file `out`, its log into `out`.json."""
-    log = FileLog(log_path)
-    first_line = 1 + _count_newlines(path, start)
-    with open(path, "rb") as f, pa.OSFile(out, "wb") as sink:
-        f.seek(start)
-        writer = pa.ipc.new_file(sink, SPAN_SCHEMA)
-        for batch in _read_lines(f, log, first_line, stop - start):
-            writer.write_batch(batch)
-        writer.close()
-    part = {
-        "records": log.records,
-        "spans_read": log.spans_read,
-        "records_quarantined": log.records_quarantined,
-        "spans_quarantined": log.spans_quarantined,
-        "quarantine": [q.as_dict() for q in log.quarantine],
-    }
-    Path(out + ".json").write_bytes(orjson.dumps(part))
-
-
-def _merge(log: FileLog, part: dict[str, Any]) -> None:
-    log.records += part["records"]
-    log.spans_read += part["spans_read"]
-    log.records_quarantined += part["records_quarantined"]
-    log.spans_quarantined += part["spans_quarantined"]
-    log.quarantine.extend(QuarantineEntry(**q) for q in part["quarantine"])
-
-
-def read_lines_file(
-    path: str | os.PathLike[str], log: FileLog, jobs: int = 2
-) -> Iterator[pa.RecordBatch]:
-    """`read_lines` over an uncompressed file, split at newlines across `jobs` processes.
-
-    This process reads the first part while worker processes (``python -m
-    analyzer.ingest.otlp_json``) read the others into Arrow IPC files, read back memory-mapped
-    (a part whose worker fails is read here instead). Rows, counts and quarantine come out
-    exactly as ``read_lines`` gives them in one process. Worth it for one big file; for many
-    files, reading several files at once is simpler.
-    """
-    path = os.fspath(path)
-    points = _split_points(path, max(1, jobs))
-    parts = [
-        (points[k], points[k + 1]) for k in range(len(points) - 1) if points[k + 1] > points[k]
-    ]
-    if len(parts) <= 1:
-        with open(path, "rb") as f:
-            yield from read_lines(f, log)
-        return
-    scratch = _scratch_dir(os.path.getsize(path))
-    with tempfile.TemporaryDirectory(prefix="agenttrace-otlp-", dir=scratch) as tmp:
-        outs = [str(Path(tmp) / f"part{k}.arrow") for k in range(len(parts))]
-        # plain subprocesses: no fork of a threaded process, no pickling, no __main__ guard needed
-        env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-        # measured here: fresh pages are dear (page faults were a quarter of the CPU time);
-        # Arrow's system pool and polars' jemalloc without decay fault far fewer of them
-        env.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-        env.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:-1,muzzy_decay_ms:-1")
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-m", __name__, path, log.path, str(a), str(b), outs[k]],
-                stdin=subprocess.DEVNULL,
-                env=env,
-            )
-            for k, (a, b) in enumerate(parts)
-            if k > 0
-        ]
-        try:
-            own: list[pa.RecordBatch] = []
-            with open(path, "rb") as f:
-                own.extend(_read_lines(f, log, 1, parts[0][1]))
-            codes = [p.wait() for p in procs]
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-        yield from own
-        del own
-        for (start, stop), out, code in zip(parts[1:], outs[1:], codes, strict=True):
-            if code != 0:  # a worker that could not run (odd interpreter, no memory): do it here
-                with open(path, "rb") as f:
-                    f.seek(start)
-                    first_line = 1 + _count_newlines(path, start)
-                    yield from _read_lines(f, log, first_line, stop - start)
-                continue
-            _merge(log, orjson.loads(Path(out + ".json").read_bytes()))
-            with pa.memory_map(out) as source:  # the batches keep the mapping alive
-                reader = pa.ipc.open_file(source)
-                for i in range(reader.num_record_batches):
-                    yield reader.get_batch(i)
-
-
-if __name__ == "__main__":  # a worker of read_lines_file
-    _worker(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])

@@ -26,7 +26,6 @@ from analyzer.ingest.limits import truncate_text
 from analyzer.spans import ATTR, ATTRS, EVENT, SPAN_SCHEMA, empty_table
 
 __all__ = [
-    "PARALLEL_MIN_BYTES",
     "Ingested",
     "cap_values",
     "finalize_spans",
@@ -37,12 +36,6 @@ __all__ = [
 
 #: Order of the span table handed downstream: by trace, then time, then id.
 SPAN_ORDER = ["trace_id", "start_ns", "end_ns", "span_id"]
-
-#: A plain JSON lines file this large or larger is read by several processes (`jobs`); a smaller
-#: one in this process, as a worker spends about 0.5 s starting (imports) before it reads.
-#: Measured (read_traces, 2 cores): 64 MB 1.1 s with 1 process, 1.3 s with 2; 140 MB 2.3 s
-#: with 1, 1.85 s with 2; even at about 90 MB.
-PARALLEL_MIN_BYTES = 96 << 20
 
 
 @dataclass
@@ -57,10 +50,9 @@ class Ingested:
 def read_file(path: Path, log: FileLog, *, jobs: int = 1) -> Iterator[pa.RecordBatch]:
     """Yield the span batches of one file, whatever its format; bad records go to `log`.
 
-    An uncompressed JSON lines file of `PARALLEL_MIN_BYTES` or more is split across `jobs`
-    processes (same rows, counts and quarantine as one). Raises TraceFormatError when the file
-    is not a trace in any supported format. Attribute values are cut at `MAX_ATTRIBUTE_BYTES`
-    (`cap_values`).
+    JSON lines are read on `jobs` threads (same rows, counts and quarantine as one). Raises
+    TraceFormatError when the file is not a trace in any supported format. Attribute values
+    are cut at `MAX_ATTRIBUTE_BYTES` (`cap_values`).
     """
     for batch in _read_file(path, log, jobs=jobs):
         yield cap_values(batch, log)
@@ -73,14 +65,10 @@ def _read_file(path: Path, log: FileLog, *, jobs: int) -> Iterator[pa.RecordBatc
         stream, layers = open_decompressed(raw, size, str(path))
         fmt = sniff(stream, -1 if layers else size)
         log.format = "+".join([fmt, *layers]) if layers else fmt
-        if fmt == "jsonl" and not layers and jobs > 1 and size >= PARALLEL_MIN_BYTES:
-            from analyzer.ingest.otlp_json import read_lines_file
-
-            yield from read_lines_file(path, log, jobs)
-        elif fmt == "jsonl":
+        if fmt == "jsonl":
             from analyzer.ingest.otlp_json import read_lines
 
-            yield from read_lines(stream, log)
+            yield from read_lines(stream, log, jobs=jobs)
         elif fmt == "otlp-json":
             from analyzer.ingest.otlp_json import read_document
 
@@ -232,8 +220,8 @@ def read_traces(
     is quarantined whole and the batch goes on; a damaged record is quarantined and counted.
     Spans exported twice (same trace and span id) are kept once. The result is sorted by
     trace id, start, end and span id, so it does not depend on the order of the files.
-    `jobs` (default: the CPUs this process may run on) is how many processes may read one big
-    JSON lines file; the result is the same for any value.
+    `jobs` (default: the CPUs this process may run on) is how many threads read a JSON lines
+    file; the result is the same for any value.
     """
     if jobs is None:
         jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
