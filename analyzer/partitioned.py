@@ -383,9 +383,11 @@ def estimate_bytes(paths: Sequence[str | Path]) -> int:
 
 
 def choose_partitions(estimated: int, jobs: int) -> int:
-    """Partitions for a span table of about `estimated` bytes: `PARTITION_BYTES` each, at least
-    one per job."""
-    return max(jobs, math.ceil(estimated / PARTITION_BYTES), 1)
+    """Partitions for a span table of about `estimated` bytes: `PARTITION_BYTES` each at most,
+    and a multiple of `jobs`, so that the processes finish their last ones together (9 at 1M
+    spans on 2 cores left one process alone with the ninth)."""
+    jobs = max(jobs, 1)
+    return math.ceil(max(1, math.ceil(estimated / PARTITION_BYTES)) / jobs) * jobs
 
 
 def _plan_units(files: list[Path], log: IngestLog) -> tuple[list[_Unit], list[FileLog | None]]:
@@ -1071,8 +1073,10 @@ def ingest_partitioned(
 
     jobs = jobs or default_jobs()
     files, skipped = expand_paths(list(paths))
-    if partitions is None:  # from the input only, so that any `jobs` writes the same parts
+    if partitions is None:  # from the input only, so that any `jobs` writes the same parts;
+        # an even count above one, which two processes (the small machine) share evenly
         partitions = max(1, math.ceil(estimate_bytes(paths) / PARTITION_BYTES))
+        partitions += partitions % 2 if partitions > 1 else 0
     manifest = existing_manifest(out)
     out.mkdir(parents=True, exist_ok=True)
     old_parts = list(manifest.get("parts", [])) if manifest else []
