@@ -114,24 +114,28 @@ static void col_free(Col *c) {
     free(c->data.p);
 }
 
-static inline void valid_put(St *st, Col *c, int v) {
-    Py_ssize_t need = c->n / 8 + 1;
-    if (c->valid.len < need) {
-        if (buf_reserve(&c->valid, need - c->valid.len) < 0) {
+/* Bit `i` of the bitmap `b` set to `v`, the bitmap grown as needed. */
+static inline void bit_put(St *st, Buf *b, Py_ssize_t i, int v) {
+    Py_ssize_t need = i / 8 + 1;
+    if (b->len < need) {
+        if (buf_reserve(b, need - b->len) < 0) {
             st->oom = 1;
             return;
         }
-        memset(c->valid.p + c->valid.len, 0, (size_t)(need - c->valid.len));
-        c->valid.len = need;
+        memset(b->p + b->len, 0, (size_t)(need - b->len));
+        b->len = need;
     }
-    unsigned char *byte = (unsigned char *)c->valid.p + c->n / 8;
-    unsigned char bit = (unsigned char)(1u << (c->n % 8));
-    if (v) {
+    unsigned char *byte = (unsigned char *)b->p + i / 8;
+    unsigned char bit = (unsigned char)(1u << (i % 8));
+    if (v)
         *byte |= bit;
-    } else {
+    else
         *byte &= (unsigned char)~bit;
-        c->nulls++;
-    }
+}
+
+static inline void valid_put(St *st, Col *c, int v) {
+    bit_put(st, &c->valid, c->n, v);
+    c->nulls += !v;
 }
 
 static inline int off_put(St *st, Col *c) {
@@ -186,18 +190,7 @@ static inline void null_put(St *st, Col *c) {
         memset(c->data.p + c->data.len, 0, 8);
         c->data.len += 8;
         break;
-    case C_BOOL: {
-        Py_ssize_t need = c->n / 8 + 1;
-        if (c->data.len < need) {
-            if (buf_reserve(&c->data, need - c->data.len) < 0) {
-                st->oom = 1;
-                return;
-            }
-            memset(c->data.p + c->data.len, 0, (size_t)(need - c->data.len));
-            c->data.len = need;
-        }
-        break;
-    }
+    case C_BOOL: bit_put(st, &c->data, c->n, 0); break;
     }
     valid_put(st, c, 0);
     c->n++;
@@ -219,21 +212,7 @@ static inline void f64_put(St *st, Col *c, double v) { fixed_put(st, c, &v, 8); 
 static inline void u8_put(St *st, Col *c, uint8_t v) { fixed_put(st, c, &v, 1); }
 
 static inline void bool_put(St *st, Col *c, int v) {
-    Py_ssize_t need = c->n / 8 + 1;
-    if (c->data.len < need) {
-        if (buf_reserve(&c->data, need - c->data.len) < 0) {
-            st->oom = 1;
-            return;
-        }
-        memset(c->data.p + c->data.len, 0, (size_t)(need - c->data.len));
-        c->data.len = need;
-    }
-    unsigned char *byte = (unsigned char *)c->data.p + c->n / 8;
-    unsigned char bit = (unsigned char)(1u << (c->n % 8));
-    if (v)
-        *byte |= bit;
-    else
-        *byte &= (unsigned char)~bit;
+    bit_put(st, &c->data, c->n, v);
     valid_put(st, c, 1);
     c->n++;
 }
@@ -315,8 +294,8 @@ static inline int scan_string(St *st, Tok *t) {
         const __m128i flip = _mm_set1_epi8((char)0x80), low = _mm_set1_epi8((char)(0x20 ^ 0x80));
         while (end - p >= 16) {
             __m128i v = _mm_loadu_si128((const __m128i *)p);
-            __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)),
-                                       _mm_cmplt_epi8(_mm_xor_si128(v, flip), low));
+            __m128i special = _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash));
+            __m128i hit = _mm_or_si128(special, _mm_cmplt_epi8(_mm_xor_si128(v, flip), low));
             int m = _mm_movemask_epi8(hit);
             if (m) {
                 p += __builtin_ctz((unsigned)m);
@@ -557,10 +536,10 @@ static inline int obj_next(St *st, int *first, const char **key, Py_ssize_t *len
     return 1;
 }
 
-/* At an array value: 1 when it is an array (entered), 0 when null, -1 otherwise. */
-static int arr_or_null(St *st) {
+/* At a value: 1 when it opens with `open` (entered), 0 when null, -1 otherwise. */
+static int open_or_null(St *st, char open) {
     ws(st);
-    if (st->p < st->end && *st->p == '[') {
+    if (st->p < st->end && *st->p == open) {
         st->p++;
         return 1;
     }
@@ -568,6 +547,9 @@ static int arr_or_null(St *st) {
     TRY(scan(st, &t, 0));
     return t.t == T_NULL ? 0 : -1;
 }
+
+static int arr_or_null(St *st) { return open_or_null(st, '['); }
+static int obj_or_null(St *st) { return open_or_null(st, '{'); }
 
 /* The next element (1, positioned at it) or the end of the array (0). */
 static inline int arr_next(St *st, int *first) {
@@ -585,18 +567,6 @@ static inline int arr_next(St *st, int *first) {
     st->p++;
     ws(st);
     return 1;
-}
-
-/* At an object value: 1 when it is an object (entered), 0 when null, -1 otherwise. */
-static int obj_or_null(St *st) {
-    ws(st);
-    if (st->p < st->end && *st->p == '{') {
-        st->p++;
-        return 1;
-    }
-    Tok t;
-    TRY(scan(st, &t, 0));
-    return t.t == T_NULL ? 0 : -1;
 }
 
 #define IS(lit) (len == (Py_ssize_t)(sizeof(lit) - 1) && memcmp(key, lit, sizeof(lit) - 1) == 0)
@@ -1038,30 +1008,40 @@ static void pool_copy(St *st, Pool *dst, const Pool *src) {
     }
 }
 
-/* --- spans -------------------------------------------------------------------------------- */
-
-static int event_obj(St *st) {
-    Tok time = {0}, name = {0};
-    unsigned seen = 0;
+/* The scalar fields `a` and `b` (when not NULL) of an object and, with a `pool`, its
+   "attributes"; other fields skipped. With `nullable`, null reads as {} (status, scope; events and links must be
+   objects). */
+static int fields(St *st, int nullable, const char *a, Tok *ta, const char *b, Tok *tb,
+                  Pool *pool) {
+    int o = nullable ? obj_or_null(st) : (obj_begin(st) < 0 ? -1 : 1);
+    TRY(o);
+    if (o == 0) return 0;
     int first = 1, r;
+    unsigned seen = 0;
     const char *key;
     Py_ssize_t len;
-    TRY(obj_begin(st));
     while ((r = obj_next(st, &first, &key, &len)) == 1) {
-        if (IS("timeUnixNano")) {
+        if (a && (Py_ssize_t)strlen(a) == len && memcmp(key, a, (size_t)len) == 0) {
             ONCE(1);
-            TRY(scan(st, &time, 1));
-        } else if (IS("name")) {
+            TRY(scan(st, ta, 1));
+        } else if (b && (Py_ssize_t)strlen(b) == len && memcmp(key, b, (size_t)len) == 0) {
             ONCE(2);
-            TRY(scan(st, &name, 1));
-        } else if (IS("attributes")) {
+            TRY(scan(st, tb, 1));
+        } else if (pool && IS("attributes")) {
             ONCE(4);
-            TRY(attr_list(st, &st->E));
+            TRY(attr_list(st, pool));
         } else {
             TRY(skip_field(st, key, len));
         }
     }
-    TRY(r);
+    return r;
+}
+
+/* --- spans -------------------------------------------------------------------------------- */
+
+static int event_obj(St *st) {
+    Tok time = {0}, name = {0};
+    TRY(fields(st, 0, "timeUnixNano", &time, "name", &name, &st->E));
     int64_t ns;
     if (time.t == T_NONE || time.t == T_NULL) {
         null_put(st, &st->ev_time);
@@ -1089,33 +1069,14 @@ static int id_put(St *st, Col *c, const Tok *t, int nbytes, int required) {
 
 static int link_obj(St *st) {
     Tok trace = {0}, span = {0};
-    unsigned seen = 0;
-    int first = 1, r;
-    const char *key;
-    Py_ssize_t len;
-    TRY(obj_begin(st));
-    while ((r = obj_next(st, &first, &key, &len)) == 1) {
-        if (IS("traceId")) {
-            ONCE(1);
-            TRY(scan(st, &trace, 1));
-        } else if (IS("spanId")) {
-            ONCE(2);
-            TRY(scan(st, &span, 1));
-        } else if (IS("attributes")) {
-            ONCE(4);
-            TRY(attr_list(st, &st->L));
-        } else {
-            TRY(skip_field(st, key, len));
-        }
-    }
-    TRY(r);
+    TRY(fields(st, 0, "traceId", &trace, "spanId", &span, &st->L));
     TRY(id_put(st, &st->lk_trace, &trace, 16, 0));
     TRY(id_put(st, &st->lk_span, &span, 8, 0));
     list_close(st, &st->lk_attrs, st->L.key.n);
     return 0;
 }
 
-/* Events or links (or null), each an object. */
+/* An array (or null) of objects, each read by `one`. */
 static int each(St *st, int (*one)(St *)) {
     int a = arr_or_null(st);
     TRY(a);
@@ -1125,83 +1086,57 @@ static int each(St *st, int (*one)(St *)) {
     return r;
 }
 
+/* The scalar fields of a span, in the order of `Tok scalar[]` in span(). */
+enum { S_TRACE, S_SPAN, S_PARENT, S_NAME, S_KIND, S_START, S_END, S_COUNT };
+static const char *const SPAN_SCALARS[S_COUNT] = {
+    "traceId", "spanId", "parentSpanId", "name", "kind", "startTimeUnixNano", "endTimeUnixNano"};
+
 static int span(St *st) {
-    Tok trace = {0}, id = {0}, parent = {0}, name = {0}, kind = {0}, start = {0}, stop = {0};
-    Tok code = {0}, message = {0};
+    Tok scalar[S_COUNT], code = {0}, message = {0};
+    memset(scalar, 0, sizeof scalar);
     unsigned seen = 0;
     int first = 1, r;
     const char *key;
     Py_ssize_t len;
     TRY(obj_begin(st));
     while ((r = obj_next(st, &first, &key, &len)) == 1) {
-        if (IS("traceId")) {
-            ONCE(1);
-            TRY(scan(st, &trace, 1));
-        } else if (IS("spanId")) {
-            ONCE(2);
-            TRY(scan(st, &id, 1));
-        } else if (IS("parentSpanId")) {
-            ONCE(4);
-            TRY(scan(st, &parent, 1));
-        } else if (IS("name")) {
-            ONCE(8);
-            TRY(scan(st, &name, 1));
-        } else if (IS("kind")) {
-            ONCE(16);
-            TRY(scan(st, &kind, 1));
-        } else if (IS("startTimeUnixNano")) {
-            ONCE(32);
-            TRY(scan(st, &start, 1));
-        } else if (IS("endTimeUnixNano")) {
-            ONCE(64);
-            TRY(scan(st, &stop, 1));
+        int f = 0;
+        while (f < S_COUNT && !((Py_ssize_t)strlen(SPAN_SCALARS[f]) == len &&
+                                memcmp(key, SPAN_SCALARS[f], (size_t)len) == 0))
+            f++;
+        if (f < S_COUNT) {
+            ONCE(1u << f);
+            TRY(scan(st, &scalar[f], 1));
         } else if (IS("attributes")) {
-            ONCE(128);
+            ONCE(1u << S_COUNT);
             TRY(attr_list(st, &st->A));
         } else if (IS("events")) {
-            ONCE(256);
+            ONCE(2u << S_COUNT);
             TRY(each(st, event_obj));
         } else if (IS("links")) {
-            ONCE(512);
+            ONCE(4u << S_COUNT);
             TRY(each(st, link_obj));
         } else if (IS("status")) {
-            ONCE(1024);
-            int o = obj_or_null(st);
-            TRY(o);
-            if (o == 0) continue;
-            int sfirst = 1, sr;
-            unsigned sseen = 0;
-            while ((sr = obj_next(st, &sfirst, &key, &len)) == 1) {
-                if (IS("code")) {
-                    if (sseen & 1) return -1;
-                    sseen |= 1;
-                    TRY(scan(st, &code, 1));
-                } else if (IS("message")) {
-                    if (sseen & 2) return -1;
-                    sseen |= 2;
-                    TRY(scan(st, &message, 1));
-                } else {
-                    TRY(skip_field(st, key, len));
-                }
-            }
-            TRY(sr);
+            ONCE(8u << S_COUNT);
+            TRY(fields(st, 1, "code", &code, "message", &message, NULL));
         } else {
             TRY(skip_field(st, key, len));
         }
     }
     TRY(r);
+    const Tok *start = &scalar[S_START], *stop = &scalar[S_END];
     int64_t t0, t1;
     uint8_t k, c;
-    if (start.t == T_NONE || start.t == T_NULL || stop.t == T_NONE || stop.t == T_NULL)
+    if (start->t == T_NONE || start->t == T_NULL || stop->t == T_NONE || stop->t == T_NULL)
         return -1; /* missing times: quarantined by the robust path */
-    TRY(tok_i64(&start, &t0));
-    TRY(tok_i64(&stop, &t1));
-    TRY(tok_enum(&kind, KIND_UPPER, 6, "SPAN_KIND_", 0, &k));
+    TRY(tok_i64(start, &t0));
+    TRY(tok_i64(stop, &t1));
+    TRY(tok_enum(&scalar[S_KIND], KIND_UPPER, 6, "SPAN_KIND_", 0, &k));
     TRY(tok_enum(&code, STATUS_UPPER, 3, "STATUS_CODE_", 0, &c));
-    TRY(id_put(st, &st->trace, &trace, 16, 1));
-    TRY(id_put(st, &st->span, &id, 8, 1));
-    TRY(id_put(st, &st->parent, &parent, 8, 0));
-    TRY(text(st, &st->name, &name));
+    TRY(id_put(st, &st->trace, &scalar[S_TRACE], 16, 1));
+    TRY(id_put(st, &st->span, &scalar[S_SPAN], 8, 1));
+    TRY(id_put(st, &st->parent, &scalar[S_PARENT], 8, 0));
+    TRY(text(st, &st->name, &scalar[S_NAME]));
     TRY(opt_text(st, &st->message, &message));
     u8_put(st, &st->kind, k);
     u8_put(st, &st->code, c);
@@ -1226,33 +1161,10 @@ static int scope_spans(St *st) {
     while ((r = obj_next(st, &first, &key, &len)) == 1) {
         if (IS("scope")) {
             ONCE(1);
-            int o = obj_or_null(st);
-            TRY(o);
-            if (o == 0) continue;
-            int sfirst = 1, sr;
-            unsigned sseen = 0;
-            while ((sr = obj_next(st, &sfirst, &key, &len)) == 1) {
-                if (IS("name")) {
-                    if (sseen & 1) return -1;
-                    sseen |= 1;
-                    TRY(scan(st, &name, 1));
-                } else if (IS("version")) {
-                    if (sseen & 2) return -1;
-                    sseen |= 2;
-                    TRY(scan(st, &version, 1));
-                } else {
-                    TRY(skip_field(st, key, len));
-                }
-            }
-            TRY(sr);
+            TRY(fields(st, 1, "name", &name, "version", &version, NULL));
         } else if (IS("spans")) {
             ONCE(2);
-            int a = arr_or_null(st);
-            TRY(a);
-            if (a == 0) continue;
-            int sfirst = 1, sr;
-            while ((sr = arr_next(st, &sfirst)) == 1) TRY(span(st));
-            TRY(sr);
+            TRY(each(st, span));
         } else {
             TRY(skip_field(st, key, len));
         }
@@ -1278,29 +1190,10 @@ static int resource_spans(St *st) {
     while ((r = obj_next(st, &first, &key, &len)) == 1) {
         if (IS("resource")) {
             ONCE(1);
-            int o = obj_or_null(st);
-            TRY(o);
-            if (o == 0) continue;
-            int rfirst = 1, rr;
-            unsigned rseen = 0;
-            while ((rr = obj_next(st, &rfirst, &key, &len)) == 1) {
-                if (IS("attributes")) {
-                    if (rseen & 1) return -1;
-                    rseen |= 1;
-                    TRY(attr_list(st, &st->R));
-                } else {
-                    TRY(skip_field(st, key, len));
-                }
-            }
-            TRY(rr);
+            TRY(fields(st, 1, NULL, NULL, NULL, NULL, &st->R));
         } else if (IS("scopeSpans")) {
             ONCE(2);
-            int a = arr_or_null(st);
-            TRY(a);
-            if (a == 0) continue;
-            int sfirst = 1, sr;
-            while ((sr = arr_next(st, &sfirst)) == 1) TRY(scope_spans(st));
-            TRY(sr);
+            TRY(each(st, scope_spans));
         } else {
             TRY(skip_field(st, key, len));
         }
