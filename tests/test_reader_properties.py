@@ -530,6 +530,29 @@ def test_mutated_otlp_json_lines_are_accounted_line_by_line(
     assert_batch_accounted(read_batch([path]), [path])
 
 
+@_settings(200)
+@given(
+    data=st.data(),
+    generated=otlp_requests(max_requests=3),
+    style=st.integers(0, 2),
+    native=st.booleans(),
+)
+def test_fast_paths_read_mutated_lines_as_the_robust_path_does(data, generated, style, native):
+    # whatever a fast path accepts it must read as the reference does: row for row, and the
+    # same counts and quarantine (the native reader refuses, whole, any line it is unsure of)
+    requests, _ = generated
+    requests = [data.draw(mutate_tree(r)) if data.draw(st.booleans()) else r for r in requests]
+    text = "".join(_dumps(r, style) + "\n" for r in requests).encode()
+    if data.draw(st.booleans()):
+        text = data.draw(mutate_bytes(text))
+    fast_log, robust_log = FileLog("m.jsonl"), FileLog("m.jsonl")
+    with _fast_path(native):
+        fast = read_with(read_lines, io.BufferedReader(io.BytesIO(text)), fast_log)
+    robust = read_with(otlp_json._robust_lines, io.BytesIO(text), robust_log)
+    assert json.dumps(fast.to_pylist(), default=str) == json.dumps(robust.to_pylist(), default=str)
+    assert fast_log == robust_log
+
+
 # --- one OTLP JSON document, a JSON list of requests ---------------------------------------------
 
 
