@@ -716,27 +716,14 @@ def _run_attributes(frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame) ->
     )
     indices = roots.get_column("_row").to_list()
     picked = spans.take(pa.array(indices, pa.int64())).select(["attributes", "resource_attributes"])
-    records: list[dict] = [{} for _ in indices]
-    # The root span's own attributes win over its resource's: set after them.
-    for column in ("resource_attributes", "attributes"):
-        for row, key, value in _attr_items(picked.column(column)):
-            records[row][key] = value
-    service_names = [
-        str(r.get("service.name")) if r.get("service.name") is not None else None for r in records
-    ]
-    service_versions = [
-        str(r.get("service.version")) if r.get("service.version") is not None else None
-        for r in records
-    ]
+    attributes, names, versions = _attributes_json(picked)
     return pl.DataFrame(
         {
             "run_id": roots.get_column("run_id"),
-            "attributes": [
-                json.dumps(r, sort_keys=True, ensure_ascii=False, default=str) for r in records
-            ],
-            "service_name": service_names,
-            "service_version": service_versions,
-            "_service": service_names,
+            "attributes": attributes,
+            "service_name": names,
+            "service_version": versions,
+            "_service": names,
         },
         schema={
             "run_id": pl.String,
@@ -745,6 +732,95 @@ def _run_attributes(frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame) ->
             "service_version": pl.String,
             "_service": pl.String,
         },
+    )
+
+
+#: Text that JSON writes as it is inside quotes (no quote, backslash or control character).
+_PLAIN_TEXT = r'^[^"\\\x00-\x1f]*$'
+
+
+def _attributes_json(picked: pa.Table) -> tuple[pl.Series, pl.Series, pl.Series]:
+    """Per row of `picked` (a span's ``attributes`` and ``resource_attributes``): its attributes
+    as one JSON object (resource attributes overlaid by the span's; the text of
+    ``json.dumps(..., sort_keys=True, ensure_ascii=False)``), and ``service.name`` and
+    ``service.version`` as text.
+
+    Rows whose attributes are plain (text without quotes, backslashes or control characters,
+    integers, booleans) are written by polars; the others (doubles, JSON values, escapes) by
+    `_python_attributes`, whose output the columnar one equals byte for byte.
+    """
+    n = picked.num_rows
+    parts = []
+    for column in ("resource_attributes", "attributes"):  # the span's own win: read after
+        lists = picked.column(column).combine_chunks()
+        values = lists.flatten()
+        table = pa.table(
+            {"_row": pc.list_parent_indices(lists)}
+            | {field.name: values.field(i) for i, field in enumerate(values.type)}
+        )
+        parts.append(pl.from_arrow(table))
+    items = pl.concat(parts).with_row_index("_order")
+    plain = pl.col("key").str.contains(_PLAIN_TEXT) & (
+        pl.col("str").str.contains(_PLAIN_TEXT)
+        | (pl.col("str").is_null() & (pl.col("int").is_not_null() | pl.col("bool").is_not_null()))
+    )
+    odd_rows = items.filter(~plain.fill_null(False)).get_column("_row").unique().sort()
+    final = (
+        items.filter(~pl.col("_row").is_in(odd_rows.implode()))
+        .group_by("_row", "key")
+        .agg(pl.all().sort_by("_order").last())
+        .with_columns(
+            _json=pl.when(pl.col("str").is_not_null())
+            .then(pl.format('"{}"', "str"))
+            .when(pl.col("int").is_not_null())
+            .then(pl.col("int").cast(pl.String))
+            .otherwise(pl.when(pl.col("bool")).then(pl.lit("true")).otherwise(pl.lit("false"))),
+            _text=pl.coalesce(
+                "str",
+                pl.col("int").cast(pl.String),
+                pl.when(pl.col("bool")).then(pl.lit("True")).otherwise(pl.lit("False")),
+            ),
+        )
+        .sort("_row", "key")
+    )
+    rows = (
+        final.group_by("_row", maintain_order=True)
+        .agg(
+            _object=pl.format('"{}": {}', "key", "_json").str.join(", "),
+            _name=pl.col("_text").filter(pl.col("key") == "service.name").last(),
+            _version=pl.col("_text").filter(pl.col("key") == "service.version").last(),
+        )
+        .with_columns(_object=pl.concat_str(pl.lit("{"), "_object", pl.lit("}")))
+    )
+    out = pl.DataFrame({"_row": pl.arange(0, n, eager=True, dtype=pl.UInt32)}).join(
+        rows.with_columns(pl.col("_row").cast(pl.UInt32)), on="_row", how="left"
+    )
+    attributes = out.get_column("_object").fill_null("{}")
+    names, versions = out.get_column("_name"), out.get_column("_version")
+    if odd_rows.len():
+        odd = odd_rows.cast(pl.UInt32)
+        texts, odd_names, odd_versions = _python_attributes(picked.take(odd.to_arrow()))
+        attributes = attributes.scatter(odd, texts)
+        names = names.scatter(odd, odd_names)
+        versions = versions.scatter(odd, odd_versions)
+    return attributes, names, versions
+
+
+def _python_attributes(picked: pa.Table) -> tuple[list[str], list[str | None], list[str | None]]:
+    """`_attributes_json` in Python, a dict per row: the reference, and the way for odd rows."""
+    records: list[dict] = [{} for _ in range(picked.num_rows)]
+    # The root span's own attributes win over its resource's: set after them.
+    for column in ("resource_attributes", "attributes"):
+        for row, key, value in _attr_items(picked.column(column)):
+            records[row][key] = value
+
+    def text(record: dict, key: str) -> str | None:
+        return str(record[key]) if record.get(key) is not None else None
+
+    return (
+        [json.dumps(r, sort_keys=True, ensure_ascii=False, default=str) for r in records],
+        [text(r, "service.name") for r in records],
+        [text(r, "service.version") for r in records],
     )
 
 

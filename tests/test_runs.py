@@ -378,3 +378,39 @@ def test_runs_sharing_span_ids_under_other_trace_ids_stay_apart():
     columns = ["span_id", "tool_name", "requested_by", "arguments", "executed"]
     first = together.filter(~pl.col("run_id").str.starts_with("ffffffff")).sort("run_id", "index")
     assert first.select(columns).equals(alone.sort("run_id", "index").select(columns))
+
+
+def test_run_attributes_json_columnar_equals_the_python_reference():
+    # every row kind: plain (written by polars) and odd (doubles, JSON values, escapes: the
+    # Python reference writes those), with the span's attributes overriding its resource's
+    from analyzer.runs import _attributes_json, _python_attributes
+    from analyzer.spans import ATTRS, attrs_from_mapping
+
+    rows = [
+        ({"service.name": "svc", "b": True, "n": 3}, {"a": "x", "n": 4, "é": "ü", "z": False}),
+        ({"service.name": 7, "service.version": "1.0"}, {}),
+        ({}, {"service.name": True, "service.version": 2}),
+        ({"k": "v"}, {"k": 'say "hi"'}),  # an escape: the Python reference
+        ({"t": 0.25}, {"u": 1}),  # a double
+        ({"t": float("nan"), "inf": float("inf")}, {}),
+        ({"list": ["a", "b"], "map": {"y": 1, "x": [1.5]}}, {"s": "line\nbreak"}),
+        ({"ctl": "a\u0001b", "back": "c:\\dir"}, {"tab": "a\tb"}),
+        ({}, {}),
+        ({"service.name": "resource"}, {"service.name": "span", "\u2028": "sep"}),
+    ]
+    picked = pa.table(
+        {
+            "attributes": pa.array([attrs_from_mapping(a) for _, a in rows], ATTRS),
+            "resource_attributes": pa.array([attrs_from_mapping(r) for r, _ in rows], ATTRS),
+        }
+    )
+    texts, names, versions = _attributes_json(picked)
+    assert (texts.to_list(), names.to_list(), versions.to_list()) == tuple(
+        map(list, _python_attributes(picked))
+    )
+    assert texts[0] == '{"a": "x", "b": true, "n": 4, "service.name": "svc", "z": false, "é": "ü"}'
+    assert (names.to_list()[:3], versions.to_list()[:3]) == (
+        ["svc", "7", "True"],
+        [None, "1.0", "2"],
+    )
+    assert names[9] == "span" and texts[8] == "{}"
