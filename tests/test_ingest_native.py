@@ -12,6 +12,8 @@ from pathlib import Path
 import orjson
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from analyzer.ingest import otlp_json
 from analyzer.ingest.accounting import FileLog
@@ -217,6 +219,11 @@ LEFT_TO_ROBUST = {
     "text after the object": _line(_span()) + b" x",
     "invalid JSON": _line(_span())[:-3],
     "null resourceSpans": b'{"resourceSpans":null}',
+    # a number msgspec refuses makes the whole line invalid JSON, wherever it stands
+    "double out of range, unread": _line(_span()).replace(b'"name":', b'"x":1e999,"name":'),
+    "double out of range in an array": _with_field("arrayValue", {"values": []}).replace(
+        b'"values":[]', b'"values":[{"doubleValue":-1.5e400}]'
+    ),
     "not a request": b'{"resourceLogs":[]}',
 }
 
@@ -290,3 +297,37 @@ def test_without_the_native_reader_the_msgspec_path_reads_lines(tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["2", "2", "0"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    number=st.from_regex(
+        r"-?(0|[1-9][0-9]{0,24})(\.[0-9]{1,24})?([eE][-+]?[0-9]{1,3})?", fullmatch=True
+    ),
+    place=st.sampled_from(["unread", "doubleValue", "intValue", "array", "event time"]),
+)
+def test_any_number_reads_as_the_robust_path_reads_it(number, place):
+    # JSON numbers of every shape and range, where the native reader parses them and where it
+    # only steps over them: the same rows and quarantine as the reference
+    token = number.encode()
+    base = _line(
+        _span(
+            events=[{"name": "e", "timeUnixNano": 7}],
+            attributes=_attrs(("k", {"stringValue": "v"})),
+        )
+    )
+    marker = {
+        "unread": (b'"name":"chat"', b'"x":' + token + b',"name":"chat"'),
+        "doubleValue": (b'{"stringValue":"v"}', b'{"doubleValue":' + token + b"}"),
+        "intValue": (b'{"stringValue":"v"}', b'{"intValue":' + token + b"}"),
+        "array": (
+            b'{"stringValue":"v"}',
+            b'{"arrayValue":{"values":[{"doubleValue":' + token + b"}]}}",
+        ),
+        "event time": (b'"timeUnixNano":7', b'"timeUnixNano":' + token),
+    }[place]
+    text = base.replace(*marker)
+    table, log = _read(text, otlp_json.read_lines)
+    robust, robust_log = _read(text, otlp_json._robust_lines)
+    assert json.dumps(table.to_pylist(), default=str) == json.dumps(robust.to_pylist(), default=str)
+    assert log == robust_log

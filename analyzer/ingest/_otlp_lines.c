@@ -399,6 +399,22 @@ static inline void str_put_tok(St *st, Col *c, const Tok *t) {
     str_end(st, c, unescape(t, out));
 }
 
+/* The double of the number text [s, e): correctly rounded, as Python's and msgspec's parsers
+   are, so the same double; -1 when it is out of range (msgspec refuses such a number, and so
+   the whole line, wherever it stands) or longer than any double needs. */
+static int number_value(const char *s, const char *e, double *out) {
+    Py_ssize_t len = e - s;
+    if (len >= 64) return -1;
+    char text[64];
+    memcpy(text, s, (size_t)len);
+    text[len] = 0;
+    char *stop;
+    double v = strtod_l(text, &stop, c_locale);
+    if (stop != text + len || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
 static inline int scan_number(St *st, Tok *t) {
     const char *p = st->p, *end = st->end;
     int isint = 1;
@@ -424,6 +440,8 @@ static inline int scan_number(St *st, Tok *t) {
         if (p >= end || *p < '0' || *p > '9') return -1;
         while (p < end && *p >= '0' && *p <= '9') p++;
     }
+    double v;
+    if (!isint && number_value(st->p, p, &v) < 0) return -1; /* out of range, even unread */
     t->t = T_NUM;
     t->s = st->p;
     t->e = p;
@@ -630,17 +648,10 @@ static inline int tok_i64(const Tok *t, int64_t *out) {
 }
 
 static int tok_f64(const Tok *t, double *out) {
-    if (t->t != T_NUM) return -1;
-    Py_ssize_t len = t->e - t->s;
-    if (len >= 64 || (t->isint && len > 18)) return -1;
-    char text[64];
-    memcpy(text, t->s, (size_t)len);
-    text[len] = 0;
-    char *stop;
-    /* correctly rounded, as Python's and msgspec's parsers are: the same double */
-    double v = strtod_l(text, &stop, c_locale);
-    if (stop != text + len || !isfinite(v)) return -1;
-    if (v == 0.0 && text[0] == '-') return -1; /* msgspec reads -0 as 0.0: left to it */
+    if (t->t != T_NUM || (t->isint && t->e - t->s > 18)) return -1;
+    double v;
+    TRY(number_value(t->s, t->e, &v));
+    if (v == 0.0 && t->s[0] == '-') return -1; /* msgspec reads -0 as 0.0: left to it */
     *out = v;
     return 0;
 }
