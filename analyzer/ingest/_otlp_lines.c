@@ -1383,8 +1383,8 @@ PyDoc_STRVAR(parse_doc,
              "`numbers` are their line numbers (source_pos). `columns` maps each column to\n"
              "(length, null_count, validity, offsets, data); the attribute pools are dicts\n"
              "under 'span_attrs', 'resource_attrs', 'event_attrs' and 'link_attrs'.\n"
-             "`refused` lists the indices of lines left to the robust path.\n"
-             "Raises OverflowError when a column outgrows 32-bit offsets.");
+             "`refused` lists the indices of lines left to the robust path. The lines are\n"
+             "read without the GIL. Raises OverflowError when a column outgrows 32-bit offsets.");
 
 static PyObject *parse(PyObject *self, PyObject *args) {
     PyObject *lines, *numbers;
