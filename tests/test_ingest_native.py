@@ -14,16 +14,13 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_ingest_otlp import _ABSENT, S1, S2, T1, span  # the reader tests' span builder
 
 from analyzer.ingest import otlp_json
 from analyzer.ingest.accounting import FileLog
 from analyzer.spans import SPAN_SCHEMA
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-T1 = "5b8efff798038103d269b633813fc60c"
-S1 = "eee19b7ec3c1b174"
-S2 = "eee19b7ec3c1b173"
 
 
 def test_the_native_reader_is_built():
@@ -59,20 +56,6 @@ def _same_as_robust(text: bytes, monkeypatch) -> pa.Table:
     return table
 
 
-def _span(**fields) -> dict:
-    out = {
-        "traceId": T1,
-        "spanId": S1,
-        "parentSpanId": S2,
-        "name": "chat",
-        "kind": 3,
-        "startTimeUnixNano": "1544712660000000000",
-        "endTimeUnixNano": "1544712661000000000",
-    }
-    out.update(fields)
-    return {k: v for k, v in out.items() if v is not None or k in ("events", "links", "status")}
-
-
 def _line(*spans: dict, **request) -> bytes:
     body = {
         "resourceSpans": [
@@ -94,7 +77,7 @@ def _attrs(*pairs) -> list[dict]:
 
 READ_NATIVELY = {
     "escapes in values and keys": _line(
-        _span(
+        span(
             name='say "hi"\n\t\u00e9\U0001f600',
             attributes=_attrs(("k\u00e9y\n", {"stringValue": "a\\b/\u0001\U0001f600"})),
         )
@@ -104,26 +87,26 @@ READ_NATIVELY = {
         b'"spanId":"' + S1.encode() + b'","name":"\\u00e9\\ud83d\\ude00\\/\\"",'
         b'"startTimeUnixNano":1,"endTimeUnixNano":2}]}]}]}'
     ),
-    "spaced JSON": json.dumps(json.loads(_line(_span(kind="SPAN_KIND_CLIENT")))).encode(),
+    "spaced JSON": json.dumps(json.loads(_line(span(kind="SPAN_KIND_CLIENT")))).encode(),
     "base64 and upper-case ids": _line(
-        _span(
+        span(
             traceId="W47/95gDgQPSabYzgT/GDA==",
             spanId="EEE19B7EC3C1B174",
             parentSpanId="7uGbfsPBsXQ=",
         )
     ),
     "roots: empty or zero parent": _line(
-        _span(parentSpanId=""), _span(spanId=S2, parentSpanId="0000000000000000")
+        span(parentSpanId=""), span(spanId=S2, parentSpanId="0000000000000000")
     ),
     "kind and status spellings": _line(
-        _span(kind="client", status={"code": "STATUS_CODE_ERROR", "message": "boom"}),
-        _span(kind="Span_Kind_Server", status={"code": 1, "message": ""}),
-        _span(kind=99, status={"code": "2"}),
-        _span(kind="weird", status={"code": "SPAN_KIND_2"}),
-        _span(kind="SPAN_KIND_4", status=None),
+        span(kind="client", status={"code": "STATUS_CODE_ERROR", "message": "boom"}),
+        span(kind="Span_Kind_Server", status={"code": 1, "message": ""}),
+        span(kind=99, status={"code": "2"}),
+        span(kind="weird", status={"code": "SPAN_KIND_2"}),
+        span(kind="SPAN_KIND_4", status=None),
     ),
     "scalar attribute values": _line(
-        _span(
+        span(
             attributes=_attrs(
                 ("i", {"intValue": "9223372036854775807"}),
                 ("j", {"intValue": -9223372036854775808}),
@@ -141,7 +124,7 @@ READ_NATIVELY = {
         )
     ),
     "arrays, key-value lists and bytes": _line(
-        _span(
+        span(
             attributes=_attrs(
                 ("plain", {"arrayValue": {"values": [{"stringValue": "a"}, {"stringValue": "é"}]}}),
                 ("empty", {"arrayValue": {"values": []}}),
@@ -154,7 +137,7 @@ READ_NATIVELY = {
         )
     ),
     "events and links": _line(
-        _span(
+        span(
             events=[
                 {"timeUnixNano": "5", "name": "e", "attributes": _attrs(("a", {"intValue": 1}))},
                 {"name": None},
@@ -164,7 +147,7 @@ READ_NATIVELY = {
                 {"traceState": "t"},
             ],
         ),
-        _span(spanId=S2, events=None, links=None),
+        span(spanId=S2, events=None, links=None),
     ),
     "unknown fields and nulls everywhere": (
         b'{"extra":{"a":[1,{"b":null}]},"resourceSpans":[{"schemaUrl":"u","resource":null,'
@@ -184,19 +167,19 @@ def test_lines_the_native_reader_reads_itself(text, monkeypatch):
 
 
 def _with_field(field: str, value) -> bytes:
-    return _line(_span(attributes=_attrs(("k", {field: value}))))
+    return _line(span(attributes=_attrs(("k", {field: value}))))
 
 
 LEFT_TO_ROBUST = {
-    "proto field names": _line({**_span(), "trace_id": T1}),
+    "proto field names": _line({**span(), "trace_id": T1}),
     "legacy scope spans": orjson.dumps(
-        {"resourceSpans": [{"instrumentationLibrarySpans": [{"spans": [_span()]}]}]}
+        {"resourceSpans": [{"instrumentationLibrarySpans": [{"spans": [span()]}]}]}
     ),
-    "duplicate span field": _line(_span()).replace(b'"name":"chat"', b'"name":"a","name":"b"'),
+    "duplicate span field": _line(span()).replace(b'"name":"chat"', b'"name":"a","name":"b"'),
     "duplicate value field": _with_field("intValue", "1").replace(
         b'"intValue":"1"', b'"intValue":"1","intValue":"2"'
     ),
-    "lone surrogate": _line(_span()).replace(b'"name":"chat"', b'"name":"\\ud800x"'),
+    "lone surrogate": _line(span()).replace(b'"name":"chat"', b'"name":"\\ud800x"'),
     "negative zero double": _with_field("doubleValue", -0.0),
     "double as a string": _with_field("doubleValue", "NaN"),
     "double overflow": _with_field("doubleValue", 1).replace(
@@ -207,20 +190,20 @@ LEFT_TO_ROBUST = {
     "int over int64": _with_field("intValue", "9223372036854775808"),
     "bool as a string": _with_field("boolValue", "true"),
     "string of another type": _with_field("stringValue", 12),
-    "bare value": _line(_span(attributes=[{"key": "k", "value": "bare"}])),
-    "0x id": _line(_span(spanId="0x" + S1)),
-    "non-canonical base64 id": _line(_span(spanId="7uGbfsPBsXR=")),
-    "missing trace id": _line(_span(traceId=None)),
-    "missing start": _line(_span(startTimeUnixNano=None)),
-    "kind of another type": _line(_span(kind=True)),
-    "kind beyond ASCII": _line(_span(kind="ſerver")),
-    "escaped field name": _line(_span()).replace(b'"name":', b'"\\u006eame":'),
-    "deep unknown field": _line({**_span(), "x": json.loads("[" * 40 + "]" * 40)}),
-    "text after the object": _line(_span()) + b" x",
-    "invalid JSON": _line(_span())[:-3],
+    "bare value": _line(span(attributes=[{"key": "k", "value": "bare"}])),
+    "0x id": _line(span(spanId="0x" + S1)),
+    "non-canonical base64 id": _line(span(spanId="7uGbfsPBsXR=")),
+    "missing trace id": _line(span(traceId=_ABSENT)),
+    "missing start": _line(span(startTimeUnixNano=_ABSENT)),
+    "kind of another type": _line(span(kind=True)),
+    "kind beyond ASCII": _line(span(kind="ſerver")),
+    "escaped field name": _line(span()).replace(b'"name":', b'"\\u006eame":'),
+    "deep unknown field": _line({**span(), "x": json.loads("[" * 40 + "]" * 40)}),
+    "text after the object": _line(span()) + b" x",
+    "invalid JSON": _line(span())[:-3],
     "null resourceSpans": b'{"resourceSpans":null}',
     # a number msgspec refuses makes the whole line invalid JSON, wherever it stands
-    "double out of range, unread": _line(_span()).replace(b'"name":', b'"x":1e999,"name":'),
+    "double out of range, unread": _line(span()).replace(b'"name":', b'"x":1e999,"name":'),
     "double out of range in an array": _with_field("arrayValue", {"values": []}).replace(
         b'"values":[]', b'"values":[{"doubleValue":-1.5e400}]'
     ),
@@ -238,7 +221,7 @@ def test_a_refused_line_leaves_nothing_behind(monkeypatch):
     # refused mid-span (after attributes, events and links were written): rolled back whole
     good = READ_NATIVELY["events and links"]
     bad = _line(
-        _span(
+        span(
             events=[{"name": "e", "attributes": _attrs(("a", {"intValue": 1}))}],
             links=[{"traceId": T1, "spanId": S2}],
             kind=True,
@@ -311,7 +294,7 @@ def test_any_number_reads_as_the_robust_path_reads_it(number, place):
     # only steps over them: the same rows and quarantine as the reference
     token = number.encode()
     base = _line(
-        _span(
+        span(
             events=[{"name": "e", "timeUnixNano": 7}],
             attributes=_attrs(("k", {"stringValue": "v"})),
         )
