@@ -127,6 +127,7 @@ def _analyze(
     spill: Path | None = None,
     since_ns: int | None = None,
     until_ns: int | None = None,
+    case_class: str | None = None,
 ):
     """In process (`partitions` 0) or in N partitions; None (auto): partitioned when the input
     is big or is a dataset with prebuilt runs, else in process."""
@@ -156,6 +157,7 @@ def _analyze(
             since_ns=since_ns,
             until_ns=until_ns,
             progress=_progress(),
+            case_class=case_class,
         )
     else:
         analysis = analyze_paths(
@@ -576,6 +578,7 @@ def report(
             spill=spill,
             since_ns=since_ns,
             until_ns=until_ns,
+            case_class=case_class,
         )
     analysis, redaction = _redacted(analysis, redact, redact_salt)
     summary = build_summary(analysis, labels, case_class=case_class)

@@ -76,6 +76,7 @@ __all__ = [
     "run_scores",
     "tails",
     "wilson",
+    "wilson_columns",
     "with_group_column",
 ]
 
@@ -178,7 +179,7 @@ def wilson(k: int, n: int, z: float = Z_95) -> tuple[float, float] | None:
     return lo, hi
 
 
-def _wilson_exprs(k: str, n: str, prefix: str) -> list[pl.Expr]:
+def wilson_columns(k: str, n: str, prefix: str) -> list[pl.Expr]:
     """Columns ``{prefix}``, ``{prefix}_lo``, ``{prefix}_hi`` from count columns k and n."""
     kk, nn = pl.col(k).cast(pl.Float64), pl.col(n).cast(pl.Float64)
     ok = nn > 0
@@ -310,11 +311,12 @@ def tails(
     """
     values = _metric_values(runs, metrics)
     values, keys = _with_groups(values, runs, by)
-    long = values.unpivot(
-        index=["run_id", *keys], on=list(metrics), variable_name="metric", value_name="value"
+    # (run_id, group) rows are unique (run_groups): one row per run and metric; the run ids
+    # are not needed past that (a copy of each per metric would be most of the frame)
+    long = values.drop("run_id").unpivot(
+        index=keys, on=list(metrics), variable_name="metric", value_name="value"
     )
     aggs = [
-        # (run_id, group) rows are unique (run_groups): one row per run and metric
         pl.len().cast(pl.Int64).alias("runs"),
         pl.col("value").count().cast(pl.Int64).alias("n"),
         pl.col("value").null_count().cast(pl.Int64).alias("missing"),
@@ -397,7 +399,7 @@ def rule_rates(
         pl.col("run_id").filter("_judged").n_unique().cast(pl.Int64).alias("judged"),
         pl.col("run_id").filter("_hit").n_unique().cast(pl.Int64).alias("failed"),
     )
-    out = out.with_columns(_wilson_exprs("failed", "judged", "rate"))
+    out = out.with_columns(wilson_columns("failed", "judged", "rate"))
     return _sorted(out, [*keys, "pack", "rule_id"])
 
 
@@ -446,7 +448,7 @@ def kind_rates(
         "failed": pl.Int64,
     }
     out = pl.concat(parts) if parts else pl.DataFrame(schema=empty)
-    out = out.with_columns(_wilson_exprs("failed", "judged", "rate"))
+    out = out.with_columns(wilson_columns("failed", "judged", "rate"))
     return _sorted(out, [*keys, "kind"])
 
 
@@ -492,7 +494,7 @@ def omission_rates(
         pl.col("run_id").n_unique().cast(pl.Int64).alias("required_runs"),
         pl.col("run_id").filter("_omitted").n_unique().cast(pl.Int64).alias("omitted_runs"),
     )
-    out = out.with_columns(_wilson_exprs("omitted_runs", "required_runs", "rate"))
+    out = out.with_columns(wilson_columns("omitted_runs", "required_runs", "rate"))
     return _sorted(out, [*keys, "tool"])
 
 
@@ -537,7 +539,7 @@ def rule_coverage(
         ],
     )
     out = out.with_columns((pl.col("checked") + pl.col("partial")).alias("judged"))
-    out = out.with_columns(_wilson_exprs("judged", "applied", "judged_rate"))
+    out = out.with_columns(wilson_columns("judged", "applied", "judged_rate"))
     return _sorted(out, [*keys, "pack", "rule_id"])
 
 
@@ -559,7 +561,7 @@ def content_coverage(runs: pl.DataFrame, *, by: str | Sequence[str] | None = Non
             pl.col("run_id").filter("_content").n_unique().cast(pl.Int64).alias("with_content"),
         ],
     )
-    out = out.with_columns(_wilson_exprs("with_content", "runs", "rate"))
+    out = out.with_columns(wilson_columns("with_content", "runs", "rate"))
     return _sorted(out, keys)
 
 
@@ -605,30 +607,39 @@ def cost_per_correct_run(
     total_cost_usd, cost_per_correct_run.
     """
     outcome = run_outcomes(runs, findings, at_least=at_least)
-    cost = (
-        runs.select("run_id", pl.col("cost_usd").cast(pl.Float64))
-        if "cost_usd" in runs.columns
-        else runs.select("run_id", pl.lit(None, pl.Float64).alias("cost_usd"))
-    )
-    rows, keys = _with_groups(outcome.join(cost, on="run_id", how="left"), runs, by)
+    rows, keys = _with_groups(outcome.join(_run_costs(runs), on="run_id", how="left"), runs, by)
     out = _aggregate(
         rows,
         keys,
         [
             pl.len().cast(pl.Int64).alias("runs"),
             pl.col("passed").sum().cast(pl.Int64).alias("passed_runs"),
-            pl.col("cost_usd").null_count().cast(pl.Int64).alias("unpriced_runs"),
-            pl.when(pl.col("cost_usd").null_count() == 0)
-            .then(pl.col("cost_usd").sum().round(12))
-            .alias("total_cost_usd"),
+            *_COST_AGGS,
         ],
     )
-    out = out.with_columns(
-        cost_per_correct_run=pl.when(pl.col("passed_runs") > 0).then(
-            pl.col("total_cost_usd") / pl.col("passed_runs")
-        )
-    )
-    return _sorted(out, keys)
+    return _sorted(out.with_columns(_COST_PER_CORRECT), keys)
+
+
+def _run_costs(runs: pl.DataFrame) -> pl.DataFrame:
+    """run_id, cost_usd (Float64; null when unknown or not priced)."""
+    if "cost_usd" in runs.columns:
+        return runs.select("run_id", pl.col("cost_usd").cast(pl.Float64))
+    return runs.select("run_id", pl.lit(None, pl.Float64).alias("cost_usd"))
+
+
+#: Per group of runs with ``cost_usd``: the unpriced runs, and the total cost when none is.
+_COST_AGGS = (
+    pl.col("cost_usd").null_count().cast(pl.Int64).alias("unpriced_runs"),
+    pl.when(pl.col("cost_usd").null_count() == 0)
+    .then(pl.col("cost_usd").sum().round(12))
+    .alias("total_cost_usd"),
+)
+#: The total cost over the runs that passed (null when none did or the total is unknown).
+_COST_PER_CORRECT = (
+    pl.when(pl.col("passed_runs") > 0)
+    .then(pl.col("total_cost_usd") / pl.col("passed_runs"))
+    .alias("cost_per_correct_run")
+)
 
 
 def rule_weights(packs: Sequence[Pack]) -> dict[tuple[str, str], float]:
@@ -777,19 +788,18 @@ def breakdown(
     """
     outcome = run_outcomes(runs, findings, at_least=at_least)
     scores = run_scores(runs, findings, weights=weights).select("run_id", "score")
-    rows = outcome.join(scores, on="run_id", how="left")
+    rows = outcome.join(scores, on="run_id", how="left").join(
+        _run_costs(runs), on="run_id", how="left"
+    )
     rows, keys = _with_groups(rows, runs, by)
-    head = rows.group_by(keys).agg(
+    out = rows.group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("runs"),
         pl.col("passed").sum().cast(pl.Int64).alias("passed_runs"),
         (pl.col("findings") > 0).sum().cast(pl.Int64).alias("runs_with_findings"),
         pl.col("score").mean().alias("mean_score"),
+        *_COST_AGGS,
     )
-    head = head.with_columns(_wilson_exprs("passed_runs", "runs", "pass_rate"))
-    cost = cost_per_correct_run(runs, findings, at_least=at_least, by=by).drop(
-        "runs", "passed_runs"
-    )
-    out = head.join(cost, on=keys, how="left", nulls_equal=True)
+    out = out.with_columns(*wilson_columns("passed_runs", "runs", "pass_rate"), _COST_PER_CORRECT)
     tail = tails(runs, by=by, metrics=metrics, quantiles=(0.5, 0.95))
     for metric in metrics:
         part = tail.filter(pl.col("metric") == metric).select(

@@ -16,6 +16,7 @@ per group (``groupBy(run key).applyInArrow``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 import multiprocessing
@@ -33,6 +34,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analyzer.checks import Evaluation
 from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry
 from analyzer.ingest.files import DATASET_MANIFEST, expand_paths
 from analyzer.ingest.reader import Ingested, finalize_spans
@@ -45,6 +47,7 @@ if TYPE_CHECKING:
     from analyzer.pipeline import Analysis
     from analyzer.prebuilt import PrebuiltPart
     from analyzer.pricing import PriceTable
+    from analyzer.report.facts import SummaryFacts
 
 __all__ = [
     "AUTO_MIN_BYTES",
@@ -103,6 +106,7 @@ class PartialResult:
     orphans: int = 0
     warnings: dict[str, list[QuarantineEntry]] = field(default_factory=dict)
     unpriced: pl.DataFrame | None = None  # pricing.unpriced_models of the steps
+    facts: SummaryFacts | None = None  # what a summary reads (analyzer.report.facts)
 
 
 def analyze_partition(
@@ -114,12 +118,14 @@ def analyze_partition(
     prices: PriceTable | None = None,
     since_ns: int | None = None,
     until_ns: int | None = None,
+    case_class: str | None = None,
 ) -> PartialResult:
     """Analyze the spans of whole runs (not yet de-duplicated), as `pipeline.analyze` does.
 
     `spans` must hold every span of each run it touches (both copies of a duplicate included):
     a hash partition by trace id (or by run-key value), or one Spark group. The result is the
-    in-process result restricted to these runs.
+    in-process result restricted to these runs; with `case_class`, also the facts a summary
+    with that case class reads (`analyzer.report.facts`).
     """
     from analyzer.pipeline import analyze
 
@@ -135,12 +141,13 @@ def analyze_partition(
         since_ns=since_ns,
         until_ns=until_ns,
     )
-    return _partial(analysis)
+    return _partial(analysis, case_class)
 
 
-def _partial(analysis: Analysis) -> PartialResult:
-    """The PartialResult of one partition's Analysis."""
+def _partial(analysis: Analysis, case_class: str | None) -> PartialResult:
+    """The PartialResult of one partition's Analysis (with its facts for `case_class`)."""
     from analyzer.pricing import unpriced_models
+    from analyzer.report.facts import summary_facts
 
     evaluation = analysis.evaluation
     log = analysis.ingested.log
@@ -154,6 +161,7 @@ def _partial(analysis: Analysis) -> PartialResult:
         orphans=log.orphans,
         warnings={f.path: list(getattr(f, "warnings", [])) for f in log.files},
         unpriced=unpriced_models(analysis.runs.steps),
+        facts=summary_facts(analysis, case_class) if case_class is not None else None,
     )
 
 
@@ -183,34 +191,71 @@ def _by_run(frames: Iterable[pl.DataFrame]) -> pl.DataFrame | None:
     return merged.sort("run_id", maintain_order=True)
 
 
+class _Lazy:
+    """Frames read from the spill when first used, by name (they are the bulk of a result)."""
+
+    def __init__(self, loaders: dict[str, Callable[[], pl.DataFrame]]) -> None:
+        self._loaders = loaders
+        self._frames: dict[str, pl.DataFrame] = {}
+
+    def frame(self, name: str) -> pl.DataFrame:
+        if name not in self._frames:
+            self._frames[name] = self._loaders.pop(name)()
+        return self._frames[name]
+
+    def set(self, name: str, value: pl.DataFrame) -> None:
+        self._loaders.pop(name, None)
+        self._frames[name] = value
+
+
 class SpilledRunSet(RunSet):
-    """A RunSet whose steps are read from the spill when first used (they are the bulk).
+    """A RunSet whose runs and steps are read from the spill when first used.
 
     ``sources`` and ``span_runs`` are empty: they served the checks, which ran per partition.
     """
 
-    def __init__(
-        self,
-        runs: pl.DataFrame,
-        steps: Callable[[], pl.DataFrame],
-        sources: pl.DataFrame,
-        span_runs: pl.DataFrame,
-    ) -> None:
-        self.runs = runs
-        self.sources = sources
-        self.span_runs = span_runs
-        self._load_steps = steps
-        self._steps: pl.DataFrame | None = None
+    def __init__(self, runs: Callable[[], pl.DataFrame], steps: Callable[[], pl.DataFrame]) -> None:
+        self._lazy = _Lazy({"runs": runs, "steps": steps})
+        self.sources = empty_sources()
+        self.span_runs = empty_span_runs()
+
+    @property  # type: ignore[override]
+    def runs(self) -> pl.DataFrame:
+        return self._lazy.frame("runs")
+
+    @runs.setter
+    def runs(self, value: pl.DataFrame) -> None:
+        self._lazy.set("runs", value)
 
     @property  # type: ignore[override]
     def steps(self) -> pl.DataFrame:
-        if self._steps is None:
-            self._steps = self._load_steps()
-        return self._steps
+        return self._lazy.frame("steps")
 
     @steps.setter
     def steps(self, value: pl.DataFrame) -> None:
-        self._steps = value
+        self._lazy.set("steps", value)
+
+
+class SpilledEvaluation(Evaluation):
+    """An Evaluation whose coverage is read from the spill when first used."""
+
+    def __init__(
+        self,
+        findings: pl.DataFrame,
+        errors: list[CheckError],
+        coverage: Callable[[], pl.DataFrame],
+    ) -> None:
+        self.findings = findings
+        self.errors = errors
+        self._lazy = _Lazy({"coverage": coverage})
+
+    @property  # type: ignore[override]
+    def coverage(self) -> pl.DataFrame:
+        return self._lazy.frame("coverage")
+
+    @coverage.setter
+    def coverage(self, value: pl.DataFrame) -> None:
+        self._lazy.set("coverage", value)
 
 
 def merge_partials(
@@ -220,53 +265,54 @@ def merge_partials(
     packs: Sequence[Pack] = (),
     prices: PriceTable | None = None,
     skipped: Sequence[str] = (),
-    steps: Callable[[], pl.DataFrame] | None = None,
-    tables: dict[str, pl.DataFrame | None] | None = None,
+    spilled: dict[str, Callable[[], pl.DataFrame]] | None = None,
 ) -> Analysis:
     """One `Analysis` from the partial results of disjoint partitions (any order).
 
     The partials' runs, findings and coverage are emptied as they are merged (memory).
     `log` holds the per-file read counts and quarantine of the whole input (as the readers left
     them); the kept and duplicate counts, orphans and runs are filled in from the partials.
-    `steps`, when given, loads the merged steps later instead of keeping them now; `tables`,
-    when given, holds the runs, findings and coverage already merged.
+    `spilled`, when given, loads each per-run table (runs, steps, findings, coverage) merged
+    instead: the findings now, the others when first used. The partials' facts, when they all
+    have them, are merged into the Analysis's.
     """
     from analyzer.checks import Evaluation
     from analyzer.pipeline import Analysis
+    from analyzer.report.facts import merge_facts
 
     partials = list(partials)
     empty = _empty_partial(packs, prices)
-    tables = tables or {}
-    runs = tables.get("runs")
-    if runs is None:
+    facts = None
+    if partials and all(p.facts is not None for p in partials):
+        facts = merge_facts([p.facts for p in partials if p.facts is not None])
+    runset: RunSet
+    if spilled is None:
         runs = _take_by_run(partials, "runs") if partials else empty.runs
-    assert runs is not None
-    if steps is None:
-        merged_steps = _by_run([p.steps for p in partials] or [empty.steps])
-        assert merged_steps is not None
-        runset: RunSet = RunSet(
-            runs=runs, steps=merged_steps, sources=empty_sources(), span_runs=empty_span_runs()
-        )
+        steps = _by_run([p.steps for p in partials] or [empty.steps])
+        assert runs is not None and steps is not None
+        runset = RunSet(runs=runs, steps=steps, sources=empty_sources(), span_runs=empty_span_runs())
+        count = runs.height
     else:
-        runset = SpilledRunSet(runs, steps, empty_sources(), empty_span_runs())
-    _fill_log(log, partials, runs.height)
+        assert facts is not None, "a spilled result is merged from its partitions' facts"
+        runset = SpilledRunSet(spilled["runs"], spilled["steps"])
+        count = facts.runs.height
+    _fill_log(log, partials, count)
     evaluation = None
     if packs:
-        findings = tables.get("findings")
-        if findings is None:
-            findings = _take_by_run(partials, "findings")
-        coverage = tables.get("coverage")
-        if coverage is None:
-            coverage = _take_by_run(partials, "coverage")
         errors = sorted(
             (e for p in partials for e in p.errors), key=lambda e: (e.run_id, e.rule_id, e.pack)
         )
         assert empty.findings is not None and empty.coverage is not None
-        evaluation = Evaluation(
-            findings=findings if findings is not None else empty.findings,
-            errors=errors,
-            coverage=coverage if coverage is not None else empty.coverage,
-        )
+        if spilled is None:
+            findings = _take_by_run(partials, "findings")
+            coverage = _take_by_run(partials, "coverage")
+            evaluation = Evaluation(
+                findings=findings if findings is not None else empty.findings,
+                errors=errors,
+                coverage=coverage if coverage is not None else empty.coverage,
+            )
+        else:
+            evaluation = SpilledEvaluation(spilled["findings"](), errors, spilled["coverage"])
     from analyzer.conventions import NORMALIZED_SCHEMA
 
     unpriced = [p.unpriced for p in partials if p.unpriced is not None]
@@ -278,6 +324,7 @@ def merge_partials(
         evaluation=evaluation,
         prices=prices,
         unpriced=_merge_unpriced(unpriced or [empty.unpriced]),
+        facts=facts,
     )
 
 
@@ -604,6 +651,7 @@ class PartitionOptions:
     prices: Any
     since_ns: int | None
     until_ns: int | None
+    case_class: str | None = None  # the facts of each partition are computed for it
 
     def analyze(self, spans: pa.Table) -> PartialResult:
         """`analyze_partition` of `spans` with these options."""
@@ -615,6 +663,7 @@ class PartitionOptions:
             prices=self.prices,
             since_ns=self.since_ns,
             until_ns=self.until_ns,
+            case_class=self.case_class,
         )
 
 
@@ -622,29 +671,28 @@ class PartitionOptions:
 _TABLES = ("steps", "runs", "findings", "coverage")
 
 
-def _write_batches(frame: pl.DataFrame, path: str) -> pl.DataFrame:
-    """Write `frame` as an IPC file of small batches; its rows per run, in order."""
-    with pa.OSFile(path, "wb") as sink:
-        table = frame.to_arrow()
-        with pa.ipc.new_file(sink, table.schema) as writer:
-            writer.write_table(table, max_chunksize=_STEP_BATCH)
-    return frame.group_by("run_id", maintain_order=True).len("_n")
+def _write_batches(frame: pl.DataFrame, path: str) -> None:
+    """Write `frame` as an IPC file of small batches, and its rows per run, in order, to
+    `path`.runs."""
+    _write_ipc_batches(frame.to_arrow(), path)
+    _write_ipc_batches(frame.group_by("run_id", maintain_order=True).len("_n").to_arrow(), f"{path}.runs")
 
 
-def _analyze_spilled(
-    folder: str, out: str, options: PartitionOptions
-) -> tuple[PartialResult, dict[str, pl.DataFrame]]:
-    """Analyze one spilled partition; write its per-run tables to `out`.<table>.arrow; the
-    rest, and each table's rows per run."""
+def _write_ipc_batches(table: pa.Table, path: str) -> None:
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table, max_chunksize=_STEP_BATCH)
+
+
+def _analyze_spilled(folder: str, out: str, options: PartitionOptions) -> PartialResult:
+    """Analyze one spilled partition; write its per-run tables to `out`.<table>.arrow (see
+    `_spill_tables`); the rest."""
     spans = _read_ipc_folder(Path(folder))
     partial = options.analyze(spans)
     del spans
     return _spill_tables(partial, out)
 
 
-def _analyze_prebuilt(
-    part: PrebuiltPart, out: str, options: PartitionOptions
-) -> tuple[PartialResult, dict[str, pl.DataFrame]]:
+def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -> PartialResult:
     """`_analyze_spilled` of a dataset part's prebuilt runs (no span is read)."""
     from analyzer.pipeline import analyze_runs
     from analyzer.prebuilt import read_prebuilt
@@ -659,22 +707,18 @@ def _analyze_prebuilt(
         since_ns=options.since_ns,
         until_ns=options.until_ns,
     )
-    return _spill_tables(_partial(analysis), out)
+    return _spill_tables(_partial(analysis, options.case_class), out)
 
 
-def _spill_tables(
-    partial: PartialResult, out: str
-) -> tuple[PartialResult, dict[str, pl.DataFrame]]:
-    """Write the per-run tables of `partial` to `out`.<table>.arrow (emptied in `partial`);
-    the rest, and each table's rows per run."""
-    counts = {}
+def _spill_tables(partial: PartialResult, out: str) -> PartialResult:
+    """Write the per-run tables of `partial` to `out`.<table>.arrow, with their rows per run
+    (`_write_batches`); `partial` with those tables emptied."""
     for name in _TABLES:
         frame = getattr(partial, name)
-        if frame is None:
-            continue
-        counts[name] = _write_batches(frame, f"{out}.{name}.arrow")
-        setattr(partial, name, frame.clear())
-    return partial, counts
+        if frame is not None:
+            _write_batches(frame, f"{out}.{name}.arrow")
+            setattr(partial, name, frame.clear())
+    return partial
 
 
 #: Rows per record batch of the spilled steps, and steps per piece of the ordered merge.
@@ -716,10 +760,7 @@ def _merge_ordered(
     by piece: only small batches of the inputs are in memory at a time. Else kept: read whole
     and sorted (runs, findings, coverage: a few columns per run, 3x faster so)."""
     if out is None:
-        frames = []
-        for path in files:
-            with pa.OSFile(path, "rb") as source:
-                frames.append(pl.from_arrow(pa.ipc.open_file(source).read_all()))
+        frames = [_read_frame(path) for path in files]
         target = _common_schema(frames)
         merged = pl.concat([f.cast(target) for f in frames], how="vertical", rechunk=False)
         return merged.sort("run_id", maintain_order=True)
@@ -806,6 +847,7 @@ def analyze_partitioned(
     since_ns: int | None = None,
     until_ns: int | None = None,
     progress: Callable[[str, int], None] | None = None,
+    case_class: str | None = None,
 ) -> Analysis:
     """`pipeline.analyze_paths` in bounded memory: the same result, computed partition by
     partition (see the module docstring).
@@ -813,8 +855,10 @@ def analyze_partitioned(
     `partitions` defaults to one per `PARTITION_BYTES` of estimated span table (at least one
     per job); `jobs` (default: the CPUs of this process) processes read the input and analyze
     partitions. `spill` is a folder for the temporary files (default: a new folder in the
-    system's temporary directory, removed when the result is no longer used); the steps of the
-    result are read from it when first used. A dataset with prebuilt runs (`analyzer.prebuilt`),
+    system's temporary directory, removed when the result is no longer used); the runs, steps
+    and coverage of the result are read from it when first used, and the facts its summary
+    reads (`analyzer.report.facts`, for `case_class`, default
+    `analyzer.report.summary.DEFAULT_CASE_CLASS`) are merged from the partitions'. A dataset with prebuilt runs (`analyzer.prebuilt`),
     given alone and with the default run and case keys, is analyzed from those, one unit per
     part (`partitions` does not apply).
     """
@@ -824,7 +868,11 @@ def analyze_partitioned(
     jobs = jobs or default_jobs()
     files, skipped = expand_paths(list(paths))
     prices = prices if prices is not None else load_prices()
-    options = PartitionOptions(run_key, case_key, tuple(packs), prices, since_ns, until_ns)
+    from analyzer.report.summary import DEFAULT_CASE_CLASS
+
+    options = PartitionOptions(
+        run_key, case_key, tuple(packs), prices, since_ns, until_ns, case_class or DEFAULT_CASE_CLASS
+    )
     if spill is not None:
         Path(spill).mkdir(parents=True, exist_ok=True)
     prebuilt = prebuilt_dataset(files) if run_key is None and case_key is None else None
@@ -894,44 +942,49 @@ def _analyze_prebuilt_dataset(
     return analysis
 
 
+class _Spill:
+    """The spill folder of a result, removed once no table of the result can be read from it."""
+
+    def __init__(self, folder: Path, outs: list[str]) -> None:
+        self.folder = folder
+        self.outs = outs
+        weakref.finalize(self, shutil.rmtree, folder, True)
+
+    def load(self, name: str) -> pl.DataFrame:
+        """The merged table `name`: the findings read whole; the others merged into a file of
+        the spill, piece by piece, and mapped (their memory is then the file's)."""
+        files = [f"{o}.{name}.arrow" for o in self.outs]
+        out = None if name == "findings" else str(self.folder / f"{name}.arrow")
+        return _merge_ordered(files, [_read_frame(f"{f}.runs") for f in files], out)
+
+
+def _read_frame(path: str) -> pl.DataFrame:
+    with pa.OSFile(path, "rb") as source:
+        frame = pl.from_arrow(pa.ipc.open_file(source).read_all())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
 def _merged(
     folder: Path,
     outs: list[str],
-    results: list[tuple[PartialResult, dict[str, pl.DataFrame]]],
+    partials: list[PartialResult],
     log: IngestLog,
     options: PartitionOptions,
     skipped: list[str],
 ) -> Analysis:
     """One Analysis from the partitions' results and their per-run tables in the spill
     `folder` (removed when the Analysis is no longer used)."""
-    partials = [partial for partial, _ in results]
-    counts = [c for _, c in results]
-
-    def merged(name: str, out: str | None = None) -> pl.DataFrame | None:
-        if not all(name in c for c in counts) or not counts:
-            return None
-        files = [f"{o}.{name}.arrow" for o in outs]
-        return _merge_ordered(files, [c[name] for c in counts], out)
-
-    def load_steps() -> pl.DataFrame:
-        frame = merged("steps", str(folder / "steps.arrow"))
-        assert frame is not None
-        return frame
-
-    tables = {name: merged(name) for name in ("runs", "findings", "coverage")}
-
-    analysis = merge_partials(
+    spill = _Spill(folder, outs)
+    names = [n for n in _TABLES if all(getattr(p, n) is not None for p in partials)]
+    return merge_partials(
         partials,
         log,
         packs=options.packs,
         prices=options.prices,
         skipped=skipped,
-        steps=load_steps,
-        tables=tables,
+        spilled={name: functools.partial(spill.load, name) for name in names} if partials else None,
     )
-    # the spill goes with the result (its steps are read from it when first used)
-    weakref.finalize(analysis.runs, shutil.rmtree, folder, True)
-    return analysis
 
 
 def _spill_all(

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from analyzer.checks.retries import RetryScan
     from analyzer.pack import Pack
     from analyzer.pricing import PriceTable
+    from analyzer.report.facts import SummaryFacts
 
 __all__ = ["Analysis", "analyze", "analyze_paths", "analyze_runs", "runs_in_window"]
 
@@ -36,6 +37,9 @@ class Analysis:
     #: ``pricing.unpriced_models(runs.steps)`` when computed beforehand (the partitioned path
     #: does, so that a summary need not load every step); None: compute it from the steps
     unpriced: pl.DataFrame | None = None
+    #: What a summary reads, merged from the partitions' (`analyzer.report.facts`); None: read
+    #: from the tables above
+    facts: SummaryFacts | None = None
 
 
 def analyze(

@@ -373,6 +373,8 @@ def redact_analysis(analysis, salt: str):
     Call it after the checks ran (findings are computed on the real content) and before any
     output is written or printed. The ingest log is redacted in place (its excerpts).
     """
+    from analyzer.checks import Evaluation
+
     r = Redactor(salt)
     runset = analysis.runs
     content = _run_content(runset)
@@ -394,7 +396,7 @@ def redact_analysis(analysis, salt: str):
             dataclasses.replace(e, error=r.detail(e.error, None, content.get(e.run_id, "")))
             for e in evaluation.errors
         ]
-        evaluation = dataclasses.replace(evaluation, findings=findings, errors=errors)
+        evaluation = Evaluation(findings=findings, errors=errors, coverage=evaluation.coverage)
     ingested = analysis.ingested
     _redact_log(ingested.log, r)
     ingested = dataclasses.replace(ingested, spans=_redact_spans(ingested.spans, r))
@@ -404,4 +406,5 @@ def redact_analysis(analysis, salt: str):
         normalized=_redact_normalized(analysis.normalized, r),
         runs=runset,
         evaluation=evaluation,
+        facts=None,  # they hold content (answers, attributes): summaries read the redacted runs
     )

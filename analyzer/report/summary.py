@@ -9,9 +9,11 @@ import polars as pl
 
 from analyzer import metrics as m
 from analyzer.labels import rate
+from analyzer.report.facts import RATE_TABLES, facts_of
 
 if TYPE_CHECKING:
     from analyzer.labels import LabelSet
+    from analyzer.report.facts import SummaryFacts
 
 __all__ = [
     "BREAKDOWNS",
@@ -76,8 +78,8 @@ def build_summary(
     ``case_class`` is the run attribute the ``case_class`` breakdown groups by.
     """
     from analyzer import __version__
-
-    runs = analysis.runs.runs
+    facts = facts_of(analysis, case_class)
+    runs = facts.runs
     log = analysis.ingested.log
 
     def total(col: str) -> int | None:
@@ -90,7 +92,7 @@ def build_summary(
     if labels is not None:
         from analyzer.labels import score_labels
 
-        scored = score_labels(labels, runs, analysis.runs.steps)
+        scored = score_labels(labels, analysis.runs.runs, analysis.runs.steps)
     summary = {
         "summary_version": SUMMARY_VERSION,
         "agenttrace_version": __version__,
@@ -113,26 +115,27 @@ def build_summary(
             {"name": pack.name, "rules": len(pack.rules), "sha256": pack.sha256}
             for pack in analysis.packs
         ],
-        "findings": findings_summary(analysis),
-        "metrics": _metrics(analysis, scored, case_class),
+        "findings": findings_summary(analysis, facts),
+        "metrics": _metrics(analysis, facts, scored),
         "labels": scored.summary() if scored is not None else None,
     }
     return _clean(summary)
 
 
-def findings_summary(analysis) -> dict[str, Any]:
+def findings_summary(analysis, facts: SummaryFacts) -> dict[str, Any]:
     """Finding counts: total, by severity, and per rule and kind with the runs involved."""
     evaluation = analysis.evaluation
     empty = {"total": 0, "by_severity": dict.fromkeys(SEVERITIES, 0), "by_rule": []}
-    if evaluation is None:
+    if evaluation is None or facts.rates is None:
         return {**empty, "check_errors": []}
     found = evaluation.findings
-    coverage = evaluation.coverage
     by_severity = dict(found.group_by("severity").len().iter_rows())
-    applied = coverage.group_by("pack", "rule_id").agg(
-        pl.len().alias("runs_applied"),
-        (pl.col("status") == "checked").sum().alias("runs_checked"),
-        (pl.col("status") == "unverifiable").sum().alias("runs_unverifiable"),
+    applied = facts.rates["rule_coverage"].select(
+        "pack",
+        "rule_id",
+        pl.col("applied").alias("runs_applied"),
+        pl.col("checked").alias("runs_checked"),
+        pl.col("unverifiable").alias("runs_unverifiable"),
     )
     per_kind = found.group_by("pack", "rule_id", "kind", "severity").agg(
         pl.len().alias("findings"), pl.col("run_id").n_unique().alias("runs")
@@ -156,49 +159,34 @@ def findings_summary(analysis) -> dict[str, Any]:
 # --- metrics -------------------------------------------------------------------------------------
 
 
-def _metrics(analysis, scored, case_class: str) -> dict[str, Any]:
-    runs = analysis.runs.runs
+def _metrics(analysis, facts: SummaryFacts, scored) -> dict[str, Any]:
+    runs = facts.runs
     evaluation = analysis.evaluation
     findings = evaluation.findings if evaluation is not None else None
     weights = m.rule_weights(analysis.packs)
-    if evaluation is not None:
-        coverage = evaluation.coverage
-        rule_rates = m.rule_rates(findings, coverage).to_dicts()
-        kind_rates = m.kind_rates(
-            findings, coverage, rule_kinds=m.rule_kinds_of(analysis.packs)
-        ).to_dicts()
-        omission = m.omission_rates(
-            findings, coverage, required=m.required_tools_of(analysis.packs)
-        ).to_dicts()
-        rule_coverage = m.rule_coverage(coverage).to_dicts()
-    else:
-        rule_rates, kind_rates, omission, rule_coverage = [], [], [], []
+    rates = facts.rates or {}
     passed = scored.passed() if scored is not None else None
-    grouped = m.with_group_column(runs, case_class)  # the attribute read once, not per table
+    case_class = facts.case_class
     return {
         "methods": {**_METHODS, "case_class": f"run attribute {case_class}"},
         "tails": m.tails(runs, metrics=SUMMARY_TAILS).to_dicts(),
-        "cost": _cost(analysis, findings, passed),
-        "rule_rates": rule_rates,
-        "kind_rates": kind_rates,
-        "omission_rates": omission,
-        "rule_coverage": rule_coverage,
+        "cost": _cost(analysis, runs, findings, passed),
+        **{name: rates[name].to_dicts() if name in rates else [] for name in RATE_TABLES},
         "content_coverage": m.content_coverage(runs).to_dicts()[0],
         "scores": _scores(runs),
         "trials": _trials(runs, findings, passed),
         "breakdowns": {
             key: _breakdown(
-                grouped, case_class if key == "case_class" else key, findings, weights, passed
+                runs, case_class if key == "case_class" else key, findings, weights, passed
             )
             for key in BREAKDOWNS
         },
     }
 
 
-def _cost(analysis, findings, passed: pl.DataFrame | None) -> dict[str, Any]:
+def _cost(analysis, runs: pl.DataFrame, findings, passed: pl.DataFrame | None) -> dict[str, Any]:
     from analyzer.pricing import unpriced_models
 
-    runs = analysis.runs.runs
     cost = runs.get_column("cost_usd")
     priced = runs.height - cost.null_count()
     retry = runs.get_column("retry_cost_usd")

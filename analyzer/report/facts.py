@@ -1,0 +1,141 @@
+"""What a summary reads of an analysis, in parts that merge: slim runs and rate counts.
+
+A summary needs every run, but not every column of it, and it needs the coverage (one row per
+run and rule) only through counts. `summary_facts` keeps just that: the runs without their
+bulky columns (the case-class attribute read out of their attributes first) and the rule,
+kind, tool and coverage counts. Counts over disjoint runs add up, so a partitioned analysis
+computes the facts of each partition where it is analyzed and merges them (`merge_facts`):
+the process that writes the summary then never holds a whole-run table or the coverage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from analyzer import metrics as m
+
+if TYPE_CHECKING:
+    from analyzer.pipeline import Analysis
+
+__all__ = ["RATE_TABLES", "SummaryFacts", "facts_of", "merge_facts", "summary_facts"]
+
+#: The run columns summary figures read (besides the case class). The others (attributes,
+#: ids of spans and traces, tool definitions...) are most of a run's row.
+_READ = (
+    "run_id",
+    "case_id",
+    "agent",
+    "models",
+    "temperature",
+    "config_hash",
+    "service_version",
+    "has_answer",
+    "has_content",
+    "model_calls",
+    "tool_calls",
+    "unexecuted_tool_calls",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "duration_s",
+    "cost_usd",
+    "recorded_cost_usd",
+    "retries",
+    "retry_cost_usd",
+    "findings",
+    "score",
+    "answer",
+    "tool_sequence",
+)
+#: Run columns the summary reads only for runs with a case id (trials compare them).
+_TRIAL_ONLY = ("answer", "tool_sequence")
+#: Each rate table: its key columns, its count columns (sums over disjoint runs), and the
+#: (successes, trials, name) of its Wilson rate.
+RATE_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, str, str]]] = {
+    "rule_rates": (("pack", "rule_id"), ("applied", "judged", "failed"), ("failed", "judged", "rate")),
+    "kind_rates": (("kind",), ("judged", "failed"), ("failed", "judged", "rate")),
+    "omission_rates": (
+        ("tool",),
+        ("required_runs", "omitted_runs"),
+        ("omitted_runs", "required_runs", "rate"),
+    ),
+    "rule_coverage": (
+        ("pack", "rule_id"),
+        ("applied", "checked", "partial", "not_applicable", "unverifiable", "error", "judged"),
+        ("judged", "applied", "judged_rate"),
+    ),
+}
+
+
+@dataclass
+class SummaryFacts:
+    """The runs a summary reads (sorted by run_id) and its rate tables (None: no pack)."""
+
+    case_class: str  # the run attribute read out into a column of that name
+    runs: pl.DataFrame
+    rates: dict[str, pl.DataFrame] | None
+
+
+def summary_facts(analysis: Analysis, case_class: str) -> SummaryFacts:
+    """The facts of `analysis`, whose runs carry ``case_class`` as a column."""
+    runs = m.with_group_column(analysis.runs.runs, case_class)
+    has_case = pl.col("case_id").is_not_null()
+    keep = [c for c in runs.columns if c in _READ or c == case_class]
+    runs = runs.select(keep).with_columns(
+        pl.when(has_case).then(pl.col(c)).alias(c) for c in _TRIAL_ONLY if c != case_class
+    )
+    evaluation = analysis.evaluation
+    rates = None
+    if evaluation is not None:
+        findings, coverage = evaluation.findings, evaluation.coverage
+        rates = {
+            "rule_rates": m.rule_rates(findings, coverage),
+            "kind_rates": m.kind_rates(
+                findings, coverage, rule_kinds=m.rule_kinds_of(analysis.packs)
+            ),
+            "omission_rates": m.omission_rates(
+                findings, coverage, required=m.required_tools_of(analysis.packs)
+            ),
+            "rule_coverage": m.rule_coverage(coverage),
+        }
+    return SummaryFacts(case_class=case_class, runs=runs, rates=rates)
+
+
+def facts_of(analysis: Analysis, case_class: str) -> SummaryFacts:
+    """The facts `analysis` carries for `case_class` (a partitioned analysis has them), else
+    those of its tables."""
+    facts = analysis.facts
+    if facts is not None and facts.case_class == case_class:
+        return facts
+    return summary_facts(analysis, case_class)
+
+
+def merge_facts(parts: list[SummaryFacts]) -> SummaryFacts:
+    """The facts of the union of disjoint sets of runs, from theirs (at least one)."""
+    runs = pl.concat([p.runs for p in parts], how="vertical_relaxed", rechunk=False)
+    rates = None
+    if parts[0].rates is not None:
+        rates = {
+            name: _merge_counts(name, [p.rates[name] for p in parts if p.rates is not None])
+            for name in RATE_TABLES
+        }
+    return SummaryFacts(
+        case_class=parts[0].case_class,
+        runs=runs.sort("run_id", maintain_order=True),
+        rates=rates,
+    )
+
+
+def _merge_counts(name: str, frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """One rate table from those of disjoint runs: counts summed per key, rates recomputed."""
+    keys, counts, (k, n, rate) = RATE_TABLES[name]
+    merged = pl.concat(frames, how="vertical_relaxed")
+    out = (
+        merged.group_by(keys)
+        .agg(pl.col(c).sum().cast(pl.Int64) for c in counts)
+        .with_columns(m.wilson_columns(k, n, rate))
+    )
+    return out.sort(list(keys), nulls_last=True).select(merged.columns)
