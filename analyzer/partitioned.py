@@ -290,7 +290,9 @@ def merge_partials(
         runs = _take_by_run(partials, "runs") if partials else empty.runs
         steps = _by_run([p.steps for p in partials] or [empty.steps])
         assert runs is not None and steps is not None
-        runset = RunSet(runs=runs, steps=steps, sources=empty_sources(), span_runs=empty_span_runs())
+        runset = RunSet(
+            runs=runs, steps=steps, sources=empty_sources(), span_runs=empty_span_runs()
+        )
         count = runs.height
     else:
         assert facts is not None, "a spilled result is merged from its partitions' facts"
@@ -675,7 +677,9 @@ def _write_batches(frame: pl.DataFrame, path: str) -> None:
     """Write `frame` as an IPC file of small batches, and its rows per run, in order, to
     `path`.runs."""
     _write_ipc_batches(frame.to_arrow(), path)
-    _write_ipc_batches(frame.group_by("run_id", maintain_order=True).len("_n").to_arrow(), f"{path}.runs")
+    _write_ipc_batches(
+        frame.group_by("run_id", maintain_order=True).len("_n").to_arrow(), f"{path}.runs"
+    )
 
 
 def _write_ipc_batches(table: pa.Table, path: str) -> None:
@@ -858,9 +862,9 @@ def analyze_partitioned(
     system's temporary directory, removed when the result is no longer used); the runs, steps
     and coverage of the result are read from it when first used, and the facts its summary
     reads (`analyzer.report.facts`, for `case_class`, default
-    `analyzer.report.summary.DEFAULT_CASE_CLASS`) are merged from the partitions'. A dataset with prebuilt runs (`analyzer.prebuilt`),
-    given alone and with the default run and case keys, is analyzed from those, one unit per
-    part (`partitions` does not apply).
+    `analyzer.report.summary.DEFAULT_CASE_CLASS`) are merged from the partitions'. A dataset
+    with prebuilt runs (`analyzer.prebuilt`), given alone and with the default run and case
+    keys, is analyzed from those, one unit per part (`partitions` does not apply).
     """
     from analyzer.prebuilt import prebuilt_dataset
     from analyzer.pricing import load_prices
@@ -871,7 +875,13 @@ def analyze_partitioned(
     from analyzer.report.summary import DEFAULT_CASE_CLASS
 
     options = PartitionOptions(
-        run_key, case_key, tuple(packs), prices, since_ns, until_ns, case_class or DEFAULT_CASE_CLASS
+        run_key,
+        case_key,
+        tuple(packs),
+        prices,
+        since_ns,
+        until_ns,
+        case_class or DEFAULT_CASE_CLASS,
     )
     if spill is not None:
         Path(spill).mkdir(parents=True, exist_ok=True)

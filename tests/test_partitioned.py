@@ -14,6 +14,7 @@ from analyzer.cli import main
 from analyzer.pack import load_default_pack
 from analyzer.partitioned import analyze_partition, analyze_partitioned, partition_ids
 from analyzer.pipeline import analyze_paths
+from analyzer.report import build_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
@@ -232,3 +233,42 @@ def test_kyc_runs_of_the_generator_meet_the_kyc_pack_alike_on_both_paths(tmp_pat
     assert kinds == {"omission", "premature_answer"}
     runs = reference.runs.runs
     assert runs.filter(runs["agent"] == "kyc-reviewer").height > 0
+
+
+def test_summary_of_a_partitioned_analysis_loads_no_whole_run_table(generated: dict) -> None:
+    """The summary reads the facts merged from the partitions: the runs, steps and coverage
+    stay in the spill until something else reads them."""
+    packs = [load_default_pack()]
+    reference = build_summary(analyze_paths([generated["folder"]], packs=packs))
+    result = analyze_partitioned([generated["folder"]], partitions=3, jobs=1, packs=packs)
+    summary = build_summary(result)
+    assert summary == reference
+    assert result.runs._lazy._frames == {}
+    assert result.evaluation._lazy._frames == {}
+    # the facts keep the columns summary figures read, and no attribute text
+    assert "attributes" not in result.facts.runs.columns
+    assert "app.case_type" in result.facts.runs.columns
+    assert result.facts.runs.height == summary["runs"]["count"]
+
+
+def test_summary_with_another_case_class_reads_the_runs_themselves(generated: dict) -> None:
+    packs = [load_default_pack()]
+    reference = analyze_paths([generated["folder"]], packs=packs)
+    result = analyze_partitioned([generated["folder"]], partitions=3, jobs=1, packs=packs)
+    other = "gen_ai.agent.name"
+    assert result.facts.case_class != other
+    assert build_summary(result, case_class=other) == build_summary(reference, case_class=other)
+    assert "runs" in result.runs._lazy._frames  # loaded from the spill for it
+
+
+def test_partitioned_summary_is_that_of_the_facts_case_class(generated: dict) -> None:
+    packs = [load_default_pack()]
+    reference = analyze_paths([generated["folder"]], packs=packs)
+    result = analyze_partitioned(
+        [generated["folder"]], partitions=3, jobs=1, packs=packs, case_class="service.name"
+    )
+    assert result.facts.case_class == "service.name"
+    left = build_summary(reference, case_class="service.name")
+    assert build_summary(result, case_class="service.name") == left
+    assert left["metrics"]["breakdowns"]["case_class"]  # groups by the service name
+    assert result.runs._lazy._frames == {}

@@ -55,7 +55,11 @@ _TRIAL_ONLY = ("answer", "tool_sequence")
 #: Each rate table: its key columns, its count columns (sums over disjoint runs), and the
 #: (successes, trials, name) of its Wilson rate.
 RATE_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, str, str]]] = {
-    "rule_rates": (("pack", "rule_id"), ("applied", "judged", "failed"), ("failed", "judged", "rate")),
+    "rule_rates": (
+        ("pack", "rule_id"),
+        ("applied", "judged", "failed"),
+        ("failed", "judged", "rate"),
+    ),
     "kind_rates": (("kind",), ("judged", "failed"), ("failed", "judged", "rate")),
     "omission_rates": (
         ("tool",),

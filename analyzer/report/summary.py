@@ -78,6 +78,7 @@ def build_summary(
     ``case_class`` is the run attribute the ``case_class`` breakdown groups by.
     """
     from analyzer import __version__
+
     facts = facts_of(analysis, case_class)
     runs = facts.runs
     log = analysis.ingested.log
