@@ -206,17 +206,19 @@ def wilson_columns(k: str, n: str, prefix: str) -> list[pl.Expr]:
 # --- groups ------------------------------------------------------------------------------------
 
 
-def run_groups(runs: pl.DataFrame, by: str | Sequence[str]) -> tuple[pl.DataFrame, list[str]]:
+def run_groups(
+    runs: pl.DataFrame, by: str | Sequence[str], columns: Sequence[pl.Expr] = ()
+) -> tuple[pl.DataFrame, list[str]]:
     """``run_id`` and one column per name of ``by`` (lists exploded), and those names.
 
     A name is a run column, an alias (``model`` -> ``models``, ``case`` -> ``case_id``,
     ``service.version``, ``service.name``) or an attribute of the run (text from the
-    ``attributes`` JSON).
+    ``attributes`` JSON). ``columns``: more columns of the runs to select along.
     """
     names = [by] if isinstance(by, str) else list(by)
     if not names:
         raise ValueError("by names no column")
-    groups = runs.select("run_id", *(_group_expr(runs, name) for name in names))
+    groups = runs.select("run_id", *(_group_expr(runs, name) for name in names), *columns)
     exploded = False
     for name in names:
         if isinstance(groups.schema[name], pl.List):
@@ -224,7 +226,18 @@ def run_groups(runs: pl.DataFrame, by: str | Sequence[str]) -> tuple[pl.DataFram
             groups = groups.explode(name, empty_as_null=True)
             exploded = True
     # one row per run, unless a list held a value twice
-    return (groups.unique(maintain_order=True) if exploded else groups), names
+    if exploded:
+        groups = groups.unique(subset=["run_id", *names], maintain_order=True)
+    return groups, names
+
+
+def _select_grouped(
+    runs: pl.DataFrame, by: str | Sequence[str] | None, columns: Sequence[pl.Expr]
+) -> tuple[pl.DataFrame, list[str]]:
+    """``run_id``, ``columns`` and, with ``by``, the groups (`run_groups`): no join needed."""
+    if by is None:
+        return runs.select("run_id", *columns), []
+    return run_groups(runs, by, columns)
 
 
 def _group_expr(runs: pl.DataFrame, name: str) -> pl.Expr:
@@ -276,8 +289,8 @@ def _qname(q: float) -> str:
     return f"p{round(q * 100, 6):g}"
 
 
-def _metric_values(runs: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
-    """run_id and one Float64 column per metric (null where unknown or absent)."""
+def _metric_values(runs: pl.DataFrame, metrics: Sequence[str]) -> list[pl.Expr]:
+    """One Float64 column per metric (null where unknown or absent)."""
     exprs = []
     for metric in metrics:
         if metric == "tokens" and "tokens" not in runs.columns:
@@ -292,7 +305,7 @@ def _metric_values(runs: pl.DataFrame, metrics: Sequence[str]) -> pl.DataFrame:
             exprs.append(pl.col(metric).cast(pl.Float64).alias(metric))
         else:
             exprs.append(pl.lit(None, pl.Float64).alias(metric))
-    return runs.select("run_id", *exprs)
+    return exprs
 
 
 def tails(
@@ -309,8 +322,7 @@ def tails(
     per quantile ``p50``, ``p50_lo``, ``p50_hi`` (likewise p95, p99). Metrics keep the order
     given; ``tokens`` is input + output tokens.
     """
-    values = _metric_values(runs, metrics)
-    values, keys = _with_groups(values, runs, by)
+    values, keys = _select_grouped(runs, by, _metric_values(runs, metrics))
     # (run_id, group) rows are unique (run_groups): one row per run and metric; the run ids
     # are not needed past that (a copy of each per metric would be most of the frame)
     long = values.drop("run_id").unpivot(
@@ -579,6 +591,13 @@ def run_outcomes(
 ) -> pl.DataFrame:
     """Per run: ``findings`` (count), ``blocking`` (findings at or above ``at_least``),
     ``passed`` (no blocking finding). Sorted by run_id."""
+    return _with_outcomes(runs.select("run_id"), findings, at_least).sort("run_id")
+
+
+def _with_outcomes(
+    rows: pl.DataFrame, findings: pl.DataFrame | None, at_least: str
+) -> pl.DataFrame:
+    """``rows`` (with run_id) and their run's ``findings``, ``blocking`` and ``passed``."""
     blocking = list(SEVERITIES[: _severity_rank(at_least) + 1])
     counts = (
         _findings(findings)
@@ -588,9 +607,9 @@ def run_outcomes(
             pl.col("severity").is_in(blocking).sum().cast(pl.Int64).alias("blocking"),
         )
     )
-    out = runs.select("run_id").join(counts, on="run_id", how="left")
+    out = rows.join(counts, on="run_id", how="left", maintain_order="left")
     out = out.with_columns(pl.col("findings", "blocking").fill_null(0))
-    return out.with_columns(passed=pl.col("blocking") == 0).sort("run_id")
+    return out.with_columns(passed=pl.col("blocking") == 0)
 
 
 def cost_per_correct_run(
@@ -606,8 +625,8 @@ def cost_per_correct_run(
     null then or when no run passed. Columns: [by...], runs, passed_runs, unpriced_runs,
     total_cost_usd, cost_per_correct_run.
     """
-    outcome = run_outcomes(runs, findings, at_least=at_least)
-    rows, keys = _with_groups(outcome.join(_run_costs(runs), on="run_id", how="left"), runs, by)
+    rows, keys = _select_grouped(runs, by, [_run_cost(runs)])
+    rows = _with_outcomes(rows, findings, at_least)
     out = _aggregate(
         rows,
         keys,
@@ -620,11 +639,11 @@ def cost_per_correct_run(
     return _sorted(out.with_columns(_COST_PER_CORRECT), keys)
 
 
-def _run_costs(runs: pl.DataFrame) -> pl.DataFrame:
-    """run_id, cost_usd (Float64; null when unknown or not priced)."""
+def _run_cost(runs: pl.DataFrame) -> pl.Expr:
+    """``cost_usd`` as Float64 (null when unknown or not priced)."""
     if "cost_usd" in runs.columns:
-        return runs.select("run_id", pl.col("cost_usd").cast(pl.Float64))
-    return runs.select("run_id", pl.lit(None, pl.Float64).alias("cost_usd"))
+        return pl.col("cost_usd").cast(pl.Float64)
+    return pl.lit(None, pl.Float64).alias("cost_usd")
 
 
 #: Per group of runs with ``cost_usd``: the unpriced runs, and the total cost when none is.
@@ -679,6 +698,22 @@ def run_scores(
     ``weights`` maps (pack, rule_id) to a weight (`rule_weights`); rules not in it weigh
     `SEVERITY_WEIGHTS` of their findings' severity.
     """
+    out = runs.select("run_id").join(_lost_points(findings, weights), on="run_id", how="left")
+    return out.select(
+        "run_id",
+        _SCORE,
+        pl.col("failed_rules").fill_null(pl.lit([], pl.List(pl.String))),
+    ).sort("run_id")
+
+
+#: The score of a run from the points it lost (`_lost_points`; null: none lost).
+_SCORE = (100.0 - pl.col("_lost").fill_null(0.0)).clip(0.0, 100.0).alias("score")
+
+
+def _lost_points(
+    findings: pl.DataFrame | None, weights: Mapping[tuple[str, str], float] | None
+) -> pl.DataFrame:
+    """Per run with a finding: ``_lost`` (the weights of its failed rules), ``failed_rules``."""
     given = pl.DataFrame(
         [(p, r, float(w)) for (p, r), w in (weights or {}).items()],
         schema={"pack": pl.String, "rule_id": pl.String, "_w": pl.Float64},
@@ -697,16 +732,10 @@ def run_scores(
     if not missing.is_empty():
         rule = missing.row(0, named=True)
         raise ValueError(f"rule {rule['rule_id']!r} has unknown severity {rule['severity']!r}")
-    lost = failed.group_by("run_id").agg(
+    return failed.group_by("run_id").agg(
         pl.col("_w").sum().alias("_lost"),
         pl.col("rule_id").unique().sort().alias("failed_rules"),
     )
-    out = runs.select("run_id").join(lost, on="run_id", how="left")
-    return out.select(
-        "run_id",
-        (100.0 - pl.col("_lost").fill_null(0.0)).clip(0.0, 100.0).alias("score"),
-        pl.col("failed_rules").fill_null(pl.lit([], pl.List(pl.String))),
-    ).sort("run_id")
 
 
 # --- pass^k ------------------------------------------------------------------------------------
@@ -786,12 +815,9 @@ def breakdown(
     ``{metric}_p95`` for each metric. The per-rule, per-kind, per-tool and tail tables take
     ``by`` too, for the full picture per group.
     """
-    outcome = run_outcomes(runs, findings, at_least=at_least)
-    scores = run_scores(runs, findings, weights=weights).select("run_id", "score")
-    rows = outcome.join(scores, on="run_id", how="left").join(
-        _run_costs(runs), on="run_id", how="left"
-    )
-    rows, keys = _with_groups(rows, runs, by)
+    rows, keys = _select_grouped(runs, by, [_run_cost(runs)])
+    rows = _with_outcomes(rows, findings, at_least)
+    rows = rows.join(_lost_points(findings, weights), on="run_id", how="left").with_columns(_SCORE)
     out = rows.group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("runs"),
         pl.col("passed").sum().cast(pl.Int64).alias("passed_runs"),
