@@ -641,3 +641,14 @@ def test_breakdowns_carry_label_correct_rates(kyc_summary):
     analysis, _ = kyc_summary
     plain = build_summary(analysis)["metrics"]["breakdowns"]["agent"][0]
     assert not any(key.startswith("label_") for key in plain)
+
+
+def test_partitioned_labels_summary_is_the_in_process_one(kyc_summary):
+    """Labels score the whole runs and steps, which a partitioned analysis reads from its
+    spill for them; the rest of the summary comes from its merged facts."""
+    from analyzer.partitioned import analyze_partitioned
+
+    _, reference = kyc_summary
+    packs = tuple(load_packs([KYC_PACK]))
+    analysis = analyze_partitioned([KYC], partitions=3, jobs=1, packs=packs)
+    assert build_summary(analysis, load_labels(KYC_LABELS)) == reference
