@@ -6,8 +6,9 @@ even when they sit in different files. Each partition is then analyzed on its ow
 functions of the in-process path (`analyze_partition`: de-duplication, conventions, runs,
 prices, checks) and the partial results are merged (`merge_partials`): runs, steps, findings and
 coverage concatenated in the order the in-process path gives them, the ingest accounting summed.
-Only one partition's spans are in memory at a time per process; the merged runs, findings and
-coverage (one row per run or per finding) are kept, the steps stay in the spill until used.
+Only one partition's spans are in memory at a time per process; the merged findings and the
+facts a summary reads (`analyzer.report.facts`, computed per partition) are kept, the runs,
+steps and coverage stay in the spill until used.
 
 `analyze_partition` is a pure function of one partition's span table: the Spark path calls it
 per group (``groupBy(run key).applyInArrow``).
@@ -757,12 +758,12 @@ class _StepCursor:
 
 
 def _merge_ordered(
-    files: list[str], step_runs: list[pl.DataFrame], out: str | None = None
+    files: list[str], rows_per_run: list[pl.DataFrame], out: str | None = None
 ) -> pl.DataFrame:
-    """The rows of all partitions' files in the in-process order (by run, stable). Written
-    to `out` and mapped back when given (the frame's memory is then the file's), merged piece
-    by piece: only small batches of the inputs are in memory at a time. Else kept: read whole
-    and sorted (runs, findings, coverage: a few columns per run, 3x faster so)."""
+    """The rows of all partitions' files in the in-process order (by run, stable), given each
+    file's rows per run (run_id, _n, in its order). Written to `out` and mapped back when given
+    (the frame's memory is then the file's), merged piece by piece: only small batches of the
+    inputs are in memory at a time. Else read whole and sorted (the findings: 3x faster so)."""
     if out is None:
         frames = [_read_frame(path) for path in files]
         target = _common_schema(frames)
@@ -770,7 +771,7 @@ def _merge_ordered(
         return merged.sort("run_id", maintain_order=True)
     order = (
         pl.concat(
-            [f.with_columns(_p=pl.lit(i, pl.UInt32)) for i, f in enumerate(step_runs)],
+            [f.with_columns(_p=pl.lit(i, pl.UInt32)) for i, f in enumerate(rows_per_run)],
             how="vertical_relaxed",
         )
         .sort("run_id", maintain_order=True)
