@@ -323,41 +323,47 @@ def tails(
     given; ``tokens`` is input + output tokens.
     """
     values, keys = _select_grouped(runs, by, _metric_values(runs, metrics))
-    # (run_id, group) rows are unique (run_groups): one row per run and metric; the run ids
-    # are not needed past that (a copy of each per metric would be most of the frame)
-    long = values.drop("run_id").unpivot(
-        index=keys, on=list(metrics), variable_name="metric", value_name="value"
-    )
-    aggs = [
-        pl.len().cast(pl.Int64).alias("runs"),
-        pl.col("value").count().cast(pl.Int64).alias("n"),
-        pl.col("value").null_count().cast(pl.Int64).alias("missing"),
-        pl.col("value").max().alias("max"),
-        pl.col("value").drop_nulls().sort().alias("_sorted"),
-    ]
-    aggs += [
-        pl.col("value").quantile(q, interpolation="linear").alias(_qname(q)) for q in quantiles
-    ]
-    out = long.group_by([*keys, "metric"]).agg(aggs)
-    ranks = _rank_table(out.get_column("n").unique().to_list(), quantiles, confidence)
-    out = out.join(ranks, on="n", how="left")
+    # (run_id, group) rows are unique (run_groups): one row per run. One metric at a time: an
+    # unpivot of them all would copy the groups once per metric.
+    if not keys:  # one group of all runs (none without runs)
+        values = values.with_columns(_all=pl.lit(0, pl.Int8))
+    group = keys or ["_all"]
+    parts = []
+    for position, metric in enumerate(metrics):
+        value = pl.col(metric)
+        part = values.group_by(group).agg(
+            pl.len().cast(pl.Int64).alias("runs"),
+            value.count().cast(pl.Int64).alias("n"),
+            value.null_count().cast(pl.Int64).alias("missing"),
+            value.max().alias("max"),
+            value.drop_nulls().sort().alias("_sorted"),
+            *[value.quantile(q, interpolation="linear").alias(_qname(q)) for q in quantiles],
+        )
+        ranks = _rank_table(part.get_column("n").unique().to_list(), quantiles, confidence)
+        part = part.join(ranks, on="n", how="left")
+        bounds = []
+        for q in quantiles:
+            name = _qname(q)
+            bounds += [
+                pl.col("_sorted")
+                .list.get(pl.col(f"_l_{name}") - 1, null_on_oob=True)
+                .alias(f"{name}_lo"),
+                pl.col("_sorted")
+                .list.get(pl.col(f"_u_{name}") - 1, null_on_oob=True)
+                .alias(f"{name}_hi"),
+            ]
+        parts.append(
+            part.with_columns(
+                *bounds,
+                metric=pl.lit(metric, pl.String),
+                _order=pl.lit(position, pl.Int64),
+            )
+        )
     cols = [*keys, "metric", "runs", "n", "missing", "max"]
     for q in quantiles:
         name = _qname(q)
-        out = out.with_columns(
-            pl.col("_sorted")
-            .list.get(pl.col(f"_l_{name}") - 1, null_on_oob=True)
-            .alias(f"{name}_lo"),
-            pl.col("_sorted")
-            .list.get(pl.col(f"_u_{name}") - 1, null_on_oob=True)
-            .alias(f"{name}_hi"),
-        )
         cols += [name, f"{name}_lo", f"{name}_hi"]
-    order = pl.DataFrame(
-        {"metric": list(metrics), "_order": list(range(len(metrics)))},
-        schema={"metric": pl.String, "_order": pl.Int64},
-    )
-    out = out.join(order, on="metric", how="left")
+    out = pl.concat([p.select(*cols, "_order") for p in parts])
     return _sorted(out, [*keys, "_order"]).select(cols)
 
 

@@ -285,7 +285,10 @@ def merge_partials(
     empty = _empty_partial(packs, prices)
     facts = None
     if partials and all(p.facts is not None for p in partials):
-        facts = merge_facts([p.facts for p in partials if p.facts is not None])
+        parts = [p.facts for p in partials if p.facts is not None]
+        for p in partials:
+            p.facts = None  # released as merged
+        facts = merge_facts(parts)
     runset: RunSet
     if spilled is None:
         runs = _take_by_run(partials, "runs") if partials else empty.runs

@@ -118,19 +118,25 @@ def facts_of(analysis: Analysis, case_class: str) -> SummaryFacts:
 
 
 def merge_facts(parts: list[SummaryFacts]) -> SummaryFacts:
-    """The facts of the union of disjoint sets of runs, from theirs (at least one)."""
-    runs = pl.concat([p.runs for p in parts], how="vertical_relaxed", rechunk=False)
+    """The facts of the union of disjoint sets of runs, from theirs (at least one; the list is
+    emptied: each part's runs are released as they are merged)."""
+    case_class = parts[0].case_class
     rates = None
     if parts[0].rates is not None:
         rates = {
             name: _merge_counts(name, [p.rates[name] for p in parts if p.rates is not None])
             for name in RATE_TABLES
         }
-    return SummaryFacts(
-        case_class=parts[0].case_class,
-        runs=runs.sort("run_id", maintain_order=True),
-        rates=rates,
-    )
+    runs = pl.concat([p.runs for p in parts], how="vertical_relaxed", rechunk=False)
+    parts.clear()
+    # Sorted column by column (a run id is unique), each input column released once gathered:
+    # a sort of the whole frame holds about three times its size.
+    order = runs.get_column("run_id").arg_sort()
+    columns = []
+    for name in runs.columns:
+        columns.append(runs.get_column(name).rechunk().gather(order))
+        runs = runs.drop(name)
+    return SummaryFacts(case_class=case_class, runs=pl.DataFrame(columns), rates=rates)
 
 
 def _merge_counts(name: str, frames: list[pl.DataFrame]) -> pl.DataFrame:
