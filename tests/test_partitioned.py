@@ -272,3 +272,12 @@ def test_partitioned_summary_is_that_of_the_facts_case_class(generated: dict) ->
     assert build_summary(result, case_class="service.name") == left
     assert left["metrics"]["breakdowns"]["case_class"]  # groups by the service name
     assert result.runs._lazy._frames == {}
+
+
+def test_partitioned_summary_without_packs_is_the_in_process_one(generated: dict) -> None:
+    reference = build_summary(analyze_paths([generated["folder"]]))
+    result = analyze_partitioned([generated["folder"]], partitions=3, jobs=1)
+    assert result.facts is not None and result.facts.rates is None
+    summary = build_summary(result)
+    assert summary == reference
+    assert summary["findings"]["total"] == 0 and summary["metrics"]["rule_rates"] == []
