@@ -209,36 +209,38 @@ class _Lazy:
         self._frames[name] = value
 
 
+class _SpilledFrame:
+    """A frame attribute of an object whose ``_lazy`` reads it from the spill when first used."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else obj._lazy.frame(self.name)
+
+    def __set__(self, obj: Any, value: pl.DataFrame) -> None:
+        obj._lazy.set(self.name, value)
+
+
 class SpilledRunSet(RunSet):
     """A RunSet whose runs and steps are read from the spill when first used.
 
     ``sources`` and ``span_runs`` are empty: they served the checks, which ran per partition.
     """
 
+    runs = _SpilledFrame()  # type: ignore[assignment]
+    steps = _SpilledFrame()  # type: ignore[assignment]
+
     def __init__(self, runs: Callable[[], pl.DataFrame], steps: Callable[[], pl.DataFrame]) -> None:
         self._lazy = _Lazy({"runs": runs, "steps": steps})
         self.sources = empty_sources()
         self.span_runs = empty_span_runs()
 
-    @property  # type: ignore[override]
-    def runs(self) -> pl.DataFrame:
-        return self._lazy.frame("runs")
-
-    @runs.setter
-    def runs(self, value: pl.DataFrame) -> None:
-        self._lazy.set("runs", value)
-
-    @property  # type: ignore[override]
-    def steps(self) -> pl.DataFrame:
-        return self._lazy.frame("steps")
-
-    @steps.setter
-    def steps(self, value: pl.DataFrame) -> None:
-        self._lazy.set("steps", value)
-
 
 class SpilledEvaluation(Evaluation):
     """An Evaluation whose coverage is read from the spill when first used."""
+
+    coverage = _SpilledFrame()  # type: ignore[assignment]
 
     def __init__(
         self,
@@ -249,14 +251,6 @@ class SpilledEvaluation(Evaluation):
         self.findings = findings
         self.errors = errors
         self._lazy = _Lazy({"coverage": coverage})
-
-    @property  # type: ignore[override]
-    def coverage(self) -> pl.DataFrame:
-        return self._lazy.frame("coverage")
-
-    @coverage.setter
-    def coverage(self, value: pl.DataFrame) -> None:
-        self._lazy.set("coverage", value)
 
 
 def merge_partials(
@@ -277,7 +271,6 @@ def merge_partials(
     instead: the findings now, the others when first used. The partials' facts, when they all
     have them, are merged into the Analysis's.
     """
-    from analyzer.checks import Evaluation
     from analyzer.pipeline import Analysis
     from analyzer.report.facts import merge_facts
 
