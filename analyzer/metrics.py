@@ -106,6 +106,9 @@ def quantile(values: Sequence[float | None] | pl.Series, q: float) -> float | No
     """The q-quantile of the non-null ``values`` (type 7, linear); None when there are none."""
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"quantile {q} is not between 0 and 1")
+    if isinstance(values, pl.Series):  # polars' linear interpolation is type 7
+        kept = values.drop_nulls().cast(pl.Float64)
+        return None if kept.is_empty() else float(kept.quantile(q, interpolation="linear"))
     xs = sorted(v for v in values if v is not None)
     if not xs:
         return None
@@ -821,7 +824,12 @@ def breakdown(
     ``{metric}_p95`` for each metric. The per-rule, per-kind, per-tool and tail tables take
     ``by`` too, for the full picture per group.
     """
-    rows, keys = _select_grouped(runs, by, [_run_cost(runs)])
+    # cost_usd for the totals; each metric as _m_<metric> for its quantiles
+    values = [
+        value.alias(f"_m_{metric}")
+        for metric, value in zip(metrics, _metric_values(runs, metrics), strict=True)
+    ]
+    rows, keys = _select_grouped(runs, by, [_run_cost(runs), *values])
     rows = _with_outcomes(rows, findings, at_least)
     rows = rows.join(_lost_points(findings, weights), on="run_id", how="left").with_columns(_SCORE)
     out = rows.group_by(keys).agg(
@@ -830,16 +838,14 @@ def breakdown(
         (pl.col("findings") > 0).sum().cast(pl.Int64).alias("runs_with_findings"),
         pl.col("score").mean().alias("mean_score"),
         *_COST_AGGS,
+        # the quantiles of `tails`, without its intervals
+        *[
+            pl.col(f"_m_{metric}").quantile(q, interpolation="linear").alias(f"{metric}_{name}")
+            for metric in metrics
+            for q, name in ((0.5, "p50"), (0.95, "p95"))
+        ],
     )
     out = out.with_columns(*wilson_columns("passed_runs", "runs", "pass_rate"), _COST_PER_CORRECT)
-    tail = tails(runs, by=by, metrics=metrics, quantiles=(0.5, 0.95))
-    for metric in metrics:
-        part = tail.filter(pl.col("metric") == metric).select(
-            *keys,
-            pl.col("p50").alias(f"{metric}_p50"),
-            pl.col("p95").alias(f"{metric}_p95"),
-        )
-        out = out.join(part, on=keys, how="left", nulls_equal=True)
     cols = [
         *keys,
         "runs",

@@ -10,6 +10,7 @@ import pytest
 
 from analyzer.checks import COVERAGE_SCHEMA, FINDING_SCHEMA
 from analyzer.metrics import (
+    TAIL_METRICS,
     breakdown,
     content_coverage,
     cost_per_correct_run,
@@ -83,6 +84,18 @@ def test_quantile_type_7():
     assert quantile([None], 0.5) is None
     with pytest.raises(ValueError):
         quantile(xs, 1.5)
+
+
+def test_quantile_of_a_series_is_that_of_its_values():
+    """A polars Series is read by polars (linear interpolation), with the same results."""
+    xs = [4.0, 1.0, None, 3.0, 2.0]
+    for q in (0.0, 0.25, 0.5, 0.95, 1.0):
+        assert quantile(pl.Series(xs), q) == quantile(xs, q)
+    assert quantile(pl.Series([3, 9], dtype=pl.Int64), 0.5) == 6.0
+    assert quantile(pl.Series([None], dtype=pl.Float64), 0.5) is None
+    assert quantile(pl.Series([], dtype=pl.Float64), 0.5) is None
+    with pytest.raises(ValueError):
+        quantile(pl.Series(xs), -0.1)
 
 
 @pytest.mark.parametrize(
@@ -523,6 +536,25 @@ def test_breakdown_by_model_counts_a_multi_model_run_in_each_group():
     assert (m2["runs"], m2["total_cost_usd"], m2["cost_usd_p50"]) == (2, 2.0, 1.0)
     none = rows[None]  # r12: no model, no cost
     assert (none["runs"], none["unpriced_runs"], none["total_cost_usd"]) == (1, 1, None)
+
+
+def test_breakdown_quantiles_are_those_of_tails():
+    """breakdown's {metric}_p50/_p95 are the p50/p95 of `tails` for the same groups, for every
+    default metric (tokens summed from its parts, a metric the runs lack all null)."""
+    for runs, by in [
+        (_runs(), "model"),
+        (_runs(), ["temperature"]),
+        (_runs().drop("duration_s"), "agent"),
+    ]:
+        out = breakdown(runs, by, findings=FINDINGS)
+        keys = [by] if isinstance(by, str) else by
+        tail = tails(runs, by=by, quantiles=(0.5, 0.95))
+        for metric in TAIL_METRICS:
+            want = tail.filter(pl.col("metric") == metric).select(
+                *keys, pl.col("p50").alias(f"{metric}_p50"), pl.col("p95").alias(f"{metric}_p95")
+            )
+            got = out.select(*keys, f"{metric}_p50", f"{metric}_p95")
+            assert got.sort(keys, nulls_last=True).equals(want.sort(keys, nulls_last=True))
 
 
 def test_outputs_are_deterministic():
