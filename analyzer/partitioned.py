@@ -865,12 +865,11 @@ def analyze_partitioned(
     """
     from analyzer.prebuilt import prebuilt_dataset
     from analyzer.pricing import load_prices
+    from analyzer.report.summary import DEFAULT_CASE_CLASS
 
     jobs = jobs or default_jobs()
     files, skipped = expand_paths(list(paths))
     prices = prices if prices is not None else load_prices()
-    from analyzer.report.summary import DEFAULT_CASE_CLASS
-
     options = PartitionOptions(
         run_key,
         case_key,
