@@ -45,6 +45,14 @@ _PRICES = click.option(
     metavar="FILE",
     help="Price table (YAML, USD per million tokens). Default: the bundled rules/prices.yaml.",
 )
+_CASE_CLASS = click.option(
+    "--case-class",
+    "case_class",
+    metavar="ATTR",
+    default="app.case_type",
+    show_default=True,
+    help="Run attribute holding the case class, for the case_class breakdown.",
+)
 _LABELS = click.option(
     "--labels",
     "labels_file",
@@ -77,6 +85,15 @@ def _redacted(analysis, redact: bool, salt: str | None) -> tuple[Any, dict[str, 
     if not given:
         click.echo(f"redaction salt (generated, written to no file): {salt}", err=True)
     return redact_analysis(analysis, salt), redaction_record(salt, given=given)
+
+
+def _packs(rule_packs: tuple[Path, ...], allow_plugins: bool) -> tuple:
+    """The rule packs given (--rules), else the built-in pack."""
+    from analyzer.pack import load_default_pack, load_packs
+
+    if rule_packs:
+        return tuple(load_packs(rule_packs, allow_plugins=allow_plugins))
+    return (load_default_pack(),)
 
 
 def _command_line(salt: str | None) -> list[str]:
@@ -256,18 +273,35 @@ def _time_ns(value: str | None, option: str) -> int | None:
     help="Dataset folder: a new one, or an existing dataset to append the new files to.",
 )
 @_jobs_option
-def ingest(paths: tuple[Path, ...], out: Path, jobs: int | None) -> None:
+@_RULES
+@_ALLOW_PLUGINS
+@_PRICES
+@_CASE_CLASS
+def ingest(
+    paths: tuple[Path, ...],
+    out: Path,
+    jobs: int | None,
+    rule_packs: tuple[Path, ...],
+    allow_plugins: bool,
+    prices_file: Path | None,
+    case_class: str,
+) -> None:
     """Parse trace files once into a Parquet dataset that every command reads back fast.
 
     Into an existing dataset, only files not ingested before (by SHA-256) are read; running
-    the same command again changes nothing.
+    the same command again changes nothing. The new runs are also checked with the rule packs
+    and prices given (by default those of `report`), and the results kept: a `report` of the
+    dataset with the same packs and prices reads them instead of running the checks again.
     """
     from analyzer.ingest.dataset import ingested_digests
     from analyzer.ingest.files import expand_paths, sha256_of
     from analyzer.partitioned import ingest_partitioned
+    from analyzer.pricing import load_prices
 
     if not paths:
         raise InputError("no input: give at least one trace file or folder")
+    packs = _packs(rule_packs, allow_plugins)
+    prices = load_prices(prices_file)
     done = ingested_digests(out)
     if done:
         files, _ = expand_paths(list(paths))
@@ -279,7 +313,14 @@ def ingest(paths: tuple[Path, ...], out: Path, jobs: int | None) -> None:
             click.echo(f"{len(files) - len(new):,} files already in the dataset skipped")
         paths = tuple(new)
     ingested = ingest_partitioned(
-        list(paths), out, tool_version=__version__, jobs=jobs, progress=_progress()
+        list(paths),
+        out,
+        tool_version=__version__,
+        jobs=jobs,
+        progress=_progress(),
+        packs=packs,
+        prices=prices,
+        case_class=case_class,
     )
     click.echo(_accounting_line(ingested.log, ingested.skipped))
     for line in _quarantine_lines(ingested.log):
@@ -434,14 +475,7 @@ _SEVERITIES = ("critical", "high", "medium", "low")
 @_ALLOW_PLUGINS
 @_PRICES
 @_LABELS
-@click.option(
-    "--case-class",
-    "case_class",
-    metavar="ATTR",
-    default="app.case_type",
-    show_default=True,
-    help="Run attribute holding the case class, for the case_class breakdown.",
-)
+@_CASE_CLASS
 @click.option(
     "--out",
     "out",
@@ -525,15 +559,10 @@ def report(
     redact_salt: str | None,
 ) -> None:
     """Analyze trace files: accounting, runs, findings (the main job)."""
-    from analyzer.pack import load_default_pack, load_packs
     from analyzer.pricing import load_prices
     from analyzer.report import build_summary, write_outputs
 
-    packs = (
-        tuple(load_packs(rule_packs, allow_plugins=allow_plugins))
-        if rule_packs
-        else (load_default_pack(),)
-    )
+    packs = _packs(rule_packs, allow_plugins)
     prices = load_prices(prices_file)
     labels = None
     if labels_file is not None:
@@ -749,16 +778,11 @@ def diff(
     from analyzer.diff import compare, load_side
     from analyzer.diff.gate import judge, load_gate
     from analyzer.diff.render import render_html, render_json, render_markdown, render_table
-    from analyzer.pack import load_default_pack, load_packs
     from analyzer.pricing import load_prices
 
     # Every file the user wrote is checked before any trace is read: a typo fails fast.
     gate = load_gate(gate_file) if gate_file is not None else None
-    packs = (
-        tuple(load_packs(rule_packs, allow_plugins=allow_plugins))
-        if rule_packs
-        else (load_default_pack(),)
-    )
+    packs = _packs(rule_packs, allow_plugins)
     prices = load_prices(prices_file)
     labels = None
     if labels_file is not None:

@@ -63,7 +63,10 @@ __all__ = [
     "estimate_bytes",
     "ingest_partitioned",
     "merge_partials",
+    "partial_result",
     "partition_ids",
+    "read_ipc_file",
+    "spill_tables",
 ]
 
 #: Span-table bytes (estimated) per partition when the count is chosen automatically.
@@ -142,11 +145,12 @@ def analyze_partition(
         since_ns=since_ns,
         until_ns=until_ns,
     )
-    return _partial(analysis, case_class)
+    return partial_result(analysis, case_class)
 
 
-def _partial(analysis: Analysis, case_class: str | None) -> PartialResult:
-    """The PartialResult of one partition's Analysis (with its facts for `case_class`)."""
+def partial_result(analysis: Analysis, case_class: str | None) -> PartialResult:
+    """The PartialResult of one partition's Analysis (with the facts a summary with the case
+    class `case_class` reads)."""
     from analyzer.pricing import unpriced_models
     from analyzer.report.facts import summary_facts
 
@@ -275,7 +279,10 @@ def merge_partials(
     from analyzer.report.facts import merge_facts
 
     partials = list(partials)
-    empty = _empty_partial(packs, prices)
+
+    def empty() -> PartialResult:  # the frames of no run (their schemas), made when needed
+        return _empty_partial(packs, prices)
+
     facts = None
     if partials and all(p.facts is not None for p in partials):
         parts = [p.facts for p in partials if p.facts is not None]
@@ -284,8 +291,8 @@ def merge_partials(
         facts = merge_facts(parts)
     runset: RunSet
     if spilled is None:
-        runs = _take_by_run(partials, "runs") if partials else empty.runs
-        steps = _by_run([p.steps for p in partials] or [empty.steps])
+        runs = _take_by_run(partials, "runs") if partials else empty().runs
+        steps = _by_run([p.steps for p in partials] or [empty().steps])
         assert runs is not None and steps is not None
         runset = RunSet(
             runs=runs, steps=steps, sources=empty_sources(), span_runs=empty_span_runs()
@@ -301,15 +308,13 @@ def merge_partials(
         errors = sorted(
             (e for p in partials for e in p.errors), key=lambda e: (e.run_id, e.rule_id, e.pack)
         )
-        assert empty.findings is not None and empty.coverage is not None
         if spilled is None:
             findings = _take_by_run(partials, "findings")
             coverage = _take_by_run(partials, "coverage")
-            evaluation = Evaluation(
-                findings=findings if findings is not None else empty.findings,
-                errors=errors,
-                coverage=coverage if coverage is not None else empty.coverage,
-            )
+            findings = findings if findings is not None else empty().findings
+            coverage = coverage if coverage is not None else empty().coverage
+            assert findings is not None and coverage is not None
+            evaluation = Evaluation(findings=findings, errors=errors, coverage=coverage)
         else:
             evaluation = SpilledEvaluation(spilled["findings"](), errors, spilled["coverage"])
     from analyzer.conventions import NORMALIZED_SCHEMA
@@ -322,7 +327,7 @@ def merge_partials(
         packs=tuple(packs),
         evaluation=evaluation,
         prices=prices,
-        unpriced=_merge_unpriced(unpriced or [empty.unpriced]),
+        unpriced=_merge_unpriced(unpriced or [empty().unpriced]),
         facts=facts,
     )
 
@@ -670,34 +675,45 @@ class PartitionOptions:
 _TABLES = ("steps", "runs", "findings", "coverage")
 
 
-def _write_batches(frame: pl.DataFrame, path: str) -> None:
+def _write_batches(frame: pl.DataFrame, path: str, compression: str | None = None) -> None:
     """Write `frame` as an IPC file of small batches, and its rows per run, in order, to
     `path`.runs."""
-    _write_ipc_batches(frame.to_arrow(), path)
+    _write_ipc_batches(frame.to_arrow(), path, compression)
     _write_ipc_batches(
-        frame.group_by("run_id", maintain_order=True).len("_n").to_arrow(), f"{path}.runs"
+        frame.group_by("run_id", maintain_order=True).len("_n").to_arrow(),
+        f"{path}.runs",
+        compression,
     )
 
 
-def _write_ipc_batches(table: pa.Table, path: str) -> None:
-    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+def _write_ipc_batches(table: pa.Table, path: str, compression: str | None = None) -> None:
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with (
+        pa.OSFile(path, "wb") as sink,
+        pa.ipc.new_file(sink, table.schema, options=options) as writer,
+    ):
         writer.write_table(table, max_chunksize=_STEP_BATCH)
 
 
 def _analyze_spilled(folder: str, out: str, options: PartitionOptions) -> PartialResult:
     """Analyze one spilled partition; write its per-run tables to `out`.<table>.arrow (see
-    `_spill_tables`); the rest."""
+    `spill_tables`); the rest."""
     spans = _read_ipc_folder(Path(folder))
     partial = options.analyze(spans)
     del spans
-    return _spill_tables(partial, out)
+    return spill_tables(partial, out)
 
 
 def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -> PartialResult:
-    """`_analyze_spilled` of a dataset part's prebuilt runs (no span is read)."""
+    """`_analyze_spilled` of a dataset part's prebuilt runs (no span is read), from the rule
+    results kept with them when they are for these packs and prices (`analyzer.materialized`)."""
+    from analyzer.materialized import kept_results
     from analyzer.pipeline import analyze_runs
     from analyzer.prebuilt import read_prebuilt
 
+    kept = kept_results(part, out, options)
+    if kept is not None:
+        return kept
     runset, retries = read_prebuilt(part)
     analysis = analyze_runs(
         Ingested(spans=empty_table(SPAN_SCHEMA), log=IngestLog()),
@@ -708,16 +724,16 @@ def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -
         since_ns=options.since_ns,
         until_ns=options.until_ns,
     )
-    return _spill_tables(_partial(analysis, options.case_class), out)
+    return spill_tables(partial_result(analysis, options.case_class), out)
 
 
-def _spill_tables(partial: PartialResult, out: str) -> PartialResult:
+def spill_tables(partial: PartialResult, out: str, compression: str | None = None) -> PartialResult:
     """Write the per-run tables of `partial` to `out`.<table>.arrow, with their rows per run
     (`_write_batches`); `partial` with those tables emptied."""
     for name in _TABLES:
         frame = getattr(partial, name)
         if frame is not None:
-            _write_batches(frame, f"{out}.{name}.arrow")
+            _write_batches(frame, f"{out}.{name}.arrow", compression)
             setattr(partial, name, frame.clear())
     return partial
 
@@ -761,7 +777,7 @@ def _merge_ordered(
     (the frame's memory is then the file's), merged piece by piece: only small batches of the
     inputs are in memory at a time. Else read whole and sorted (the findings: 3x faster so)."""
     if out is None:
-        frames = [_read_frame(path) for path in files]
+        frames = [read_ipc_file(path) for path in files]
         target = _common_schema(frames)
         merged = pl.concat([f.cast(target) for f in frames], how="vertical", rechunk=False)
         return merged.sort("run_id", maintain_order=True)
@@ -930,15 +946,17 @@ def _analyze_prebuilt_dataset(
 ) -> Analysis:
     """`analyze_partitioned` of a dataset from its prebuilt runs: one unit per part."""
     from analyzer.ingest.dataset import load_manifest, read_dataset_log
+    from analyzer.materialized import read_as_kept
 
     log = read_dataset_log(dataset)
+    if read_as_kept(parts, options):
+        jobs = 1  # a few small files per part: less than starting a process takes
     folder = Path(tempfile.mkdtemp(prefix="agenttrace-spill-", dir=spill))
     try:
         outs = [str(folder / f"part-{p:05d}") for p in range(len(parts))]
         with _pool(jobs) as pool:
             run = itertools.repeat(_analyze_prebuilt)
             futures = list(map(pool.submit, run, parts, outs, itertools.repeat(options)))
-            _empty_partial(options.packs, options.prices)  # the merge's schemas, meanwhile
             results = [f.result() for f in futures]
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
@@ -961,10 +979,11 @@ class _Spill:
         the spill, piece by piece, and mapped (their memory is then the file's)."""
         files = [f"{o}.{name}.arrow" for o in self.outs]
         out = None if name == "findings" else str(self.folder / f"{name}.arrow")
-        return _merge_ordered(files, [_read_frame(f"{f}.runs") for f in files], out)
+        return _merge_ordered(files, [read_ipc_file(f"{f}.runs") for f in files], out)
 
 
-def _read_frame(path: str) -> pl.DataFrame:
+def read_ipc_file(path: str) -> pl.DataFrame:
+    """The frame in the Arrow IPC file `path` (read, not mapped)."""
     with pa.OSFile(path, "rb") as source:
         frame = pl.from_arrow(pa.ipc.open_file(source).read_all())
     assert isinstance(frame, pl.DataFrame)
@@ -1064,11 +1083,18 @@ class _IngestPart:
 
 
 def _ingest_spilled(
-    folder: str, known: str | None, out: str, name: str, old_parts: list[str]
+    folder: str,
+    known: str | None,
+    out: str,
+    name: str,
+    old_parts: list[str],
+    options: PartitionOptions | None,
 ) -> _IngestPart:
-    """De-duplicate one spilled partition (also against the dataset's spans), write its part
-    and its prebuilt runs (`analyzer.prebuilt`)."""
+    """De-duplicate one spilled partition (also against the dataset's spans), write its part,
+    its prebuilt runs (`analyzer.prebuilt`) and, with `options`, their rule results
+    (`analyzer.materialized`)."""
     from analyzer.ingest.dataset import count_orphans, drop_known, known_spans, write_part
+    from analyzer.materialized import keep_results
     from analyzer.prebuilt import build_prebuilt, write_prebuilt
 
     spans = _read_ipc_folder(Path(folder))
@@ -1095,7 +1121,14 @@ def _ingest_spilled(
             holding = [old_parts[i] for i in sorted(where.get_column("part").unique())]
             earlier = _spans_of_traces(holding, straddling)
             whole = finalize_spans(pa.concat_tables([spans, earlier]), IngestLog())
-        part["runs"] = write_prebuilt(*build_prebuilt(whole), Path(out), name, straddling)
+        runset, retries = build_prebuilt(whole)
+        del whole, spans
+        entry = write_prebuilt(runset, retries, Path(out), name, straddling)
+        if options is not None:
+            results = keep_results(runset, retries, Path(out) / str(entry["path"]), options)
+            if results is not None:
+                entry["results"] = results
+        part["runs"] = entry
     return _IngestPart(
         counts={f.path: (f.spans_kept, f.duplicates) for f in log.files},
         orphans=count_orphans(pl.concat([old.drop("part"), keys])),
@@ -1122,14 +1155,28 @@ def ingest_partitioned(
     partitions: int | None = None,
     spill: str | Path | None = None,
     progress: Callable[[str, int], None] | None = None,
+    packs: Sequence[Pack] = (),
+    prices: PriceTable | None = None,
+    case_class: str | None = None,
 ) -> Ingested:
     """`read_traces` + `write_dataset` in bounded memory: the input is spilled into hash
     partitions of trace ids, each de-duplicated (also against spans already in the dataset
-    `out`) and written as one Parquet part. The dataset reads back as the in-memory ingest
-    would give it; `jobs` does not change a byte of it. Returns the accounting (and an empty
-    span table)."""
+    `out`) and written as one Parquet part with its prebuilt runs. The dataset reads back as
+    the in-memory ingest would give it; `jobs` does not change a byte of it. With `packs`,
+    the runs are also checked with them and `prices` (default: the bundled table), and the
+    results kept for reports with the same packs and prices (`analyzer.materialized`; the
+    summary facts for `case_class`, default `analyzer.report.summary.DEFAULT_CASE_CLASS`).
+    Returns the accounting (and an empty span table)."""
     from analyzer.ingest.dataset import existing_manifest, known_spans, write_manifest
 
+    options = None
+    if packs:
+        from analyzer.pricing import load_prices
+        from analyzer.report.summary import DEFAULT_CASE_CLASS
+
+        prices = prices if prices is not None else load_prices()
+        case_class = case_class or DEFAULT_CASE_CLASS
+        options = PartitionOptions(None, None, tuple(packs), prices, None, None, case_class)
     jobs = jobs or default_jobs()
     files, skipped = expand_paths(list(paths))
     if partitions is None:  # from the input only, so that any `jobs` writes the same parts;
@@ -1158,6 +1205,7 @@ def ingest_partitioned(
                     [str(out)] * partitions,
                     [f"part-{base + p:05d}.parquet" for p in range(partitions)],
                     [[str(out / p["path"]) for p in old_parts]] * partitions,
+                    [options] * partitions,
                 )
             )
     finally:

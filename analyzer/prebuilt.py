@@ -47,6 +47,8 @@ class PrebuiltPart:
 
     folder: str
     superseded: frozenset[str]
+    #: the manifest entry of the rule results kept with them (`analyzer.materialized`)
+    results: dict | None = None
 
 
 def build_prebuilt(spans: pa.Table) -> tuple[RunSet, RetryScan]:
@@ -103,7 +105,7 @@ def prebuilt_parts(folder: Path, manifest: dict) -> list[PrebuiltPart] | None:
     out: list[PrebuiltPart] = []
     for entry in reversed(entries):  # a trace is taken from the last part that has it
         path = folder / str(entry["path"])
-        out.append(PrebuiltPart(str(path), frozenset(superseded)))
+        out.append(PrebuiltPart(str(path), frozenset(superseded), entry.get("results")))
         if entry.get("supersedes"):
             superseded.update(_read(path, _SUPERSEDES).get_column("trace_id"))
     return out[::-1]

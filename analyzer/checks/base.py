@@ -212,6 +212,15 @@ class Check:
         """Findings over every run of ``ctx`` (columns of `CHECK_SCHEMA`)."""
         raise NotImplementedError
 
+    def identity(self) -> str | None:
+        """Everything the rule's findings depend on, as text (its type and keys); None when
+        that is not known (a plugin's code). Rule results kept in a dataset are reused only
+        for rules of the same identity (`analyzer.materialized`)."""
+        cls = type(self)
+        if not cls.__module__.startswith("analyzer."):
+            return None  # a plugin's class: its code is not known here
+        return f"{cls.__module__}.{cls.__qualname__} {self!r}"
+
     @classmethod
     def option_names(cls) -> list[str]:
         """The rule type's own YAML keys (not the common ones)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -87,6 +88,10 @@ class OutputSchema(Check):
         object.__setattr__(rule, "validator", validator)
         return rule
 
+    def identity(self) -> str | None:
+        sha = self.validator.sha256 if self.validator is not None else None
+        return f"{super().identity()} schema-documents={sha}" if sha else None
+
     def check(self, ctx: CheckContext) -> pl.DataFrame:
         validator = self.validator
         if validator is None:  # built in code without the loader
@@ -112,8 +117,10 @@ class AnswerSchema:
     Formats are not asserted by either. The two word their errors differently.
     """
 
-    def __init__(self, document: Any, path: Path):
+    def __init__(self, document: Any, path: Path, sha256: str | None = None):
         self.path = path
+        #: of the schema's documents (the file's and those it refers to), as loaded
+        self.sha256 = sha256
         self.python = Draft202012Validator(document, registry=Registry(retrieve=_retrieve))  # type: ignore[call-arg]
         self.fast: Any = None
         if jsonschema_rs is not None:
@@ -207,12 +214,14 @@ def load_json_schema(path: Path) -> AnswerSchema:
     seen: set[str] = set()
     todo = [(path.as_uri(), path)]
     root: Any = None
+    digest = hashlib.sha256()
     while todo:
         uri, file = todo.pop()
         if uri in seen:
             continue
         seen.add(uri)
         doc = _read_document(file)
+        digest.update(json.dumps(doc, sort_keys=True, default=str).encode())
         if root is None:
             root = doc
         if not isinstance(doc, dict | bool):
@@ -239,4 +248,4 @@ def load_json_schema(path: Path) -> AnswerSchema:
                 )
     if isinstance(root, dict) and "$id" not in root:
         root = {**root, "$id": path.as_uri()}  # so relative $ref resolve next to the file
-    return AnswerSchema(root, path)
+    return AnswerSchema(root, path, digest.hexdigest())

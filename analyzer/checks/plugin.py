@@ -71,6 +71,9 @@ class PluginCheck(Check):
     options: Mapping[str, Any] = field(default_factory=dict)
     instance: Any = field(default=None, repr=False, compare=False, metadata=INTERNAL)
 
+    def identity(self) -> None:
+        return None  # the plugin's code is not known to us
+
     def check(self, ctx: CheckContext) -> pl.DataFrame:
         runs = (
             ctx.runs.join(

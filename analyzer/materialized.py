@@ -1,0 +1,245 @@
+"""Rule results computed at ingest and kept in the dataset, so that a report need not check again.
+
+`agenttrace ingest` applies rule packs and a price table (by default those a report applies by
+default) to each new part's prebuilt runs (`analyzer.prebuilt`) and keeps what the checks
+gave next to them::
+
+    runs/part-NNNNN/results/{runs,steps,findings,coverage}.arrow   per-run tables, in order
+    runs/part-NNNNN/results/*.arrow.runs                           their rows per run
+    runs/part-NNNNN/results/{facts-runs,unpriced,rates-*}.parquet  what a summary reads
+    runs/part-NNNNN/results/result.json                            check errors, case class
+
+The part's manifest entry records the results' *key*: a digest of all they depend on (each
+rule's identity, the packs' names and tool definitions, the price table, the agenttrace
+version). A report whose packs and prices have the same key reads the results instead of
+running the checks: as they are when it takes every run of the part with the case class they
+were kept for; else (a time window, traces a later ingest superseded, another case class) the
+per-run tables restricted to the runs it takes, and the summary facts computed again from
+them. Checks judge each run on its own, so that is what the checks give on those runs. Any
+other report, and any pack with a plugin rule (whose code is not known), runs the checks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import polars as pl
+import pyarrow as pa
+
+from analyzer import __version__
+from analyzer.checks import CheckError, Evaluation
+from analyzer.errors import InputError
+from analyzer.ingest.accounting import IngestLog
+from analyzer.ingest.reader import Ingested
+from analyzer.runs import RunSet
+from analyzer.spans import SPAN_SCHEMA, empty_table
+
+if TYPE_CHECKING:
+    from analyzer.checks.retries import RetryScan
+    from analyzer.pack import Pack
+    from analyzer.partitioned import PartialResult, PartitionOptions
+    from analyzer.prebuilt import PrebuiltPart
+    from analyzer.pricing import PriceTable
+
+__all__ = ["keep_results", "kept_results", "read_as_kept", "results_key"]
+
+_FOLDER = "results"
+_TABLES = ("runs", "steps", "findings", "coverage")
+
+
+def results_key(packs: Sequence[Pack], prices: PriceTable) -> str | None:
+    """The digest of all that rule results depend on; None when some rule's is not known."""
+    digest = hashlib.sha256(f"agenttrace {__version__}\n".encode())
+    for pack in packs:
+        digest.update(f"pack {pack.name!r}\n".encode())
+        tools = json.dumps(pack.tools, sort_keys=True, default=str)
+        digest.update(f"tools {tools}\n".encode())
+        for rule in pack.rules:
+            identity = rule.identity()
+            if identity is None:
+                return None
+            digest.update(f"rule {identity}\n".encode())
+    rows = json.dumps(prices.models.rows(), default=str)
+    digest.update(f"prices {prices.currency} {prices.as_of} {rows}\n".encode())
+    return digest.hexdigest()
+
+
+def keep_results(
+    runset: RunSet, retries: RetryScan, part_folder: Path, options: PartitionOptions
+) -> dict[str, object] | None:
+    """Check a part's prebuilt runs with `options`' packs and prices and keep the results in
+    `part_folder`/results; their manifest entry (None: not kept, some rule is a plugin)."""
+    from analyzer.partitioned import partial_result, spill_tables
+    from analyzer.pipeline import analyze_runs
+
+    key = results_key(options.packs, options.prices) if options.packs else None
+    if key is None or options.case_class is None:
+        return None
+    analysis = analyze_runs(
+        Ingested(spans=empty_table(SPAN_SCHEMA), log=IngestLog()),
+        runset,
+        retries=retries,
+        packs=options.packs,
+        prices=options.prices,
+    )
+    folder = part_folder / _FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = partial_result(analysis, options.case_class)
+    partial = spill_tables(partial, str(folder / "part"), compression="zstd")
+    facts, unpriced = partial.facts, partial.unpriced
+    assert facts is not None and unpriced is not None
+    facts.runs.write_parquet(folder / "facts-runs.parquet", statistics=False)
+    for name, frame in (facts.rates or {}).items():
+        frame.write_parquet(folder / f"rates-{name}.parquet", statistics=False)
+    unpriced.write_parquet(folder / "unpriced.parquet", statistics=False)
+    document = {
+        "case_class": facts.case_class,
+        "rates": sorted(facts.rates or {}),
+        "errors": [_error_dict(e) for e in partial.errors],
+    }
+    (folder / "result.json").write_text(json.dumps(document, sort_keys=True), encoding="utf-8")
+    return {"key": key, "path": _FOLDER, "case_class": facts.case_class}
+
+
+def kept_results(part: PrebuiltPart, out: str, options: PartitionOptions) -> PartialResult | None:
+    """The partial result of `part` analyzed with `options`, from the results kept at ingest,
+    with its per-run tables at `out`.<table>.arrow as `partitioned.spill_tables` leaves them;
+    None when the part has none for these packs and prices."""
+    entry = part.results
+    if not entry or not options.packs:
+        return None
+    if entry.get("key") != results_key(options.packs, options.prices):
+        return None
+    folder = Path(part.folder) / str(entry["path"])
+    document = _read_json(folder / "result.json")
+    if not _as_kept(part, options):
+        return _restricted(folder, document, part, out, options)
+    from analyzer.partitioned import PartialResult
+    from analyzer.report.facts import SummaryFacts
+
+    tables = {}
+    for name in _TABLES:
+        for suffix in ("", ".runs"):
+            os.symlink(folder / f"part.{name}.arrow{suffix}", f"{out}.{name}.arrow{suffix}")
+        tables[name] = _schema_only(folder / f"part.{name}.arrow")
+    rates = {name: _parquet(folder / f"rates-{name}.parquet") for name in document["rates"]}
+    return PartialResult(
+        **tables,
+        errors=[CheckError(**e) for e in document["errors"]],
+        unpriced=_parquet(folder / "unpriced.parquet"),
+        facts=SummaryFacts(
+            case_class=document["case_class"],
+            runs=_parquet(folder / "facts-runs.parquet"),
+            rates=rates or None,
+        ),
+    )
+
+
+def read_as_kept(parts: Sequence[PrebuiltPart], options: PartitionOptions) -> bool:
+    """Whether every part has results for `options` that a report takes as they are (then
+    there is little to compute: no reason to start other processes)."""
+    if not options.packs:
+        return False
+    key = results_key(options.packs, options.prices)
+    return all(p.results and p.results.get("key") == key and _as_kept(p, options) for p in parts)
+
+
+def _as_kept(part: PrebuiltPart, options: PartitionOptions) -> bool:
+    """Whether `part`'s kept results are taken as they are: all its runs, the same facts."""
+    windowed = options.since_ns is not None or options.until_ns is not None
+    entry = part.results or {}
+    return not windowed and not part.superseded and entry.get("case_class") == options.case_class
+
+
+def _restricted(
+    folder: Path, document: dict, part: PrebuiltPart, out: str, options: PartitionOptions
+) -> PartialResult:
+    """The kept results of the runs `options` and `part` take, their facts computed again."""
+    from analyzer.conventions import NORMALIZED_SCHEMA
+    from analyzer.partitioned import (
+        empty_sources,
+        empty_span_runs,
+        partial_result,
+        read_ipc_file,
+        spill_tables,
+    )
+    from analyzer.pipeline import Analysis
+
+    frames = {name: _arrow(folder / f"part.{name}.arrow", read_ipc_file) for name in _TABLES}
+    runs = frames["runs"]
+    start = pl.col("started_ns")
+    if options.since_ns is not None:
+        runs = runs.filter(start >= options.since_ns)
+    if options.until_ns is not None:
+        runs = runs.filter(start < options.until_ns)
+    if part.superseded:
+        drop = pl.DataFrame({"trace_id": sorted(part.superseded)}, schema={"trace_id": pl.String})
+        runs = runs.join(drop, on="trace_id", how="anti", maintain_order="left")
+    ids = runs.select("run_id")
+
+    def kept(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.join(ids, on="run_id", how="semi", maintain_order="left")
+
+    taken = set(ids.get_column("run_id").to_list())
+    errors = [CheckError(**e) for e in document["errors"] if e["run_id"] in taken]
+    analysis = Analysis(
+        ingested=Ingested(spans=empty_table(SPAN_SCHEMA), log=IngestLog(runs=runs.height)),
+        normalized=empty_table(NORMALIZED_SCHEMA),
+        runs=RunSet(
+            runs=runs,
+            steps=kept(frames["steps"]),
+            sources=empty_sources(),
+            span_runs=empty_span_runs(),
+        ),
+        packs=tuple(options.packs),
+        evaluation=Evaluation(
+            findings=kept(frames["findings"]), errors=errors, coverage=kept(frames["coverage"])
+        ),
+        prices=options.prices,
+    )
+    return spill_tables(partial_result(analysis, options.case_class), out)
+
+
+def _error_dict(error: CheckError) -> dict[str, object]:
+    return {
+        "run_id": error.run_id,
+        "rule_id": error.rule_id,
+        "pack": error.pack,
+        "error": error.error,
+        "location": error.location,
+    }
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise InputError(f"{path}: unreadable rule results: {err}") from err
+
+
+def _parquet(path: Path) -> pl.DataFrame:
+    return _arrow(path, pl.read_parquet)
+
+
+def _arrow(path: Path, read) -> pl.DataFrame:
+    try:
+        return read(str(path))
+    except (OSError, pa.ArrowException, pl.exceptions.PolarsError) as err:
+        raise InputError(f"{path}: unreadable rule results: {err}") from err
+
+
+def _schema_only(path: Path) -> pl.DataFrame:
+    """An empty frame with the schema of the IPC file `path` (a spilled table's place)."""
+    try:
+        with pa.OSFile(str(path), "rb") as source:
+            schema = pa.ipc.open_file(source).schema
+    except (OSError, pa.ArrowException) as err:
+        raise InputError(f"{path}: unreadable rule results: {err}") from err
+    frame = pl.from_arrow(schema.empty_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
