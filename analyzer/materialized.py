@@ -21,6 +21,7 @@ other report, and any pack with a plugin rule (whose code is not known), runs th
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -74,22 +75,15 @@ def keep_results(
 ) -> dict[str, object] | None:
     """Check a part's prebuilt runs with `options`' packs and prices and keep the results in
     `part_folder`/results; their manifest entry (None: not kept, some rule is a plugin)."""
-    from analyzer.partitioned import partial_result, spill_tables
-    from analyzer.pipeline import analyze_runs
+    from analyzer.partitioned import prebuilt_partial, spill_tables
 
     key = results_key(options.packs, options.prices) if options.packs else None
     if key is None or options.case_class is None:
         return None
-    analysis = analyze_runs(
-        Ingested(spans=empty_table(SPAN_SCHEMA), log=IngestLog()),
-        runset,
-        retries=retries,
-        packs=options.packs,
-        prices=options.prices,
-    )
+    whole = dataclasses.replace(options, since_ns=None, until_ns=None)
     folder = part_folder / _FOLDER
     folder.mkdir(parents=True, exist_ok=True)
-    partial = partial_result(analysis, options.case_class)
+    partial = prebuilt_partial(runset, retries, whole)
     partial = spill_tables(partial, str(folder / "part"), compression="zstd")
     facts, unpriced = partial.facts, partial.unpriced
     assert facts is not None and unpriced is not None
@@ -115,7 +109,7 @@ def kept_results(part: PrebuiltPart, out: str, options: PartitionOptions) -> Par
         return None
     if entry.get("key") != results_key(options.packs, options.prices):
         return None
-    folder = Path(part.folder) / str(entry["path"])
+    folder = Path(part.folder).absolute() / str(entry["path"])  # linked to from the spill
     document = _read_json(folder / "result.json")
     if not _as_kept(part, options):
         return _restricted(folder, document, part, out, options)
@@ -217,9 +211,13 @@ def _error_dict(error: CheckError) -> dict[str, object]:
 
 def _read_json(path: Path) -> dict:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise InputError(f"{path}: unreadable rule results: {err}") from err
+    keys = {"case_class", "rates", "errors"}
+    if not isinstance(document, dict) or not keys <= set(document):
+        raise InputError(f"{path}: unreadable rule results: not {', '.join(sorted(keys))}")
+    return document
 
 
 def _parquet(path: Path) -> pl.DataFrame:

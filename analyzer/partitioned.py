@@ -44,6 +44,7 @@ from analyzer.spans import SPAN_SCHEMA, empty_table
 
 if TYPE_CHECKING:
     from analyzer.checks import CheckError
+    from analyzer.checks.retries import RetryScan
     from analyzer.pack import Pack
     from analyzer.pipeline import Analysis
     from analyzer.prebuilt import PrebuiltPart
@@ -65,6 +66,7 @@ __all__ = [
     "merge_partials",
     "partial_result",
     "partition_ids",
+    "prebuilt_partial",
     "read_ipc_file",
     "spill_tables",
 ]
@@ -708,13 +710,21 @@ def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -
     """`_analyze_spilled` of a dataset part's prebuilt runs (no span is read), from the rule
     results kept with them when they are for these packs and prices (`analyzer.materialized`)."""
     from analyzer.materialized import kept_results
-    from analyzer.pipeline import analyze_runs
     from analyzer.prebuilt import read_prebuilt
 
     kept = kept_results(part, out, options)
     if kept is not None:
         return kept
-    runset, retries = read_prebuilt(part)
+    return spill_tables(prebuilt_partial(*read_prebuilt(part), options), out)
+
+
+def prebuilt_partial(
+    runset: RunSet, retries: RetryScan, options: PartitionOptions
+) -> PartialResult:
+    """The PartialResult of runs rebuilt beforehand (and their retries) analyzed with
+    `options`: window, prices, checks."""
+    from analyzer.pipeline import analyze_runs
+
     analysis = analyze_runs(
         Ingested(spans=empty_table(SPAN_SCHEMA), log=IngestLog()),
         runset,
@@ -724,7 +734,7 @@ def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -
         since_ns=options.since_ns,
         until_ns=options.until_ns,
     )
-    return spill_tables(partial_result(analysis, options.case_class), out)
+    return partial_result(analysis, options.case_class)
 
 
 def spill_tables(partial: PartialResult, out: str, compression: str | None = None) -> PartialResult:

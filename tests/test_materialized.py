@@ -175,11 +175,14 @@ def test_check_errors_are_kept_with_the_results(
     assert windowed.evaluation.errors == result.evaluation.errors
 
 
-def test_cli_ingest_then_report_gives_the_outputs_of_the_spans(tmp_path: Path) -> None:
+def test_cli_ingest_then_report_gives_the_outputs_of_the_spans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     runner = CliRunner()
     kyc = str(ROOT / "rules" / "kyc.yaml")
+    monkeypatch.chdir(tmp_path)  # the dataset named by a relative path
     for rules in ([], ["--rules", kyc]):
-        dataset = tmp_path / f"ds{len(rules)}"
+        dataset = Path(f"ds{len(rules)}")
         result = runner.invoke(main, ["ingest", str(SAMPLES), "--out", str(dataset), *rules])
         assert result.exit_code == 0, result.output
         assert all("results" in p["runs"] for p in _manifest(dataset)["parts"])
@@ -213,6 +216,10 @@ def test_a_damaged_kept_file_is_an_input_error_naming_it(halves: dict, tmp_path:
     facts = dataset / "runs" / "part-00000" / "results" / "facts-runs.parquet"
     facts.write_bytes(facts.read_bytes()[:50])
     with pytest.raises(InputError, match=r"part-00000/results/facts-runs\.parquet: unreadable"):
+        analyze_partitioned([dataset], jobs=1, packs=_packs())
+    result = dataset / "runs" / "part-00000" / "results" / "result.json"
+    result.write_text('{"errors": []}', encoding="utf-8")
+    with pytest.raises(InputError, match=r"part-00000/results/result\.json: unreadable"):
         analyze_partitioned([dataset], jobs=1, packs=_packs())
 
 
