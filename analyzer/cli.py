@@ -325,6 +325,13 @@ def ingest(
     click.echo(_accounting_line(ingested.log, ingested.skipped))
     for line in _quarantine_lines(ingested.log):
         click.echo(line)
+    from analyzer.materialized import results_key
+
+    names = ", ".join(p.name for p in packs)
+    if results_key(packs, prices) is None:
+        click.echo(f"rule results not kept (a plugin rule's code is not known): {names}")
+    else:
+        click.echo(f"rule results kept for the packs {names}, with the prices of {prices.source}")
     click.echo(f"dataset written to {out}")
 
 

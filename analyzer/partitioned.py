@@ -959,6 +959,9 @@ def _analyze_prebuilt_dataset(
     from analyzer.materialized import read_as_kept
 
     log = read_dataset_log(dataset)
+    # a part none of whose runs started in the window adds nothing: not read (nightly windows
+    # of a dataset of many nights read that night's parts)
+    parts = [p for p in parts if p.may_start_in(options.since_ns, options.until_ns)]
     if read_as_kept(parts, options):
         jobs = 1  # a few small files per part: less than starting a process takes
     folder = Path(tempfile.mkdtemp(prefix="agenttrace-spill-", dir=spill))

@@ -49,6 +49,15 @@ class PrebuiltPart:
     superseded: frozenset[str]
     #: the manifest entry of the rule results kept with them (`analyzer.materialized`)
     results: dict | None = None
+    #: the earliest and latest start of its runs (None: not recorded, or no run)
+    started_ns: tuple[int, int] | None = None
+
+    def may_start_in(self, since_ns: int | None, until_ns: int | None) -> bool:
+        """False when none of the part's runs started in [since_ns, until_ns)."""
+        if self.started_ns is None:
+            return True
+        first, last = self.started_ns
+        return (since_ns is None or last >= since_ns) and (until_ns is None or first < until_ns)
 
 
 def build_prebuilt(spans: pa.Table) -> tuple[RunSet, RetryScan]:
@@ -74,10 +83,12 @@ def write_prebuilt(
         frames[_SUPERSEDES] = supersedes.sort().to_frame("trace_id")
     for table, frame in frames.items():
         frame.write_parquet(target / f"{table}.parquet", compression="zstd", statistics=False)
+    starts = runset.runs.get_column("started_ns")
     return {
         "path": folder.as_posix(),
         "agenttrace_version": __version__,
         "supersedes": supersedes.len(),
+        "started_ns": [starts.min(), starts.max()] if starts.len() else None,
     }
 
 
@@ -105,7 +116,9 @@ def prebuilt_parts(folder: Path, manifest: dict) -> list[PrebuiltPart] | None:
     out: list[PrebuiltPart] = []
     for entry in reversed(entries):  # a trace is taken from the last part that has it
         path = folder / str(entry["path"])
-        out.append(PrebuiltPart(str(path), frozenset(superseded), entry.get("results")))
+        starts = entry.get("started_ns")
+        starts = (int(starts[0]), int(starts[1])) if isinstance(starts, list) else None
+        out.append(PrebuiltPart(str(path), frozenset(superseded), entry.get("results"), starts))
         if entry.get("supersedes"):
             superseded.update(_read(path, _SUPERSEDES).get_column("trace_id"))
     return out[::-1]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -109,6 +110,29 @@ def test_a_report_from_kept_results_equals_running_the_checks(
     assert runs > 0 or since == until
 
 
+def test_a_window_reads_only_the_parts_with_runs_started_in_it(
+    halves: dict, tmp_path: Path, no_checks: list[int]
+) -> None:
+    dataset = tmp_path / "ds"
+    shutil.copytree(halves["datasets"]["by-file"], dataset)
+    parts = _manifest(dataset)["parts"]
+    first, later = parts[:2], parts[2:]  # the two ingests, two parts each
+    since = max(p["runs"]["started_ns"][1] for p in first) + 1
+    assert max(p["runs"]["started_ns"][1] for p in later) >= since
+    for part in first:  # runs none of which is in the window: must not be read
+        shutil.rmtree(dataset / part["runs"]["path"])
+    packs = _packs()
+    for window in (since, max(p["runs"]["started_ns"][1] for p in later) + 1):
+        reference = analyze_paths(halves["files"], packs=packs, since_ns=window)
+        checked = len(no_checks)
+        result = analyze_partitioned([dataset], jobs=1, packs=packs, since_ns=window)
+        assert len(no_checks) == checked
+        assert_same_analysis(reference, result)
+    assert reference.runs.runs.height == 0  # the last window is after every run
+    with pytest.raises(InputError, match="unreadable"):
+        analyze_partitioned([dataset], jobs=1, packs=packs)  # without a window, all are read
+
+
 def test_another_case_class_is_summarized_from_the_kept_tables(
     halves: dict, no_checks: list[int]
 ) -> None:
@@ -185,6 +209,10 @@ def test_cli_ingest_then_report_gives_the_outputs_of_the_spans(
         dataset = Path(f"ds{len(rules)}")
         result = runner.invoke(main, ["ingest", str(SAMPLES), "--out", str(dataset), *rules])
         assert result.exit_code == 0, result.output
+        names = "kyc-review" if rules else "default"
+        assert f"rule results kept for the packs {names}, with the prices of <built-in" in (
+            result.output
+        )
         assert all("results" in p["runs"] for p in _manifest(dataset)["parts"])
         outputs = {}
         for name, extra in (("checked", ["--partitions", "0"]), ("kept", ["-j", "2"])):
@@ -206,6 +234,7 @@ def test_plugin_rules_are_not_kept(tmp_path: Path) -> None:
     args = ["ingest", str(SAMPLES), "--out", str(dataset), "--rules", str(pack)]
     result = CliRunner().invoke(main, [*args, "--allow-plugins"])
     assert result.exit_code == 0, result.output
+    assert "rule results not kept (a plugin rule's code is not known): p" in result.output
     assert not any("results" in p["runs"] for p in _manifest(dataset)["parts"])
     assert results_key(load_packs([pack], allow_plugins=True), load_prices()) is None
 
