@@ -12,11 +12,12 @@ gave next to them::
 The part's manifest entry records the results' *key*: a digest of all they depend on (each
 rule's identity, the packs' names and tool definitions, the price table, the agenttrace
 version). A report whose packs and prices have the same key reads the results instead of
-running the checks: as they are when it takes every run of the part with the case class they
-were kept for; else (a time window, traces a later ingest superseded, another case class) the
-per-run tables restricted to the runs it takes, and the summary facts computed again from
-them. Checks judge each run on its own, so that is what the checks give on those runs. Any
-other report, and any pack with a plugin rule (whose code is not known), runs the checks.
+running the checks: as they are when it takes every run of the part (none superseded, all
+started in its window) with the case class they were kept for; else (a window cutting through
+the part, traces a later ingest superseded, another case class) the per-run tables restricted
+to the runs it takes, and the summary facts computed again from them. Checks judge each run
+on its own, so that is what the checks give on those runs. Any other report, and any pack
+with a plugin rule (whose code is not known), runs the checks.
 """
 
 from __future__ import annotations
@@ -144,10 +145,14 @@ def read_as_kept(parts: Sequence[PrebuiltPart], options: PartitionOptions) -> bo
 
 
 def _as_kept(part: PrebuiltPart, options: PartitionOptions) -> bool:
-    """Whether `part`'s kept results are taken as they are: all its runs, the same facts."""
-    windowed = options.since_ns is not None or options.until_ns is not None
+    """Whether `part`'s kept results are taken as they are: all its runs (none superseded,
+    all in the window), the same facts."""
     entry = part.results or {}
-    return not windowed and not part.superseded and entry.get("case_class") == options.case_class
+    return (
+        part.all_start_in(options.since_ns, options.until_ns)
+        and not part.superseded
+        and entry.get("case_class") == options.case_class
+    )
 
 
 def _restricted(

@@ -1136,7 +1136,7 @@ def _ingest_spilled(
             whole = finalize_spans(pa.concat_tables([spans, earlier]), IngestLog())
         runset, retries = build_prebuilt(whole)
         del whole, spans
-        entry = write_prebuilt(runset, retries, Path(out), name, straddling)
+        entry = write_prebuilt(runset, retries, Path(out), name, where)
         if options is not None:
             results = keep_results(runset, retries, Path(out) / str(entry["path"]), options)
             if results is not None:

@@ -5,7 +5,8 @@ into runs, steps, sources, and the retries found in them) is computed once per d
 `agenttrace ingest`, with the default run and case keys, and written next to the part::
 
     runs/part-NNNNN/{runs,steps,sources,span_runs,retries,retry_unknown,retry_unrecorded}.parquet
-    runs/part-NNNNN/supersedes.parquet   (trace ids; only when some run straddles ingests)
+    runs/part-NNNNN/supersedes.parquet   (trace ids and the earlier parts holding them; only
+                                          when some run straddles ingests)
 
 A part holds whole traces of one ingest. When a later ingest adds spans to a trace already in
 the dataset, the new part's runs are rebuilt from all the trace's spans (old and new) and the
@@ -59,6 +60,15 @@ class PrebuiltPart:
         first, last = self.started_ns
         return (since_ns is None or last >= since_ns) and (until_ns is None or first < until_ns)
 
+    def all_start_in(self, since_ns: int | None, until_ns: int | None) -> bool:
+        """True when every run of the part started in [since_ns, until_ns) (None: no bound)."""
+        if since_ns is None and until_ns is None:
+            return True
+        if self.started_ns is None:
+            return False
+        first, last = self.started_ns
+        return (since_ns is None or first >= since_ns) and (until_ns is None or last < until_ns)
+
 
 def build_prebuilt(spans: pa.Table) -> tuple[RunSet, RetryScan]:
     """The runs of a de-duplicated, finalized span table (default keys) and their retries."""
@@ -69,9 +79,11 @@ def build_prebuilt(spans: pa.Table) -> tuple[RunSet, RetryScan]:
 
 
 def write_prebuilt(
-    runset: RunSet, retries: RetryScan, out: Path, name: str, supersedes: pl.Series
+    runset: RunSet, retries: RetryScan, out: Path, name: str, supersedes: pl.DataFrame
 ) -> dict[str, object]:
-    """Write a part's prebuilt runs into `out`/runs/`name`; its manifest entry."""
+    """Write a part's prebuilt runs into `out`/runs/`name`; its manifest entry. `supersedes`:
+    the traces it rebuilt (``trace_id``) and each earlier part holding some of their spans
+    (``part``, its index in the manifest)."""
     folder = Path("runs") / Path(name).stem
     target = out / folder
     target.mkdir(parents=True, exist_ok=True)
@@ -79,15 +91,15 @@ def write_prebuilt(
     frames["retries"] = retries.found
     frames["retry_unknown"] = retries.unknown_outcome.to_frame("run_id")
     frames["retry_unrecorded"] = retries.unrecorded_args.to_frame("run_id")
-    if supersedes.len():
-        frames[_SUPERSEDES] = supersedes.sort().to_frame("trace_id")
+    if supersedes.height:
+        frames[_SUPERSEDES] = supersedes.select("trace_id", "part").sort("trace_id", "part")
     for table, frame in frames.items():
         frame.write_parquet(target / f"{table}.parquet", compression="zstd", statistics=False)
     starts = runset.runs.get_column("started_ns")
     return {
         "path": folder.as_posix(),
         "agenttrace_version": __version__,
-        "supersedes": supersedes.len(),
+        "supersedes": supersedes.get_column("trace_id").n_unique(),
         "started_ns": [starts.min(), starts.max()] if starts.len() else None,
     }
 
@@ -112,15 +124,23 @@ def prebuilt_parts(folder: Path, manifest: dict) -> list[PrebuiltPart] | None:
         not isinstance(e, dict) or e.get("agenttrace_version") != __version__ for e in entries
     ):
         return None
-    superseded: set[str] = set()
+    everywhere: set[str] = set()  # superseded, the parts holding them not recorded
+    held: dict[int, set[str]] = {}  # part index -> its traces superseded
     out: list[PrebuiltPart] = []
-    for entry in reversed(entries):  # a trace is taken from the last part that has it
+    for index in reversed(range(len(entries))):  # a trace is taken from the last part with it
+        entry = entries[index]
         path = folder / str(entry["path"])
         starts = entry.get("started_ns")
         starts = (int(starts[0]), int(starts[1])) if isinstance(starts, list) else None
-        out.append(PrebuiltPart(str(path), frozenset(superseded), entry.get("results"), starts))
+        dropped = frozenset(everywhere | held.get(index, set()))
+        out.append(PrebuiltPart(str(path), dropped, entry.get("results"), starts))
         if entry.get("supersedes"):
-            superseded.update(_read(path, _SUPERSEDES).get_column("trace_id"))
+            frame = _read(path, _SUPERSEDES)
+            if "part" in frame.columns:
+                for trace, part in frame.iter_rows():
+                    held.setdefault(int(part), set()).add(trace)
+            else:  # written before the parts holding them were recorded: dropped everywhere
+                everywhere.update(frame.get_column("trace_id"))
     return out[::-1]
 
 

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from split_dumps import assert_same_analysis, generate
 
 import analyzer.checks
+import analyzer.materialized
 from analyzer.checks.required_tools import RequiredTools
 from analyzer.cli import main
 from analyzer.errors import InputError
@@ -25,6 +26,7 @@ from analyzer.materialized import results_key
 from analyzer.pack import load_default_pack, load_packs, pack_from_mapping
 from analyzer.partitioned import analyze_partitioned, ingest_partitioned
 from analyzer.pipeline import analyze_paths
+from analyzer.prebuilt import prebuilt_dataset
 from analyzer.pricing import load_prices
 from analyzer.report import build_summary
 
@@ -98,6 +100,10 @@ def test_a_report_from_kept_results_equals_running_the_checks(
     assert all("results" in p["runs"] for p in parts)
     if kind == "by-file":
         assert sum(p["runs"]["supersedes"] for p in parts) > 0
+        # only the first ingest's parts hold superseded traces: the last ones are taken whole
+        prebuilt = prebuilt_dataset([dataset])
+        assert prebuilt is not None
+        assert [bool(p.superseded) for p in prebuilt] == [True, True, False, False]
     packs = _packs()
     reference = analyze_paths(halves["files"], packs=packs, since_ns=since, until_ns=until)
     checked = len(no_checks)
@@ -131,6 +137,31 @@ def test_a_window_reads_only_the_parts_with_runs_started_in_it(
     assert reference.runs.runs.height == 0  # the last window is after every run
     with pytest.raises(InputError, match="unreadable"):
         analyze_partitioned([dataset], jobs=1, packs=packs)  # without a window, all are read
+
+
+def test_parts_whose_runs_all_start_in_the_window_are_taken_as_kept(
+    halves: dict, no_checks: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dataset = halves["datasets"]["whole"]
+    starts = [p["runs"]["started_ns"] for p in _manifest(dataset)["parts"]]
+    restricted: list[str] = []
+    original = analyzer.materialized._restricted
+
+    def counted(folder, *args):
+        restricted.append(str(folder))
+        return original(folder, *args)
+
+    monkeypatch.setattr(analyzer.materialized, "_restricted", counted)
+    packs = _packs()
+    first, last = min(s[0] for s in starts), max(s[1] for s in starts)
+    for since, until, cut in ((first, last + 1, 0), (first + 1, last + 1, 1), (first, last, 1)):
+        reference = analyze_paths(halves["files"], packs=packs, since_ns=since, until_ns=until)
+        checked = len(no_checks)
+        restricted.clear()
+        result = analyze_partitioned([dataset], jobs=1, packs=packs, since_ns=since, until_ns=until)
+        assert len(no_checks) == checked
+        assert len(restricted) == cut  # only the part holding the first (or last) run is cut
+        assert_same_analysis(reference, result)
 
 
 def test_another_case_class_is_summarized_from_the_kept_tables(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import polars as pl
 import pytest
 from click.testing import CliRunner
 from split_dumps import assert_same_analysis, generate
@@ -73,6 +74,28 @@ def test_runs_straddling_ingests_are_taken_whole_from_the_last_part(
     log = result.ingested.log
     assert (log.spans_kept, log.duplicates, log.orphans) == (thirds["spans"], 0, 0)
     assert log.runs == thirds["traces"]
+
+
+def test_traces_superseded_are_dropped_from_the_parts_holding_them(
+    thirds: dict, tmp_path: Path
+) -> None:
+    dataset = tmp_path / "ds"
+    _ingest_one_by_one(thirds["files"], dataset, partitions=2)
+    parts = prebuilt_dataset([dataset])
+    assert parts is not None
+    # the last ingest's parts hold no superseded trace; each earlier part only its own
+    assert [bool(p.superseded) for p in parts[4:]] == [False, False]
+    packs = _packs()
+    reference = analyze_paths(thirds["files"], packs=packs)
+    # supersedes.parquet as written before the parts were recorded (trace ids only): the
+    # traces are then dropped from every earlier part, with the same result
+    for path in (dataset / "runs").glob("*/supersedes.parquet"):
+        pl.read_parquet(path).select(pl.col("trace_id").unique().sort()).write_parquet(path)
+    old = prebuilt_dataset([dataset])
+    assert old is not None
+    assert all(o.superseded >= p.superseded for o, p in zip(old, parts, strict=True))
+    assert any(o.superseded > p.superseded for o, p in zip(old, parts, strict=True))
+    assert_same_analysis(reference, analyze_partitioned([dataset], jobs=1, packs=packs))
 
 
 def test_prebuilt_report_reads_no_span(thirds: dict, tmp_path: Path) -> None:
