@@ -95,7 +95,7 @@ def keep_results(
     document = {
         "case_class": facts.case_class,
         "rates": sorted(facts.rates or {}),
-        "errors": [_error_dict(e) for e in partial.errors],
+        "errors": [dataclasses.asdict(e) for e in partial.errors],
     }
     (folder / "result.json").write_text(json.dumps(document, sort_keys=True), encoding="utf-8")
     return {"key": key, "path": _FOLDER, "case_class": facts.case_class}
@@ -167,15 +167,10 @@ def _restricted(
         read_ipc_file,
         spill_tables,
     )
-    from analyzer.pipeline import Analysis
+    from analyzer.pipeline import Analysis, started_in
 
     frames = {name: _arrow(folder / f"part.{name}.arrow", read_ipc_file) for name in _TABLES}
-    runs = frames["runs"]
-    start = pl.col("started_ns")
-    if options.since_ns is not None:
-        runs = runs.filter(start >= options.since_ns)
-    if options.until_ns is not None:
-        runs = runs.filter(start < options.until_ns)
+    runs = frames["runs"].filter(started_in(options.since_ns, options.until_ns))
     if part.superseded:
         drop = pl.DataFrame({"trace_id": sorted(part.superseded)}, schema={"trace_id": pl.String})
         runs = runs.join(drop, on="trace_id", how="anti", maintain_order="left")
@@ -204,16 +199,6 @@ def _restricted(
     return spill_tables(partial_result(analysis, options.case_class), out)
 
 
-def _error_dict(error: CheckError) -> dict[str, object]:
-    return {
-        "run_id": error.run_id,
-        "rule_id": error.rule_id,
-        "pack": error.pack,
-        "error": error.error,
-        "location": error.location,
-    }
-
-
 def _read_json(path: Path) -> dict:
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
@@ -221,7 +206,8 @@ def _read_json(path: Path) -> dict:
         raise InputError(f"{path}: unreadable rule results: {err}") from err
     keys = {"case_class", "rates", "errors"}
     if not isinstance(document, dict) or not keys <= set(document):
-        raise InputError(f"{path}: unreadable rule results: not {', '.join(sorted(keys))}")
+        missing = ", ".join(sorted(keys - set(document) if isinstance(document, dict) else keys))
+        raise InputError(f"{path}: unreadable rule results: {missing} missing")
     return document
 
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from analyzer.pricing import PriceTable
     from analyzer.report.facts import SummaryFacts
 
-__all__ = ["Analysis", "analyze", "analyze_paths", "analyze_runs", "runs_in_window"]
+__all__ = ["Analysis", "analyze", "analyze_paths", "analyze_runs", "runs_in_window", "started_in"]
 
 
 @dataclass
@@ -120,14 +120,7 @@ def analyze_runs(
 
 def runs_in_window(runset: RunSet, since_ns: int | None, until_ns: int | None) -> RunSet:
     """The runs of ``runset`` that started in [since_ns, until_ns), with their steps and sources."""
-
-    start = pl.col("started_ns")
-    keep = pl.lit(True)
-    if since_ns is not None:
-        keep = keep & (start >= since_ns)
-    if until_ns is not None:
-        keep = keep & (start < until_ns)
-    runs = runset.runs.filter(keep)
+    runs = runset.runs.filter(started_in(since_ns, until_ns))
     ids = runs.select("run_id")
     return dataclasses.replace(
         runset,
@@ -136,6 +129,18 @@ def runs_in_window(runset: RunSet, since_ns: int | None, until_ns: int | None) -
         sources=runset.sources.join(ids, on="run_id", how="semi"),
         span_runs=runset.span_runs.join(ids, on="run_id", how="semi"),
     )
+
+
+def started_in(since_ns: int | None, until_ns: int | None) -> pl.Expr:
+    """True for the runs whose start is at or after ``since_ns`` and before ``until_ns``
+    (None: no bound)."""
+    start = pl.col("started_ns")
+    keep = pl.lit(True)
+    if since_ns is not None:
+        keep = keep & (start >= since_ns)
+    if until_ns is not None:
+        keep = keep & (start < until_ns)
+    return keep
 
 
 def _with_retries(runset: RunSet, superseded: pl.DataFrame) -> RunSet:
