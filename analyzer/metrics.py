@@ -63,6 +63,8 @@ __all__ = [
     "cost_per_correct_run",
     "kind_rates",
     "omission_rates",
+    "ordered_mean",
+    "ordered_sum",
     "pass_hat_k",
     "quantile",
     "quantile_interval",
@@ -655,11 +657,26 @@ def _run_cost(runs: pl.DataFrame) -> pl.Expr:
     return pl.lit(None, pl.Float64).alias("cost_usd")
 
 
+def ordered_sum(column: str) -> pl.Expr:
+    """The sum of a float column over its values in ascending order (nulls left out).
+
+    A polars group-by adds floats in an order that depends on how it splits the work, so its
+    sum can differ in the last bits from one call to the next, and with the order of the
+    rows; over sorted values it is the same for any order of the rows.
+    """
+    return pl.col(column).sort().sum()
+
+
+def ordered_mean(column: str) -> pl.Expr:
+    """The mean of a float column from `ordered_sum` (null when it has no value)."""
+    return pl.col(column).sort().mean()
+
+
 #: Per group of runs with ``cost_usd``: the unpriced runs, and the total cost when none is.
 _COST_AGGS = (
     pl.col("cost_usd").null_count().cast(pl.Int64).alias("unpriced_runs"),
     pl.when(pl.col("cost_usd").null_count() == 0)
-    .then(pl.col("cost_usd").sum().round(12))
+    .then(ordered_sum("cost_usd").round(12))
     .alias("total_cost_usd"),
 )
 #: The total cost over the runs that passed (null when none did or the total is unknown).
@@ -742,7 +759,7 @@ def _lost_points(
         rule = missing.row(0, named=True)
         raise ValueError(f"rule {rule['rule_id']!r} has unknown severity {rule['severity']!r}")
     return failed.group_by("run_id").agg(
-        pl.col("_w").sum().alias("_lost"),
+        ordered_sum("_w").alias("_lost"),
         pl.col("rule_id").unique().sort().alias("failed_rules"),
     )
 
@@ -793,7 +810,7 @@ def pass_hat_k(
     out = per_case.group_by([*keys, "k"]).agg(
         pl.len().cast(pl.Int64).alias("cases"),
         pl.col("_n").sum().cast(pl.Int64).alias("trials"),
-        pl.col("_v").mean().alias("pass_hat_k"),
+        ordered_mean("_v").alias("pass_hat_k"),
     )
     # Every requested k appears, for every group: with no case of k trials it is null.
     ks_frame = pl.DataFrame({"k": sorted(set(ks))}, schema={"k": pl.Int64})
@@ -836,7 +853,7 @@ def breakdown(
         pl.len().cast(pl.Int64).alias("runs"),
         pl.col("passed").sum().cast(pl.Int64).alias("passed_runs"),
         (pl.col("findings") > 0).sum().cast(pl.Int64).alias("runs_with_findings"),
-        pl.col("score").mean().alias("mean_score"),
+        ordered_mean("score").alias("mean_score"),
         *_COST_AGGS,
         # the quantiles of `tails`, without its intervals
         *[

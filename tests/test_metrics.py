@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 
 import polars as pl
 import pytest
@@ -16,6 +17,8 @@ from analyzer.metrics import (
     cost_per_correct_run,
     kind_rates,
     omission_rates,
+    ordered_mean,
+    ordered_sum,
     pass_hat_k,
     quantile,
     quantile_interval,
@@ -565,3 +568,27 @@ def test_outputs_are_deterministic():
         breakdown(shuffled, ["temperature"], findings=FINDINGS)
     )
     assert rule_rates(FINDINGS, COVERAGE).equals(rule_rates(FINDINGS.reverse(), COVERAGE.reverse()))
+
+
+def test_ordered_sums_and_means_do_not_depend_on_row_order():
+    """The float totals and means of the figures (cost per group, mean score, pass^k, lost
+    points) are `ordered_sum` and `ordered_mean`: the same bits for any order of the rows. A
+    plain group-by sum of these costs (spread over nine orders of magnitude, so that every
+    order of addition rounds differently) changes with the order of the rows."""
+    draw = random.Random(0)
+    n = 50_000
+    frame = pl.DataFrame(
+        {
+            "g": [f"a{i % 5}" for i in range(n)],
+            "c": [draw.random() * 10.0 ** draw.randrange(-6, 3) for _ in range(n)],
+        }
+    )
+
+    def figures(rows: pl.DataFrame) -> list:
+        out = rows.group_by("g").agg(s=ordered_sum("c"), m=ordered_mean("c")).sort("g")
+        return [*out.get_column("s"), *out.get_column("m")]
+
+    reference = figures(frame)
+    assert reference[0] == pytest.approx(frame.filter(pl.col("g") == "a0")["c"].sum())
+    for seed in range(4):
+        assert figures(frame.sample(fraction=1.0, shuffle=True, seed=seed)) == reference

@@ -201,12 +201,10 @@ def _cost(analysis, runs: pl.DataFrame, findings, passed: pl.DataFrame | None) -
     correct = int(rows.get_column("passed").sum())
     judged_cost = None
     if rows.height and rows.get_column("cost_usd").null_count() == 0:
-        judged_cost = float(rows.get_column("cost_usd").sum())
+        judged_cost = _total(rows.get_column("cost_usd"))
     return {
-        "total_usd": float(cost.sum()) if priced else None,
-        "recorded_total_usd": float(recorded.sum())
-        if recorded.null_count() < len(recorded)
-        else None,
+        "total_usd": _total(cost) if priced else None,
+        "recorded_total_usd": _total(recorded) if recorded.null_count() < len(recorded) else None,
         "priced_runs": priced,
         "unpriced_runs": cost.null_count(),
         "unpriced_models": (
@@ -214,7 +212,7 @@ def _cost(analysis, runs: pl.DataFrame, findings, passed: pl.DataFrame | None) -
             if analysis.unpriced is not None
             else unpriced_models(analysis.runs.steps)
         ).to_dicts(),
-        "retry_cost_usd": float(retry.sum()) if retry.null_count() < len(retry) else None,
+        "retry_cost_usd": _total(retry) if retry.null_count() < len(retry) else None,
         "retry_cost_unknown_runs": retry.null_count(),
         "judged_runs": rows.height,
         "judged_cost_usd": judged_cost,
@@ -227,12 +225,18 @@ def _cost(analysis, runs: pl.DataFrame, findings, passed: pl.DataFrame | None) -
     }
 
 
+def _total(values: pl.Series) -> float:
+    """The sum of float values in ascending order (`metrics.ordered_sum`): the same whatever
+    the order of the runs."""
+    return float(values.sort().sum())
+
+
 def _scores(runs: pl.DataFrame) -> dict[str, Any]:
     if "score" not in runs.columns:
         return {"mean": None, "p50": None, "min": None, "runs": 0}
     score = runs.get_column("score").drop_nulls()
     return {
-        "mean": float(score.mean()) if len(score) else None,  # type: ignore[arg-type]
+        "mean": float(score.sort().mean()) if len(score) else None,  # type: ignore[arg-type]
         "p50": m.quantile(score, 0.5),
         "min": float(score.min()) if len(score) else None,  # type: ignore[arg-type]
         "runs": len(score),
@@ -298,7 +302,7 @@ def _breakdown(
             pl.len().cast(pl.Int64).alias("label_runs"),
             pl.col("passed").sum().cast(pl.Int64).alias("label_correct_runs"),
             pl.when(pl.col("cost_usd").null_count() == 0)
-            .then(pl.col("cost_usd").sum())
+            .then(m.ordered_sum("cost_usd"))
             .alias("_cost"),
         )
         rows = rows.join(per_group, on=by, how="left", nulls_equal=True).with_columns(
