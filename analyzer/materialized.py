@@ -88,7 +88,7 @@ def keep_results(
     partial = spill_tables(partial, str(folder / "part"), compression="zstd")
     facts, unpriced = partial.facts, partial.unpriced
     assert facts is not None and unpriced is not None
-    facts.runs.write_parquet(folder / "facts-runs.parquet", statistics=False)
+    facts.runs().write_parquet(folder / "facts-runs.parquet", statistics=False)
     for name, frame in (facts.rates or {}).items():
         frame.write_parquet(folder / f"rates-{name}.parquet", statistics=False)
     unpriced.write_parquet(folder / "unpriced.parquet", statistics=False)
@@ -115,7 +115,7 @@ def kept_results(part: PrebuiltPart, out: str, options: PartitionOptions) -> Par
     if not _as_kept(part, options):
         return _restricted(folder, document, part, out, options)
     from analyzer.partitioned import PartialResult
-    from analyzer.report.facts import SummaryFacts
+    from analyzer.report.facts import RunsPart, SummaryFacts
 
     tables = {}
     for name in _TABLES:
@@ -129,7 +129,7 @@ def kept_results(part: PrebuiltPart, out: str, options: PartitionOptions) -> Par
         unpriced=_parquet(folder / "unpriced.parquet"),
         facts=SummaryFacts(
             case_class=document["case_class"],
-            runs=_parquet(folder / "facts-runs.parquet"),
+            parts=[RunsPart.file(str(folder / "facts-runs.parquet"))],
             rates=rates or None,
         ),
     )

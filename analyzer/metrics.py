@@ -59,6 +59,7 @@ __all__ = [
     "TAIL_METRICS",
     "Z_95",
     "breakdown",
+    "breakdown_columns",
     "content_coverage",
     "cost_per_correct_run",
     "kind_rates",
@@ -863,8 +864,12 @@ def breakdown(
         ],
     )
     out = out.with_columns(*wilson_columns("passed_runs", "runs", "pass_rate"), _COST_PER_CORRECT)
-    cols = [
-        *keys,
+    return _sorted(out, keys).select(*keys, *breakdown_columns(metrics))
+
+
+def breakdown_columns(metrics: Sequence[str] = TAIL_METRICS) -> list[str]:
+    """The columns of a `breakdown` row after its group columns, in order."""
+    return [
         "runs",
         "passed_runs",
         "pass_rate",
@@ -877,4 +882,3 @@ def breakdown(
         "cost_per_correct_run",
         *[f"{m}_{p}" for m in metrics for p in ("p50", "p95")],
     ]
-    return _sorted(out, keys).select(cols)

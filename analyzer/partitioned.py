@@ -303,7 +303,7 @@ def merge_partials(
     else:
         assert facts is not None, "a spilled result is merged from its partitions' facts"
         runset = SpilledRunSet(spilled["runs"], spilled["steps"])
-        count = facts.runs.height
+        count = facts.height
     _fill_log(log, partials, count)
     evaluation = None
     if packs:

@@ -339,3 +339,31 @@ def test_the_key_is_the_same_in_another_process() -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     out = run.stdout.strip()
     assert out == results_key(_packs(), load_prices())
+
+
+@pytest.mark.parametrize("since", [None, T0 + 60 * 10**9])
+def test_kept_facts_are_read_part_by_part_above_the_in_memory_size(
+    halves: dict, monkeypatch: pytest.MonkeyPatch, since: int | None
+) -> None:
+    """Above `IN_MEMORY_RUNS` runs, a report from kept results reads each part's facts file
+    when its figures need it, one part at a time, never all runs in one frame: the summary
+    is the one of the spans."""
+    from analyzer.report import summary as summary_module
+    from analyzer.report.facts import SummaryFacts
+
+    dataset = halves["datasets"]["by-file"]
+    packs = _packs()
+    reference = build_summary(analyze_paths(halves["files"], packs=packs, since_ns=since))
+    result = analyze_partitioned([dataset], jobs=1, packs=packs, since_ns=since)
+    assert result.facts is not None and len(result.facts.parts) == 4
+    kept = [p.path for p in result.facts.parts if p.path is not None]
+    # the last ingest's parts are read from their files; the others were restricted (their
+    # traces superseded, or cut by the window) and are frames
+    assert len(kept) == (2 if since is None else 0)
+    monkeypatch.setattr(summary_module, "IN_MEMORY_RUNS", 0)
+
+    def whole(self):
+        raise AssertionError("the whole runs frame was read")
+
+    monkeypatch.setattr(SummaryFacts, "runs", whole)
+    assert build_summary(result) == reference

@@ -245,10 +245,13 @@ def test_summary_of_a_partitioned_analysis_loads_no_whole_run_table(generated: d
     assert summary == reference
     assert result.runs._lazy._frames == {}
     assert result.evaluation._lazy._frames == {}
-    # the facts keep the columns summary figures read, and no attribute text
-    assert "attributes" not in result.facts.runs.columns
-    assert "app.case_type" in result.facts.runs.columns
-    assert result.facts.runs.height == summary["runs"]["count"]
+    # the facts keep the columns summary figures read, and no attribute text, one part per
+    # partition (read one at a time by the summary)
+    runs = result.facts.runs()
+    assert "attributes" not in runs.columns
+    assert "app.case_type" in runs.columns
+    assert len(result.facts.parts) == 3
+    assert result.facts.height == runs.height == summary["runs"]["count"]
 
 
 def test_summary_with_another_case_class_reads_the_runs_themselves(generated: dict) -> None:

@@ -1659,3 +1659,36 @@ def test_unpriced_model_is_listed_and_its_cost_is_never_zero(tmp_path):
     )
     assert "  per correct run unknown (23 of 24 runs: no finding at or above high)" in lines
     assert list(validator().iter_errors(summary)) == []
+
+
+@pytest.mark.parametrize("pack", ["default", "kyc", "none"])
+def test_summary_read_part_by_part_is_the_in_memory_one(pack, monkeypatch):
+    """Above `IN_MEMORY_RUNS` runs the summary reads the runs' facts part by part, in two
+    passes, and never the whole runs frame: every figure is the one of the in-memory path
+    (exact sums and means agree to the last rounded digit; quantiles and intervals are the
+    same order statistics). Parts: one per partition of the sample traces."""
+    from analyzer.partitioned import analyze_partitioned
+    from analyzer.report import summary as summary_module
+    from analyzer.report.facts import SummaryFacts
+
+    packs = {
+        "default": (load_default_pack(),),
+        "kyc": tuple(load_packs([KYC_PACK])),
+        "none": (),
+    }[pack]
+    reference = build_summary(analyze_paths([SAMPLES], packs=packs))
+    analysis = analyze_partitioned([SAMPLES], partitions=4, jobs=1, packs=packs)
+    assert analysis.facts is None or len(analysis.facts.parts) == 4
+    monkeypatch.setattr(summary_module, "IN_MEMORY_RUNS", 0)
+
+    def whole(self):
+        raise AssertionError("the whole runs frame was read")
+
+    monkeypatch.setattr(SummaryFacts, "runs", whole)
+    if analysis.facts is not None:
+        assert build_summary(analysis) == reference
+        other = build_summary(analysis, case_class="service.name")  # from the runs, one part
+        monkeypatch.undo()
+        assert other == build_summary(
+            analyze_paths([SAMPLES], packs=packs), case_class="service.name"
+        )

@@ -33,6 +33,8 @@ _SIGN = np.uint64(1 << 63)
 #: e >= -1073. Mantissas are split in halves of 26 bits: int64 sums of up to 2**37 values.
 _UNIT_EXP = 1126
 _HALF = 26
+#: Bucket counts not yet merged, at most (beyond those merged).
+_MERGE_AT = 1 << 18
 
 
 def order_keys(values: np.ndarray) -> np.ndarray:
@@ -84,8 +86,11 @@ def _from_keys(keys: np.ndarray) -> np.ndarray:
     return np.where(keys & _SIGN, keys & ~_SIGN, ~keys).view(np.float64)
 
 
-def _runs_of(*columns: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
-    """The distinct rows of equal-length integer ``columns`` (sorted) and how often each is."""
+def _runs_of(
+    *columns: np.ndarray, weights: np.ndarray | None = None
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """The distinct rows of equal-length integer ``columns`` (sorted), and how many rows each
+    stands for (or the sum of their ``weights``)."""
     order = np.lexsort(columns[::-1])
     cols = [c[order] for c in columns]
     change = np.zeros(len(order), dtype=bool)
@@ -94,8 +99,10 @@ def _runs_of(*columns: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
         for c in cols:
             change[1:] |= c[1:] != c[:-1]
     starts = np.flatnonzero(change)
-    counts = np.diff(np.r_[starts, len(order)])
-    return [c[starts] for c in cols], counts
+    if weights is None:
+        return [c[starts] for c in cols], np.diff(np.r_[starts, len(order)])
+    sums = np.add.reduceat(weights[order], starts) if len(starts) else weights[:0]
+    return [c[starts] for c in cols], sums
 
 
 class Selection:
@@ -104,54 +111,81 @@ class Selection:
     again, then `value` of any planned rank. NaN values are left out."""
 
     def __init__(self) -> None:
-        self._counts: dict[int, int] = {}  # set << BUCKET_BITS | bucket -> values
-        self._sizes: dict[int, int] = {}
-        self._wanted = np.zeros(0, dtype=np.int64)  # set << BUCKET_BITS | bucket, sorted
+        self._counted: list[tuple[np.ndarray, np.ndarray]] = []  # not merged yet: buckets, counts
+        self._pending = 0  # buckets in _counted
+        self._buckets = np.zeros(0, dtype=np.int64)  # merged: set << BUCKET_BITS | bucket
+        self._counts = np.zeros(0, dtype=np.int64)
+        self._sizes: dict[int, int] | None = None
+        self._wanted = np.zeros(0, dtype=np.int64)  # planned buckets, sorted
         self._before: dict[int, int] = {}  # planned bucket -> values of its set before it
         self._kept: dict[int, dict[int, int]] = {}  # planned bucket -> order key -> values
+        self._sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # `_ordered`, once read
 
     @staticmethod
     def _keyed(sets: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         values = np.asarray(values, dtype=np.float64)
-        sets = np.asarray(sets, dtype=np.int64)
         keep = ~np.isnan(values)
-        keys = order_keys(values[keep])
-        return (sets[keep] << BUCKET_BITS) | (keys >> _SHIFT).astype(np.int64), keys
+        return np.asarray(sets, dtype=np.int64)[keep], order_keys(values[keep])
+
+    @staticmethod
+    def _bucketed(sets: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        return (sets << BUCKET_BITS) | (keys >> _SHIFT).astype(np.int64)
 
     def count(self, sets: np.ndarray, values: np.ndarray) -> None:
         """First pass: count the values of each set per bucket."""
-        buckets, _ = self._keyed(sets, values)
-        found, counts = np.unique(buckets, return_counts=True)
-        for bucket, n in zip(found.tolist(), counts.tolist(), strict=True):
-            self._counts[bucket] = self._counts.get(bucket, 0) + n
-            self._sizes[bucket >> BUCKET_BITS] = self._sizes.get(bucket >> BUCKET_BITS, 0) + n
+        self.count_keys(*self._keyed(sets, values))
+
+    def count_keys(self, sets: np.ndarray, keys: np.ndarray) -> None:
+        """`count` of values given by their `order_keys`."""
+        self._counted.append(np.unique(self._bucketed(sets, keys), return_counts=True))
+        self._pending += len(self._counted[-1][0])
+        self._sizes = None
+        if self._pending > len(self._buckets) + _MERGE_AT:  # bounded: merge the counts so far
+            self._merge()
+
+    def _merge(self) -> None:
+        if self._sizes is not None:
+            return
+        if self._counted:
+            buckets = np.concatenate([self._buckets, *(b for b, _ in self._counted)])
+            counts = np.concatenate([self._counts, *(c for _, c in self._counted)])
+            (self._buckets,), self._counts = _runs_of(buckets, weights=counts)
+            self._counted, self._pending = [], 0
+        (sets,), sizes = _runs_of(self._buckets >> BUCKET_BITS, weights=self._counts)
+        self._sizes = dict(zip(sets.tolist(), sizes.tolist(), strict=True))
 
     def size(self, set_id: int) -> int:
         """How many values of the set were counted."""
+        self._merge()
+        assert self._sizes is not None
         return self._sizes.get(set_id, 0)
 
     def plan(self, ranks: Mapping[int, Iterable[int]]) -> None:
         """The 1-based ranks to be read of each set (those outside 1..size are ignored)."""
-        wanted = {
-            s: sorted(r for r in set(rs) if 1 <= r <= self.size(s)) for s, rs in ranks.items()
-        }
-        before = 0
-        current = None
-        for bucket in sorted(self._counts):
-            s = bucket >> BUCKET_BITS
-            if s != current:
-                current, before = s, 0
-            n = self._counts[bucket]
-            if any(before < r <= before + n for r in wanted.get(s, ())):
-                self._before[bucket] = before
-            before += n
+        self._merge()
+        pairs = [(s, r) for s, rs in ranks.items() for r in set(rs) if 1 <= r <= self.size(s)]
+        if pairs:
+            sets, wanted = np.array(pairs, dtype=np.int64).T
+            cum = np.cumsum(self._counts)
+            first = np.searchsorted(self._buckets, sets << BUCKET_BITS)  # each set's 1st bucket
+            offset = np.where(first > 0, cum[first - 1], 0)  # values of the sets before it
+            at = np.searchsorted(cum, offset + wanted)  # the bucket holding the rank
+            before = cum[at] - self._counts[at] - offset
+            self._before = dict(zip(self._buckets[at].tolist(), before.tolist(), strict=True))
         self._wanted = np.array(sorted(self._before), dtype=np.int64)
-        self._counts.clear()
+        self._buckets = self._counts = np.zeros(0, dtype=np.int64)
 
     def keep(self, sets: np.ndarray, values: np.ndarray) -> None:
         """Second pass: keep the values of the planned buckets."""
-        buckets, keys = self._keyed(sets, values)
-        hit = np.isin(buckets, self._wanted)
+        self.keep_keys(*self._keyed(sets, values))
+
+    def keep_keys(self, sets: np.ndarray, keys: np.ndarray) -> None:
+        """`keep` of values given by their `order_keys`."""
+        buckets = self._bucketed(sets, keys)
+        if not len(self._wanted) or not len(buckets):
+            return
+        at = np.minimum(np.searchsorted(self._wanted, buckets), len(self._wanted) - 1)
+        hit = self._wanted[at] == buckets
         if not hit.any():
             return
         (found, found_keys), counts = _runs_of(buckets[hit], keys[hit].view(np.int64))
@@ -166,12 +200,21 @@ class Selection:
         first = set_id << BUCKET_BITS
         lo, hi = np.searchsorted(self._wanted, [first, first + (1 << BUCKET_BITS)])
         for bucket in self._wanted[lo:hi].tolist():
-            seen = self._before[bucket]
-            if rank <= seen:
+            before = self._before[bucket]
+            if rank <= before:
                 break
-            kept = self._kept.get(bucket, {})
-            for key in sorted(kept):
-                seen += kept[key]
-                if rank <= seen:
-                    return float(_from_keys(np.array([key], dtype=np.uint64))[0])
+            keys, upto = self._ordered(bucket)
+            at = int(np.searchsorted(upto, rank - before))
+            if at < len(keys):
+                return float(_from_keys(keys[at : at + 1])[0])
         raise KeyError((set_id, rank))
+
+    def _ordered(self, bucket: int) -> tuple[np.ndarray, np.ndarray]:
+        """The kept values of a bucket as sorted order keys, and how many values go up to
+        each."""
+        if bucket not in self._sorted:
+            kept = self._kept.get(bucket, {})
+            keys = np.array(sorted(kept), dtype=np.uint64)
+            upto = np.cumsum([kept[k] for k in keys.tolist()], dtype=np.int64)
+            self._sorted[bucket] = (keys, upto)
+        return self._sorted[bucket]

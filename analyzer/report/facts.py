@@ -3,9 +3,11 @@
 A summary needs every run, but not every column of it, and it needs the coverage (one row per
 run and rule) only through counts. `summary_facts` keeps just that: the runs without their
 bulky columns (the case-class attribute read out of their attributes first) and the rule,
-kind, tool and coverage counts. Counts over disjoint runs add up, so a partitioned analysis
-computes the facts of each partition where it is analyzed and merges them (`merge_facts`):
-the process that writes the summary then never holds a whole-run table or the coverage.
+kind, tool and coverage counts. A partitioned analysis computes the facts of each partition
+where it is analyzed and merges them (`merge_facts`): the rate counts are added, and the runs
+stay in their parts (`RunsPart`: in memory, or a file read when used), which the summary reads
+one at a time (`analyzer.report.passes`). The process that writes the summary never holds all
+the runs.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from analyzer import metrics as m
 
 if TYPE_CHECKING:
     from analyzer.pipeline import Analysis
 
-__all__ = ["RATE_TABLES", "SummaryFacts", "facts_of", "merge_facts", "summary_facts"]
+__all__ = ["RATE_TABLES", "RunsPart", "SummaryFacts", "facts_of", "merge_facts", "summary_facts"]
 
 #: The run columns summary figures read (besides the case class). The others (attributes,
 #: ids of spans and traces, tool definitions...) are most of a run's row.
@@ -74,13 +78,59 @@ RATE_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, str, s
 }
 
 
+@dataclass(frozen=True)
+class RunsPart:
+    """The facts of some runs (their summary columns): a frame, or a Parquet file."""
+
+    height: int  # runs
+    frame: pl.DataFrame | None = None
+    path: str | None = None
+
+    @classmethod
+    def of(cls, frame: pl.DataFrame) -> RunsPart:
+        return cls(frame.height, frame=frame)
+
+    @classmethod
+    def file(cls, path: str) -> RunsPart:
+        """The part in the Parquet file `path` (its row count read now, its rows when used)."""
+        from analyzer.errors import InputError
+
+        try:
+            height = pq.read_metadata(path).num_rows
+        except (OSError, pa.ArrowException) as err:
+            raise InputError(f"{path}: unreadable rule results: {err}") from err
+        return cls(height, path=path)
+
+    def read(self) -> pl.DataFrame:
+        """The runs of this part."""
+        if self.frame is not None:
+            return self.frame
+        from analyzer.errors import InputError
+
+        assert self.path is not None
+        try:
+            return pl.read_parquet(self.path)
+        except (OSError, pl.exceptions.PolarsError) as err:
+            raise InputError(f"{self.path}: unreadable rule results: {err}") from err
+
+
 @dataclass
 class SummaryFacts:
-    """The runs a summary reads (sorted by run_id) and its rate tables (None: no pack)."""
+    """The runs a summary reads, in disjoint parts, and its rate tables (None: no pack)."""
 
     case_class: str  # the run attribute read out into a column of that name
-    runs: pl.DataFrame
+    parts: list[RunsPart]
     rates: dict[str, pl.DataFrame] | None
+
+    @property
+    def height(self) -> int:
+        """How many runs."""
+        return sum(p.height for p in self.parts)
+
+    def runs(self) -> pl.DataFrame:
+        """All the runs, in one frame (the parts read and put together: for small inputs)."""
+        frames = [p.read() for p in self.parts]
+        return pl.concat(frames, how="vertical_relaxed") if frames else pl.DataFrame()
 
 
 def summary_facts(analysis: Analysis, case_class: str) -> SummaryFacts:
@@ -105,7 +155,7 @@ def summary_facts(analysis: Analysis, case_class: str) -> SummaryFacts:
             ),
             "rule_coverage": m.rule_coverage(coverage),
         }
-    return SummaryFacts(case_class=case_class, runs=runs, rates=rates)
+    return SummaryFacts(case_class=case_class, parts=[RunsPart.of(runs)], rates=rates)
 
 
 def facts_of(analysis: Analysis, case_class: str) -> SummaryFacts:
@@ -119,7 +169,7 @@ def facts_of(analysis: Analysis, case_class: str) -> SummaryFacts:
 
 def merge_facts(parts: list[SummaryFacts]) -> SummaryFacts:
     """The facts of the union of disjoint sets of runs, from theirs (at least one; the list is
-    emptied: each part's runs are released as they are merged)."""
+    emptied): rate counts added, run parts put side by side."""
     case_class = parts[0].case_class
     rates = None
     if parts[0].rates is not None:
@@ -127,16 +177,9 @@ def merge_facts(parts: list[SummaryFacts]) -> SummaryFacts:
             name: _merge_counts(name, [p.rates[name] for p in parts if p.rates is not None])
             for name in RATE_TABLES
         }
-    runs = pl.concat([p.runs for p in parts], how="vertical_relaxed", rechunk=False)
+    runs = [part for p in parts for part in p.parts]
     parts.clear()
-    # Sorted column by column (a run id is unique), each input column released once gathered:
-    # a sort of the whole frame holds about three times its size.
-    order = runs.get_column("run_id").arg_sort()
-    columns = []
-    for name in runs.columns:
-        columns.append(runs.get_column(name).rechunk().gather(order))
-        runs = runs.drop(name)
-    return SummaryFacts(case_class=case_class, runs=pl.DataFrame(columns), rates=rates)
+    return SummaryFacts(case_class=case_class, parts=runs, rates=rates)
 
 
 def _merge_counts(name: str, frames: list[pl.DataFrame]) -> pl.DataFrame:

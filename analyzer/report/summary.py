@@ -10,6 +10,7 @@ import polars as pl
 from analyzer import metrics as m
 from analyzer.labels import rate
 from analyzer.report.facts import RATE_TABLES, facts_of
+from analyzer.report.passes import RunFigures, with_label_rates
 
 if TYPE_CHECKING:
     from analyzer.labels import LabelSet
@@ -19,6 +20,7 @@ __all__ = [
     "BREAKDOWNS",
     "CORRECT_THRESHOLD",
     "DEFAULT_CASE_CLASS",
+    "IN_MEMORY_RUNS",
     "SEVERITIES",
     "SUMMARY_TAILS",
     "SUMMARY_VERSION",
@@ -47,6 +49,10 @@ DEFAULT_CASE_CLASS = "app.case_type"
 BREAKDOWNS = ("model", "temperature", "agent", "case_class", "config_hash", "service.version")
 #: A run is correct (without labels) when it has no finding at or above this severity.
 CORRECT_THRESHOLD = "high"
+#: Up to this many runs, the summary reads the runs' facts as one frame (polars computes its
+#: figures in one go); above, part by part in two passes (`analyzer.report.passes`), so that
+#: its memory stays the same however many runs there are. Both give the same figures.
+IN_MEMORY_RUNS = 200_000
 #: Floats are rounded to this many decimals, so the file is the same on every machine.
 _DECIMALS = 9
 
@@ -80,47 +86,72 @@ def build_summary(
     from analyzer import __version__
 
     facts = facts_of(analysis, case_class)
-    runs = facts.runs
     log = analysis.ingested.log
-
-    def total(col: str) -> int | None:
-        series = runs.get_column(col)
-        return None if series.null_count() == len(series) else int(series.sum())
-
-    by_agent = runs.group_by(pl.col("agent").fill_null("-")).len().sort("agent").iter_rows()
-    models = runs.get_column("models").explode().drop_nulls().unique().sort().to_list()
     scored = None
     if labels is not None:
         from analyzer.labels import score_labels
 
         scored = score_labels(labels, analysis.runs.runs, analysis.runs.steps)
+    if facts.height <= IN_MEMORY_RUNS:
+        runs = facts.runs()
+        run_totals, metrics = _runs_section(runs), _metrics(analysis, facts, runs, scored)
+    else:
+        figures = _figures(analysis, facts, scored.passed() if scored is not None else None)
+        run_totals = _runs_section_by_parts(figures)
+        metrics = _metrics_by_parts(analysis, facts, figures, scored)
     summary = {
         "summary_version": SUMMARY_VERSION,
         "agenttrace_version": __version__,
         "ingest": {**log.as_dict(), "files_skipped": analysis.ingested.skipped},
-        "runs": {
-            "count": runs.height,
-            "with_answer": int(runs.get_column("has_answer").sum()),
-            "without_answer": int((~runs.get_column("has_answer")).sum()),
-            "with_content": int(runs.get_column("has_content").sum()),
-            "model_calls": total("model_calls") or 0,
-            "tool_calls": total("tool_calls") or 0,
-            "unexecuted_tool_calls": total("unexecuted_tool_calls") or 0,
-            "input_tokens": total("input_tokens"),
-            "output_tokens": total("output_tokens"),
-            "cached_input_tokens": total("cached_input_tokens"),
-            "agents": {name: n for name, n in by_agent},
-            "models": models,
-        },
+        "runs": run_totals,
         "packs": [
             {"name": pack.name, "rules": len(pack.rules), "sha256": pack.sha256}
             for pack in analysis.packs
         ],
         "findings": findings_summary(analysis, facts),
-        "metrics": _metrics(analysis, facts, scored),
+        "metrics": metrics,
         "labels": scored.summary() if scored is not None else None,
     }
     return _clean(summary)
+
+
+def _runs_section_by_parts(figures: RunFigures) -> dict[str, Any]:
+    return {
+        "count": figures.runs,
+        "with_answer": figures.count("with_answer"),
+        "without_answer": figures.count("without_answer"),
+        "with_content": figures.count("with_content"),
+        "model_calls": figures.total("model_calls") or 0,
+        "tool_calls": figures.total("tool_calls") or 0,
+        "unexecuted_tool_calls": figures.total("unexecuted_tool_calls") or 0,
+        "input_tokens": figures.total("input_tokens"),
+        "output_tokens": figures.total("output_tokens"),
+        "cached_input_tokens": figures.total("cached_input_tokens"),
+        "agents": figures.agents,
+        "models": figures.models,
+    }
+
+
+def _runs_section(runs: pl.DataFrame) -> dict[str, Any]:
+    def total(col: str) -> int | None:
+        series = runs.get_column(col)
+        return None if series.null_count() == len(series) else int(series.sum())
+
+    by_agent = runs.group_by(pl.col("agent").fill_null("-")).len().sort("agent").iter_rows()
+    return {
+        "count": runs.height,
+        "with_answer": int(runs.get_column("has_answer").sum()),
+        "without_answer": int((~runs.get_column("has_answer")).sum()),
+        "with_content": int(runs.get_column("has_content").sum()),
+        "model_calls": total("model_calls") or 0,
+        "tool_calls": total("tool_calls") or 0,
+        "unexecuted_tool_calls": total("unexecuted_tool_calls") or 0,
+        "input_tokens": total("input_tokens"),
+        "output_tokens": total("output_tokens"),
+        "cached_input_tokens": total("cached_input_tokens"),
+        "agents": {name: n for name, n in by_agent},
+        "models": runs.get_column("models").explode().drop_nulls().unique().sort().to_list(),
+    }
 
 
 def findings_summary(analysis, facts: SummaryFacts) -> dict[str, Any]:
@@ -160,8 +191,97 @@ def findings_summary(analysis, facts: SummaryFacts) -> dict[str, Any]:
 # --- metrics -------------------------------------------------------------------------------------
 
 
-def _metrics(analysis, facts: SummaryFacts, scored) -> dict[str, Any]:
-    runs = facts.runs
+def _figures(analysis, facts: SummaryFacts, passed: pl.DataFrame | None) -> RunFigures:
+    """The per-run figures of the facts' runs (read part by part)."""
+    evaluation = analysis.evaluation
+    blocking = pl.Series("run_id", [], dtype=pl.String)
+    if evaluation is not None:
+        ranks = SEVERITIES[: SEVERITIES.index(CORRECT_THRESHOLD) + 1]
+        found = evaluation.findings
+        blocking = found.filter(pl.col("severity").is_in(list(ranks))).get_column("run_id").unique()
+    breakdowns = {key: facts.case_class if key == "case_class" else key for key in BREAKDOWNS}
+    return RunFigures(
+        facts.parts,
+        metrics=SUMMARY_TAILS,
+        breakdowns=breakdowns,
+        blocking=blocking,
+        passed=passed,
+    )
+
+
+def _metrics_by_parts(analysis, facts: SummaryFacts, figures: RunFigures, scored) -> dict[str, Any]:
+    evaluation = analysis.evaluation
+    findings = evaluation.findings if evaluation is not None else None
+    rates = facts.rates or {}
+    passed = scored.passed() if scored is not None else None
+    content = pl.DataFrame(
+        {"runs": [figures.runs], "with_content": [figures.count("content")]},
+        schema={"runs": pl.Int64, "with_content": pl.Int64},
+    ).with_columns(m.wilson_columns("with_content", "runs", "rate"))
+    case_runs = figures.case_runs
+    assert case_runs is not None
+    return {
+        "methods": {**_METHODS, "case_class": f"run attribute {facts.case_class}"},
+        "tails": figures.tails(),
+        "cost": _cost_by_parts(analysis, figures, passed),
+        **{name: rates[name].to_dicts() if name in rates else [] for name in RATE_TABLES},
+        "content_coverage": content.to_dicts()[0],
+        "scores": figures.scores(),
+        "trials": _trials(case_runs, findings, passed),
+        "breakdowns": {key: figures.breakdown(key).to_dicts() for key in BREAKDOWNS},
+    }
+
+
+def _cost_by_parts(analysis, figures: RunFigures, passed: pl.DataFrame | None) -> dict[str, Any]:
+    priced = figures.count("known:cost_usd")
+    if passed is None:
+        judged_runs = figures.runs
+        correct = figures.count("passed")
+        judged_cost = (
+            figures.float_total("cost_usd") if judged_runs and priced == judged_runs else None
+        )
+    else:
+        judged_runs = passed.height
+        correct = int(passed.get_column("passed").sum())
+        judged_cost = figures.labelled_cost(judged_runs)
+    return _cost_section(
+        analysis,
+        passed,
+        {
+            "total_usd": figures.float_total("cost_usd"),
+            "recorded_total_usd": figures.float_total("recorded_cost_usd"),
+            "priced_runs": priced,
+            "unpriced_runs": figures.runs - priced,
+            "retry_cost_usd": figures.float_total("retry_cost_usd"),
+            "retry_cost_unknown_runs": figures.runs - figures.count("known:retry_cost_usd"),
+            "judged_runs": judged_runs,
+            "judged_cost_usd": judged_cost,
+            "correct_runs": correct,
+        },
+    )
+
+
+def _cost_section(analysis, passed: pl.DataFrame | None, figures: dict[str, Any]) -> dict[str, Any]:
+    """The cost section from its figures: with the unpriced models, the cost per correct run
+    and how runs were judged correct."""
+    from analyzer.pricing import unpriced_models
+
+    judged_cost, correct = figures["judged_cost_usd"], figures["correct_runs"]
+    unpriced = analysis.unpriced
+    if unpriced is None:
+        unpriced = unpriced_models(analysis.runs.steps)
+    return {
+        **figures,
+        "unpriced_models": unpriced.to_dicts(),
+        "cost_per_correct_run_usd": judged_cost / correct
+        if judged_cost is not None and correct
+        else None,
+        "correct_by": "findings" if passed is None else "labels",
+        "correct_threshold": CORRECT_THRESHOLD if passed is None else None,
+    }
+
+
+def _metrics(analysis, facts: SummaryFacts, runs: pl.DataFrame, scored) -> dict[str, Any]:
     evaluation = analysis.evaluation
     findings = evaluation.findings if evaluation is not None else None
     weights = m.rule_weights(analysis.packs)
@@ -186,8 +306,6 @@ def _metrics(analysis, facts: SummaryFacts, scored) -> dict[str, Any]:
 
 
 def _cost(analysis, runs: pl.DataFrame, findings, passed: pl.DataFrame | None) -> dict[str, Any]:
-    from analyzer.pricing import unpriced_models
-
     cost = runs.get_column("cost_usd")
     priced = runs.height - cost.null_count()
     retry = runs.get_column("retry_cost_usd")
@@ -202,27 +320,23 @@ def _cost(analysis, runs: pl.DataFrame, findings, passed: pl.DataFrame | None) -
     judged_cost = None
     if rows.height and rows.get_column("cost_usd").null_count() == 0:
         judged_cost = _total(rows.get_column("cost_usd"))
-    return {
-        "total_usd": _total(cost) if priced else None,
-        "recorded_total_usd": _total(recorded) if recorded.null_count() < len(recorded) else None,
-        "priced_runs": priced,
-        "unpriced_runs": cost.null_count(),
-        "unpriced_models": (
-            analysis.unpriced
-            if analysis.unpriced is not None
-            else unpriced_models(analysis.runs.steps)
-        ).to_dicts(),
-        "retry_cost_usd": _total(retry) if retry.null_count() < len(retry) else None,
-        "retry_cost_unknown_runs": retry.null_count(),
-        "judged_runs": rows.height,
-        "judged_cost_usd": judged_cost,
-        "correct_runs": correct,
-        "cost_per_correct_run_usd": judged_cost / correct
-        if judged_cost is not None and correct
-        else None,
-        "correct_by": "findings" if passed is None else "labels",
-        "correct_threshold": CORRECT_THRESHOLD if passed is None else None,
-    }
+    return _cost_section(
+        analysis,
+        passed,
+        {
+            "total_usd": _total(cost) if priced else None,
+            "recorded_total_usd": _total(recorded)
+            if recorded.null_count() < len(recorded)
+            else None,
+            "priced_runs": priced,
+            "unpriced_runs": cost.null_count(),
+            "retry_cost_usd": _total(retry) if retry.null_count() < len(retry) else None,
+            "retry_cost_unknown_runs": retry.null_count(),
+            "judged_runs": rows.height,
+            "judged_cost_usd": judged_cost,
+            "correct_runs": correct,
+        },
+    )
 
 
 def _total(values: pl.Series) -> float:
@@ -308,23 +422,7 @@ def _breakdown(
         rows = rows.join(per_group, on=by, how="left", nulls_equal=True).with_columns(
             pl.col("label_runs", "label_correct_runs").fill_null(0)
         )
-        ks = rows.get_column("label_correct_runs").to_list()
-        ns = rows.get_column("label_runs").to_list()
-        bounds = [m.wilson(k, n) for k, n in zip(ks, ns, strict=True)]
-        rows = rows.with_columns(
-            label_correct_rate=pl.Series(
-                [k / n if n else None for k, n in zip(ks, ns, strict=True)], dtype=pl.Float64
-            ),
-            label_correct_rate_lo=pl.Series(
-                [b[0] if b else None for b in bounds], dtype=pl.Float64
-            ),
-            label_correct_rate_hi=pl.Series(
-                [b[1] if b else None for b in bounds], dtype=pl.Float64
-            ),
-            label_cost_per_correct_run=pl.when(pl.col("label_correct_runs") > 0).then(
-                pl.col("_cost") / pl.col("label_correct_runs")
-            ),
-        ).drop("_cost")
+        rows = with_label_rates(rows)
     return rows.rename({by: "group"}).to_dicts()
 
 

@@ -1,0 +1,463 @@
+"""The per-run figures of a summary, read from the runs' facts part by part, in two passes.
+
+The facts of a big analysis come in parts (`analyzer.report.facts`), and holding them all
+would make the summary's memory grow with the runs. `RunFigures` reads one part at a time:
+the first pass adds up counts and exact sums (`analyzer.report.exact`) and counts the values
+of each quantile's set per bucket; the second keeps the values of the buckets that hold the
+wanted ranks. The figures are exact and the same however the runs are split into parts.
+
+Quantiles are type 7 (as polars' ``interpolation="linear"``), with the distribution-free
+intervals of `metrics.quantile_interval` for the tails; totals and means are exact sums
+rounded once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from analyzer import metrics as m
+from analyzer.report.exact import Selection, exact_sums, exact_value, order_keys
+
+if TYPE_CHECKING:
+    from analyzer.report.facts import RunsPart
+
+__all__ = ["RunFigures"]
+
+#: Run columns added up for the "runs" section (null when no run has a value).
+_TOTALS = (
+    "model_calls",
+    "tool_calls",
+    "unexecuted_tool_calls",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+)
+#: Float columns summed exactly: the cost section and the breakdowns read them.
+_SUMS = ("cost_usd", "recorded_cost_usd", "retry_cost_usd")
+_BREAKDOWN_QUANTILES = (0.5, 0.95)
+
+
+def _ranks(n: int, quantiles: Sequence[float], intervals: bool) -> set[int]:
+    """1-based ranks a type-7 quantile (and its interval) of n values reads."""
+    ranks: set[int] = set()
+    for q in quantiles:
+        low = math.floor((n - 1) * q)
+        ranks |= {low + 1, min(low + 2, n)}
+        if intervals:
+            bounds = m.quantile_interval(n, q)
+            if bounds:
+                ranks |= set(bounds)
+    return ranks
+
+
+def _column(frame: pl.DataFrame, name: str) -> np.ndarray:
+    return frame.get_column(name).cast(pl.Float64).fill_null(np.nan).to_numpy()
+
+
+class RunFigures:
+    """The figures of the runs in ``parts``: run totals, tails, cost, content coverage,
+    scores, breakdowns, and the runs with a case id (for trials).
+
+    ``blocking`` holds the ids of the runs with a finding at or above the correctness
+    threshold; ``passed`` (run_id, passed), from labels, judges the runs instead for the cost
+    section and adds the ``label_*`` columns to the breakdowns. ``breakdowns`` maps each
+    breakdown's name to the column it groups by.
+    """
+
+    def __init__(
+        self,
+        parts: Sequence[RunsPart],
+        *,
+        metrics: Sequence[str],
+        breakdowns: dict[str, str],
+        breakdown_metrics: Sequence[str] = m.TAIL_METRICS,
+        blocking: pl.Series,
+        passed: pl.DataFrame | None = None,
+    ) -> None:
+        self.metrics = list(metrics)
+        self.breakdown_metrics = list(breakdown_metrics)
+        self.breakdowns = breakdowns
+        self._blocking = blocking.implode()
+        self._passed = passed
+        self._selection = Selection()
+        self._runs = 0
+        self._counts: dict[str, int] = {}
+        self._sums: dict[str, int] = {}
+        self._agents: dict[str, int] = {}
+        self._models: set[str] = set()
+        self._max: dict[str, float] = {}
+        self._score_min: float | None = None
+        self._has_score = False
+        self._groups: dict[str, dict[Any, dict[str, int]]] = {b: {} for b in breakdowns}
+        self._group_dtype: dict[str, pl.DataType] = {}
+        self._group_values: dict[int, Any] = {}  # group number -> its value
+        self._numbers: dict[tuple[str, Any], int] = {}  # (breakdown, value) -> group number
+        cases = []
+        for part in parts:
+            frame = self._prepared(part.read())
+            self._count(frame)
+            cases.append(frame.filter(pl.col("case_id").is_not_null()))
+        self.case_runs = pl.concat(cases, how="vertical_relaxed") if cases else None
+        self._selection.plan(self._wanted())
+        for part in parts:
+            for values in self._values(self._prepared(part.read())):
+                self._selection.keep_keys(*values)
+
+    # --- the two passes -------------------------------------------------------------------
+
+    def _prepared(self, runs: pl.DataFrame) -> pl.DataFrame:
+        """The part's runs with their metric values (Float64), outcome and score."""
+        has = set(runs.columns)
+        names = list(dict.fromkeys([*self.metrics, *self.breakdown_metrics]))
+        values = [
+            v.alias(f"_m_{name}")
+            for name, v in zip(names, m._metric_values(runs, names), strict=True)
+        ]
+        extra = [
+            pl.col("findings").fill_null(0)
+            if "findings" in has
+            else pl.lit(0, pl.Int64).alias("findings"),
+            pl.col("score").fill_null(100.0) if "score" in has else pl.lit(100.0).alias("score"),
+            (~pl.col("run_id").is_in(self._blocking)).alias("passed"),
+            *[
+                pl.col(c).cast(pl.Float64) if c in has else pl.lit(None, pl.Float64).alias(c)
+                for c in _SUMS
+            ],
+        ]
+        frame = runs.with_columns(*values, *extra).with_row_index("_r")
+        self._has_score = self._has_score or "score" in has
+        if self._passed is not None:
+            frame = frame.join(
+                self._passed.select("run_id", pl.col("passed").alias("_label_passed")),
+                on="run_id",
+                how="left",
+                maintain_order="left",  # ``_r`` stays each run's row
+            )
+        return frame
+
+    def _grouped(self, frame: pl.DataFrame, name: str) -> tuple[pl.DataFrame, np.ndarray]:
+        """The (run, group) rows of breakdown `name` (``_r``: the run's row in `frame`), and
+        each row's group number."""
+        by = self.breakdowns[name]
+        columns = ["_r", "cost_usd", "passed", "findings", "score"]
+        if self._passed is not None:
+            columns.append("_label_passed")
+        rows, _ = m.run_groups(frame, by, [pl.col(c) for c in columns])
+        self._group_dtype.setdefault(name, rows.schema[by])
+        values = rows.get_column(by).unique(maintain_order=True).to_list()
+        numbers = [self._group_number(name, v) for v in values]
+        keyed = pl.DataFrame(
+            {by: pl.Series(values, dtype=rows.schema[by]), "_g": pl.Series(numbers, dtype=pl.Int64)}
+        )
+        number = rows.select(by).join(
+            keyed, on=by, how="left", nulls_equal=True, maintain_order="left"
+        )
+        return rows, number.get_column("_g").to_numpy()
+
+    def _group_number(self, name: str, value: Any) -> int:
+        key = (name, value)
+        if key not in self._numbers:
+            self._numbers[key] = len(self._numbers)
+            self._group_values[self._numbers[key]] = value
+        return self._numbers[key]
+
+    def _set(self, kind: str, metric: str = "", group: int = 0) -> int:
+        """The id of a quantile set: a tail's metric, or a (group, metric)."""
+        if kind == "tail":
+            return self.metrics.index(metric)
+        return (
+            len(self.metrics)
+            + group * len(self.breakdown_metrics)
+            + self.breakdown_metrics.index(metric)
+        )
+
+    def _values(
+        self, frame: pl.DataFrame, grouped: dict[str, tuple[pl.DataFrame, np.ndarray]] | None = None
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The set ids and order keys (`exact.order_keys`) of the quantile sets' values of this
+        part: the tails', then each breakdown's (small pieces: less memory held at a time)."""
+        names = list(dict.fromkeys([*self.metrics, *self.breakdown_metrics]))
+        keys, valid = {}, {}
+        for name in names:
+            values = _column(frame, f"_m_{name}")
+            valid[name] = ~np.isnan(values)
+            keys[name] = order_keys(np.where(valid[name], values, 0.0))
+        for sid, name in [(self._set("tail", metric), metric) for metric in self.metrics]:
+            ok = valid[name]
+            yield np.full(int(ok.sum()), sid, dtype=np.int64), keys[name][ok]
+        for name in self.breakdowns:
+            rows, number = grouped[name] if grouped else self._grouped(frame, name)
+            run = rows.get_column("_r").to_numpy()
+            for metric in self.breakdown_metrics:
+                ok = valid[metric][run]
+                sets = self._set("metric", metric, 0) + number[ok] * len(self.breakdown_metrics)
+                yield sets, keys[metric][run[ok]]
+
+    def _count(self, frame: pl.DataFrame) -> None:
+        """First pass over one part."""
+        self._runs += frame.height
+        add = self._add
+        add("with_answer", int(frame.get_column("has_answer").sum()))
+        add("without_answer", int((~frame.get_column("has_answer")).sum()))
+        add("with_content", int(frame.get_column("has_content").sum()))
+        add("content", int(frame.get_column("has_content").fill_null(False).sum()))
+        for col in _TOTALS:
+            if col in frame.columns:
+                series = frame.get_column(col)
+                add(f"known:{col}", len(series) - series.null_count())
+                add(f"sum:{col}", int(series.sum()))
+        for agent, n in frame.group_by(pl.col("agent").fill_null("-")).len().iter_rows():
+            self._agents[agent] = self._agents.get(agent, 0) + n
+        self._models.update(frame.get_column("models").explode().drop_nulls().to_list())
+        for col in _SUMS:
+            series = frame.get_column(col)
+            add(f"known:{col}", len(series) - series.null_count())
+            self._sum(col, _column(frame, col))
+        add("passed", int(frame.get_column("passed").sum()))
+        if self._passed is not None:
+            labelled = frame.filter(pl.col("_label_passed").is_not_null())
+            cost = labelled.get_column("cost_usd")
+            add("labelled_priced", len(cost) - cost.null_count())
+            self._sum("labelled_cost", _column(labelled, "cost_usd"))
+        for metric in self.metrics:
+            values = frame.get_column(f"_m_{metric}")
+            top = values.max()
+            if top is not None and (metric not in self._max or top > self._max[metric]):
+                self._max[metric] = float(top)  # type: ignore[arg-type]
+        if self._has_score:  # the scores section: the runs' own scores
+            low = frame.get_column("_m_score").min()
+            if low is not None and (self._score_min is None or low < self._score_min):
+                self._score_min = float(low)  # type: ignore[arg-type]
+            self._sum("score", _column(frame, "_m_score"))
+        grouped = {name: self._grouped(frame, name) for name in self.breakdowns}
+        for name, (rows, gid) in grouped.items():
+            self._count_groups(name, rows, gid)
+        for values in self._values(frame, grouped):
+            self._selection.count_keys(*values)
+
+    def _count_groups(self, name: str, rows: pl.DataFrame, gid: np.ndarray) -> None:
+        groups = self._groups[name]
+        keyed = rows.with_columns(_gid=pl.Series(gid))
+        aggs = [
+            pl.len().alias("runs"),
+            pl.col("passed").sum().alias("passed_runs"),
+            (pl.col("findings") > 0).sum().alias("runs_with_findings"),
+            pl.col("cost_usd").null_count().alias("unpriced_runs"),
+            pl.col("score").count().alias("scored"),
+        ]
+        if self._passed is not None:
+            judged = pl.col("_label_passed").is_not_null()
+            aggs += [
+                judged.sum().alias("label_runs"),
+                pl.col("_label_passed").fill_null(False).sum().alias("label_correct_runs"),
+                (judged & pl.col("cost_usd").is_null()).sum().alias("label_unpriced"),
+            ]
+        for row in keyed.group_by("_gid").agg(aggs).iter_rows(named=True):
+            counts = groups.setdefault(row.pop("_gid"), {})
+            for key, n in row.items():
+                counts[key] = counts.get(key, 0) + int(n)
+        for column, key in (("cost_usd", "cost"), ("score", "score_sum")):
+            for g, total in exact_sums(gid, _column(rows, column)).items():
+                groups.setdefault(g, {})
+                groups[g][key] = groups[g].get(key, 0) + total
+        if self._passed is not None:
+            judged = rows.get_column("_label_passed").is_not_null().to_numpy()
+            for g, total in exact_sums(gid[judged], _column(rows, "cost_usd")[judged]).items():
+                groups[g]["label_cost"] = groups[g].get("label_cost", 0) + total
+
+    def _add(self, key: str, n: int) -> None:
+        self._counts[key] = self._counts.get(key, 0) + n
+
+    def _sum(self, key: str, values: np.ndarray) -> None:
+        total = exact_sums(np.zeros(len(values), dtype=np.int64), values).get(0, 0)
+        self._sums[key] = self._sums.get(key, 0) + total
+
+    def _wanted(self) -> dict[int, set[int]]:
+        """The ranks read of each quantile set."""
+        wanted = {}
+        for metric in self.metrics:
+            sid = self._set("tail", metric)
+            wanted[sid] = _ranks(self._selection.size(sid), m.QUANTILES, intervals=True)
+        for group in self._group_values:
+            for metric in self.breakdown_metrics:
+                sid = self._set("metric", metric, group)
+                wanted[sid] = _ranks(self._selection.size(sid), _BREAKDOWN_QUANTILES, False)
+        return wanted
+
+    def _quantile(self, sid: int, q: float) -> float | None:
+        """The type-7 q-quantile of set `sid` (None when it has no value)."""
+        n = self._selection.size(sid)
+        if not n:
+            return None
+        h = (n - 1) * q
+        low = math.floor(h)
+        a = self._selection.value(sid, low + 1)
+        b = self._selection.value(sid, min(low + 2, n))
+        return a + (h - low) * (b - a)
+
+    @property
+    def runs(self) -> int:
+        """How many runs."""
+        return self._runs
+
+    def count(self, key: str) -> int:
+        """A count over all runs: ``with_answer``, ``without_answer``, ``with_content``,
+        ``content`` (runs with content, unknown read as none), ``passed`` (no blocking
+        finding), ``known:<column>`` (runs with a value in that column)."""
+        return self._counts.get(key, 0)
+
+    def total(self, column: str) -> int | None:
+        """The sum of an integer run column; None when no run has a value."""
+        return self._counts.get(f"sum:{column}", 0) if self.count(f"known:{column}") else None
+
+    def float_total(self, column: str) -> float | None:
+        """The exact sum of a float column (cost_usd, recorded_cost_usd, retry_cost_usd),
+        rounded once; None when no run has a value."""
+        return exact_value(self._sums.get(column, 0)) if self.count(f"known:{column}") else None
+
+    def labelled_cost(self, labelled: int) -> float | None:
+        """The exact total cost of the runs judged by labels; None unless all ``labelled``
+        runs were found with a cost."""
+        if not labelled or self.count("labelled_priced") != labelled:
+            return None
+        return exact_value(self._sums.get("labelled_cost", 0))
+
+    @property
+    def agents(self) -> dict[str, int]:
+        return dict(sorted(self._agents.items()))
+
+    @property
+    def models(self) -> list[str]:
+        return sorted(self._models)
+
+    def tails(self) -> list[dict[str, Any]]:
+        """Rows of `metrics.tails` over all runs (none without runs)."""
+        if not self._runs:
+            return []
+        rows = []
+        for metric in self.metrics:
+            sid = self._set("tail", metric)
+            n = self._selection.size(sid)
+            row: dict[str, Any] = {
+                "metric": metric,
+                "runs": self._runs,
+                "n": n,
+                "missing": self._runs - n,
+                "max": self._max.get(metric),
+            }
+            for q in m.QUANTILES:
+                name = m._qname(q)
+                row[name] = self._quantile(sid, q)
+                bounds = m.quantile_interval(n, q) if n else None
+                row[f"{name}_lo"] = self._selection.value(sid, bounds[0]) if bounds else None
+                row[f"{name}_hi"] = self._selection.value(sid, bounds[1]) if bounds else None
+            rows.append(row)
+        return rows
+
+    def scores(self) -> dict[str, Any]:
+        """The runs' scores (the tail metric ``score``): mean, p50, min, how many."""
+        if not self._has_score:
+            return {"mean": None, "p50": None, "min": None, "runs": 0}
+        sid = self._set("tail", "score")
+        n = self._selection.size(sid)
+        return {
+            "mean": exact_value(self._sums.get("score", 0), n) if n else None,
+            "p50": self._quantile(sid, 0.5),
+            "min": self._score_min,
+            "runs": n,
+        }
+
+    def breakdown(self, name: str) -> pl.DataFrame:
+        """Rows of `metrics.breakdown` for breakdown `name` (its group column ``group``), with
+        the ``label_*`` columns when runs are judged by labels."""
+        groups = self._groups[name]
+        gids = list(groups)
+        dtype = self._group_dtype.get(name, pl.String)
+        rows: dict[str, list] = {"group": [self._group_values[g] for g in gids]}
+        counts = ["runs", "passed_runs", "runs_with_findings", "unpriced_runs"]
+        for key in counts:
+            rows[key] = [groups[g].get(key, 0) for g in gids]
+        rows["mean_score"] = [
+            exact_value(groups[g].get("score_sum", 0), groups[g]["scored"])
+            if groups[g].get("scored")
+            else None
+            for g in gids
+        ]
+        rows["_cost"] = [
+            exact_value(groups[g].get("cost", 0)) if not groups[g].get("unpriced_runs") else None
+            for g in gids
+        ]
+        for metric in self.breakdown_metrics:
+            for q, p in zip(_BREAKDOWN_QUANTILES, ("p50", "p95"), strict=True):
+                rows[f"{metric}_{p}"] = [
+                    self._quantile(self._set("metric", metric, g), q) for g in gids
+                ]
+        schema: dict[str, Any] = {"group": dtype, "mean_score": pl.Float64, "_cost": pl.Float64}
+        schema |= {k: pl.Int64 for k in counts}
+        schema |= {f"{mt}_{p}": pl.Float64 for mt in self.breakdown_metrics for p in ("p50", "p95")}
+        out = pl.DataFrame(rows, schema=schema)
+        out = out.with_columns(total_cost_usd=pl.col("_cost").round(12)).drop("_cost")
+        out = out.with_columns(
+            *m.wilson_columns("passed_runs", "runs", "pass_rate"),
+            pl.when(pl.col("passed_runs") > 0)
+            .then(pl.col("total_cost_usd") / pl.col("passed_runs"))
+            .alias("cost_per_correct_run"),
+        )
+        if self._passed is not None:
+            label = pl.DataFrame(
+                {
+                    "label_runs": [groups[g].get("label_runs", 0) for g in gids],
+                    "label_correct_runs": [groups[g].get("label_correct_runs", 0) for g in gids],
+                    "_cost": [
+                        exact_value(groups[g].get("label_cost", 0))
+                        if not groups[g].get("label_unpriced")
+                        else None
+                        for g in gids
+                    ],
+                },
+                schema={
+                    "label_runs": pl.Int64,
+                    "label_correct_runs": pl.Int64,
+                    "_cost": pl.Float64,
+                },
+            )
+            out = with_label_rates(pl.concat([out, label], how="horizontal"))
+        cols = ["group", *m.breakdown_columns(self.breakdown_metrics)]
+        if self._passed is not None:
+            cols += LABEL_COLUMNS
+        return out.select(cols).sort("group", nulls_last=True)
+
+
+#: The columns a breakdown row has with labels, after `metrics.breakdown_columns`.
+LABEL_COLUMNS = [
+    "label_runs",
+    "label_correct_runs",
+    "label_correct_rate",
+    "label_correct_rate_lo",
+    "label_correct_rate_hi",
+    "label_cost_per_correct_run",
+]
+
+
+def with_label_rates(rows: pl.DataFrame) -> pl.DataFrame:
+    """Breakdown rows with ``label_runs``, ``label_correct_runs`` and ``_cost`` (the cost of
+    their labelled runs, null when one is unpriced): their labelled correct rate with its
+    Wilson interval and cost per correct run, ``_cost`` dropped."""
+    ks = rows.get_column("label_correct_runs").to_list()
+    ns = rows.get_column("label_runs").to_list()
+    bounds = [m.wilson(k, n) for k, n in zip(ks, ns, strict=True)]
+    return rows.with_columns(
+        label_correct_rate=pl.Series(
+            [k / n if n else None for k, n in zip(ks, ns, strict=True)], dtype=pl.Float64
+        ),
+        label_correct_rate_lo=pl.Series([b[0] if b else None for b in bounds], dtype=pl.Float64),
+        label_correct_rate_hi=pl.Series([b[1] if b else None for b in bounds], dtype=pl.Float64),
+        label_cost_per_correct_run=pl.when(pl.col("label_correct_runs") > 0).then(
+            pl.col("_cost") / pl.col("label_correct_runs")
+        ),
+    ).drop("_cost")
