@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analyzer import metrics as m
+from analyzer.errors import InputError
 
 if TYPE_CHECKING:
     from analyzer.pipeline import Analysis
@@ -93,8 +94,6 @@ class RunsPart:
     @classmethod
     def file(cls, path: str) -> RunsPart:
         """The part in the Parquet file `path` (its row count read now, its rows when used)."""
-        from analyzer.errors import InputError
-
         try:
             height = pq.read_metadata(path).num_rows
         except (OSError, pa.ArrowException) as err:
@@ -105,8 +104,6 @@ class RunsPart:
         """The runs of this part."""
         if self.frame is not None:
             return self.frame
-        from analyzer.errors import InputError
-
         assert self.path is not None
         try:
             return pl.read_parquet(self.path)
