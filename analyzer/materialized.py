@@ -165,6 +165,7 @@ def _restricted(
         empty_span_runs,
         partial_result,
         read_ipc_file,
+        spill_facts,
         spill_tables,
     )
     from analyzer.pipeline import Analysis, started_in
@@ -196,7 +197,7 @@ def _restricted(
         ),
         prices=options.prices,
     )
-    return spill_tables(partial_result(analysis, options.case_class), out)
+    return spill_facts(spill_tables(partial_result(analysis, options.case_class), out), out)
 
 
 def _read_json(path: Path) -> dict:

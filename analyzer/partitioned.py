@@ -68,6 +68,7 @@ __all__ = [
     "partition_ids",
     "prebuilt_partial",
     "read_ipc_file",
+    "spill_facts",
     "spill_tables",
 ]
 
@@ -703,7 +704,7 @@ def _analyze_spilled(folder: str, out: str, options: PartitionOptions) -> Partia
     spans = _read_ipc_folder(Path(folder))
     partial = options.analyze(spans)
     del spans
-    return spill_tables(partial, out)
+    return spill_facts(spill_tables(partial, out), out)
 
 
 def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -> PartialResult:
@@ -715,7 +716,7 @@ def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -
     kept = kept_results(part, out, options)
     if kept is not None:
         return kept
-    return spill_tables(prebuilt_partial(*read_prebuilt(part), options), out)
+    return spill_facts(spill_tables(prebuilt_partial(*read_prebuilt(part), options), out), out)
 
 
 def prebuilt_partial(
@@ -745,6 +746,20 @@ def spill_tables(partial: PartialResult, out: str, compression: str | None = Non
         if frame is not None:
             _write_batches(frame, f"{out}.{name}.arrow", compression)
             setattr(partial, name, frame.clear())
+    return partial
+
+
+def spill_facts(partial: PartialResult, out: str) -> PartialResult:
+    """Write the runs of `partial`'s summary facts to `out`.facts.parquet; `partial` with them
+    read from there when the summary needs them (so that the process merging the partitions
+    never holds them all)."""
+    from analyzer.report.facts import RunsPart
+
+    facts = partial.facts
+    if facts is not None and any(p.frame is not None for p in facts.parts):
+        path = f"{out}.facts.parquet"
+        facts.runs().write_parquet(path, statistics=False)
+        partial.facts = dataclasses.replace(facts, parts=[RunsPart(facts.height, path=path)])
     return partial
 
 
@@ -1014,7 +1029,7 @@ def _merged(
     `folder` (removed when the Analysis is no longer used)."""
     spill = _Spill(folder, outs)
     names = [n for n in _TABLES if all(getattr(p, n) is not None for p in partials)]
-    return merge_partials(
+    analysis = merge_partials(
         partials,
         log,
         packs=options.packs,
@@ -1022,6 +1037,9 @@ def _merged(
         skipped=skipped,
         spilled={name: functools.partial(spill.load, name) for name in names} if partials else None,
     )
+    if analysis.facts is not None:
+        analysis.facts.keep = spill  # its parts' files are in the spill
+    return analysis
 
 
 def _spill_all(

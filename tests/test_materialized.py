@@ -356,9 +356,10 @@ def test_kept_facts_are_read_part_by_part_above_the_in_memory_size(
     reference = build_summary(analyze_paths(halves["files"], packs=packs, since_ns=since))
     result = analyze_partitioned([dataset], jobs=1, packs=packs, since_ns=since)
     assert result.facts is not None and len(result.facts.parts) == 4
-    kept = [p.path for p in result.facts.parts if p.path is not None]
-    # the last ingest's parts are read from their files; the others were restricted (their
-    # traces superseded, or cut by the window) and are frames
+    assert all(p.frame is None for p in result.facts.parts)  # files, read when used
+    kept = [p for p in result.facts.parts if str(p.path).startswith(str(dataset))]
+    # the last ingest's parts are read from the dataset; the others were restricted (their
+    # traces superseded, or cut by the window) and written to the spill
     assert len(kept) == (2 if since is None else 0)
     monkeypatch.setattr(summary_module, "IN_MEMORY_RUNS", 0)
 

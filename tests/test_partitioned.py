@@ -252,6 +252,31 @@ def test_summary_of_a_partitioned_analysis_loads_no_whole_run_table(generated: d
     assert "app.case_type" in runs.columns
     assert len(result.facts.parts) == 3
     assert result.facts.height == runs.height == summary["runs"]["count"]
+    # written to the spill by the partitions' processes: the parent holds none of them
+    assert all(p.frame is None and p.path for p in result.facts.parts)
+
+
+def test_the_facts_files_live_as_long_as_the_facts(
+    generated: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once every spilled table is loaded, nothing else holds the spill but the facts: their
+    files stay until the facts go (a summary read part by part after that still works)."""
+    import gc
+
+    from analyzer.report import summary as summary_module
+
+    packs = [load_default_pack()]
+    reference = build_summary(analyze_paths([generated["folder"]], packs=packs))
+    result = analyze_partitioned([generated["folder"]], partitions=3, jobs=1, packs=packs)
+    assert result.runs.runs.height and result.runs.steps.height
+    assert result.evaluation.coverage.height
+    gc.collect()
+    monkeypatch.setattr(summary_module, "IN_MEMORY_RUNS", 0)
+    assert build_summary(result) == reference
+    folder = Path(result.facts.parts[0].path).parent
+    del result
+    gc.collect()
+    assert not folder.exists()
 
 
 def test_summary_with_another_case_class_reads_the_runs_themselves(generated: dict) -> None:

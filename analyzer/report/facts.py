@@ -12,8 +12,8 @@ the runs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
@@ -97,7 +97,7 @@ class RunsPart:
         try:
             height = pq.read_metadata(path).num_rows
         except (OSError, pa.ArrowException) as err:
-            raise InputError(f"{path}: unreadable rule results: {err}") from err
+            raise InputError(f"{path}: unreadable summary facts: {err}") from err
         return cls(height, path=path)
 
     def read(self) -> pl.DataFrame:
@@ -108,7 +108,7 @@ class RunsPart:
         try:
             return pl.read_parquet(self.path)
         except (OSError, pl.exceptions.PolarsError) as err:
-            raise InputError(f"{self.path}: unreadable rule results: {err}") from err
+            raise InputError(f"{self.path}: unreadable summary facts: {err}") from err
 
 
 @dataclass
@@ -118,6 +118,7 @@ class SummaryFacts:
     case_class: str  # the run attribute read out into a column of that name
     parts: list[RunsPart]
     rates: dict[str, pl.DataFrame] | None
+    keep: Any = field(default=None, repr=False, compare=False)  # what keeps the parts' files
 
     @property
     def height(self) -> int:
