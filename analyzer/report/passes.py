@@ -205,7 +205,6 @@ class RunFigures:
         add("with_answer", int(frame.get_column("has_answer").sum()))
         add("without_answer", int((~frame.get_column("has_answer")).sum()))
         add("with_content", int(frame.get_column("has_content").sum()))
-        add("content", int(frame.get_column("has_content").fill_null(False).sum()))
         for col in _TOTALS:
             if col in frame.columns:
                 series = frame.get_column(col)
@@ -307,8 +306,8 @@ class RunFigures:
 
     def count(self, key: str) -> int:
         """A count over all runs: ``with_answer``, ``without_answer``, ``with_content``,
-        ``content`` (runs with content, unknown read as none), ``passed`` (no blocking
-        finding), ``known:<column>`` (runs with a value in that column)."""
+        ``passed`` (no blocking finding), ``known:<column>`` (runs with a value in that
+        column)."""
         return self._counts.get(key, 0)
 
     def total(self, column: str) -> int | None:

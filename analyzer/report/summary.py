@@ -215,7 +215,7 @@ def _metrics_by_parts(analysis, facts: SummaryFacts, figures: RunFigures, scored
     rates = facts.rates or {}
     passed = scored.passed() if scored is not None else None
     content = pl.DataFrame(
-        {"runs": [figures.runs], "with_content": [figures.count("content")]},
+        {"runs": [figures.runs], "with_content": [figures.count("with_content")]},
         schema={"runs": pl.Int64, "with_content": pl.Int64},
     ).with_columns(m.wilson_columns("with_content", "runs", "rate"))
     case_runs = figures.case_runs
