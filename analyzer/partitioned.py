@@ -41,6 +41,7 @@ from analyzer.ingest.files import DATASET_MANIFEST, expand_paths
 from analyzer.ingest.reader import Ingested, finalize_spans
 from analyzer.runs import RunSet
 from analyzer.spans import SPAN_SCHEMA, empty_table
+from analyzer.workers import share_cpus
 
 if TYPE_CHECKING:
     from analyzer.checks import CheckError
@@ -873,7 +874,12 @@ def _pool(jobs: int) -> Executor:
     if jobs <= 1:
         return ThreadPoolExecutor(1)  # one worker thread: the same code, no second process
     # spawn: a fresh interpreter per worker (forking a process running polars threads can hang)
-    return ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(
+        jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=share_cpus,
+        initargs=(max(1, default_jobs() // jobs),),
+    )
 
 
 def analyze_partitioned(

@@ -12,7 +12,13 @@ from split_dumps import assert_same_analysis, generate, span_count, split_dump
 
 from analyzer.cli import main
 from analyzer.pack import load_default_pack
-from analyzer.partitioned import analyze_partition, analyze_partitioned, partition_ids
+from analyzer.partitioned import (
+    _pool,
+    analyze_partition,
+    analyze_partitioned,
+    default_jobs,
+    partition_ids,
+)
 from analyzer.pipeline import analyze_paths
 from analyzer.report import build_summary
 
@@ -64,6 +70,21 @@ def test_partitioned_equals_in_process_on_generated_set(
     kept = {Path(f.path).name: (f.spans_kept, f.duplicates) for f in log.files}
     # the resent file sorts last: all its spans are the duplicates
     assert kept["c-resent.jsonl"] == (0, generated["duplicates"])
+
+
+def _threads(_: int) -> tuple[int, int]:
+    import polars as pl
+    import pyarrow as pa
+
+    return pl.thread_pool_size(), pa.cpu_count()
+
+
+def test_workers_compute_with_their_share_of_the_cpus() -> None:
+    """Two workers on this machine's CPUs: each computes with half of them (at least one), so
+    the processes do not all run a thread per CPU (polars' and Arrow's default)."""
+    share = max(1, default_jobs() // 2)
+    with _pool(2) as pool:
+        assert set(pool.map(_threads, range(4))) == {(share, share)}
 
 
 def test_duplicates_keep_the_copy_of_the_first_file_in_path_order(tmp_path: Path) -> None:

@@ -477,7 +477,7 @@ def _gather(table: pa.Table, order: pa.Array) -> pa.Table:
     instead of 3.1.
     """
     pool = _gather_pool()
-    threads = min(os.cpu_count() or 1, 4)
+    threads = min(pa.cpu_count(), 4)
     if threads < 2 or table.num_rows < 100_000:
         columns = [pc.take(column, order, memory_pool=pool) for column in table.columns]
         return pa.table(columns, schema=table.schema)
