@@ -86,14 +86,10 @@ def build_runs(
     frame = frame.with_row_index("_i")
     frame = _roll_up_resends(frame)
     frame = frame.with_columns(run_id=_run_ids(frame, spans, run_key))
-    frame = frame.filter(pl.col("run_id").is_not_null())
-    in_runs = (
-        frame.group_by("run_id")
-        .agg(pl.col("role").is_in(["agent", "model_call", "tool_call"]).any().alias("_real"))
-        .filter("_real")
-        .select("run_id")
+    frame = frame.filter(
+        pl.col("run_id").is_not_null()
+        & pl.col("role").is_in(["agent", "model_call", "tool_call"]).any().over("run_id")
     )
-    frame = frame.join(in_runs, on="run_id", how="semi")
     steps = _steps(frame)
     sources = _sources(frame, steps)
     runs = _runs(frame, steps, spans, case_key)
@@ -110,14 +106,11 @@ def _run_ids(frame: pl.DataFrame, spans: pa.Table, run_key: str | None) -> pl.Se
     is_agent = pa.array((frame.get_column("role") == "agent").to_arrow())
     nearest = _nearest_marked_ancestor(parent, is_agent)
     top = _topmost(nearest, is_agent)
-    frame = frame.with_columns(
-        _top=pl.Series(top, dtype=pl.Int64),
+    frame = frame.select(
+        "trace_id",
+        _top_span=frame.get_column("span_id").gather(pl.Series(top, dtype=pl.Int64)),
         _is_top=pl.Series(pc.and_(is_agent, pc.is_null(nearest))),
-    )
-    span_id = frame.get_column("span_id")
-    frame = frame.with_columns(_top_span=span_id.gather(frame.get_column("_top")))
-    tops = frame.group_by("trace_id").agg(pl.col("_is_top").sum().alias("_tops"))
-    frame = frame.join(tops, on="trace_id", how="left").sort("_i")
+    ).with_columns(_tops=pl.col("_is_top").sum().over("trace_id"))
     default = (
         pl.when((pl.col("_tops") >= 2) & pl.col("_top_span").is_not_null())
         .then(pl.concat_str("trace_id", pl.lit(":"), "_top_span"))
@@ -426,44 +419,55 @@ def _sources(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
 
 
 def _requests_tools(steps: pl.DataFrame) -> pl.DataFrame:
-    """Model-call steps with a flag saying whether the call asked for tools.
+    """The model-call steps (run_id, index) with ``asks_tools``: whether the call asked for
+    tools. `steps` are in (run_id, index) order, as `RunSet.steps`.
 
     A call asked for tools when its output requested any, when its finish reason says so, or,
     where it recorded no content at all, when a tool ran after it and before the next model call.
     """
-    model = steps.filter(pl.col("kind") == "model_call")
+    model = steps.filter(pl.col("kind") == "model_call").select(
+        "run_id",
+        "index",
+        "span_id",
+        "end_ns",
+        pl.when(pl.col("run_id").shift(-1) == pl.col("run_id"))
+        .then(pl.col("start_ns").shift(-1))
+        .alias("_next_model"),
+        (
+            (pl.col("requested_calls").list.len().fill_null(0) > 0)
+            | pl.col("finish_reasons")
+            .list.eval(pl.element().str.to_lowercase().is_in(TOOL_FINISH_REASONS))
+            .list.any()
+            .fill_null(False)
+        ).alias("_said"),
+        pl.col("has_content").fill_null(False).alias("_content"),
+    )
     matched = (
         steps.filter(pl.col("requested_by").is_not_null())
         .select("run_id", pl.col("requested_by").alias("span_id"), pl.lit(True).alias("_matched"))
         .unique()
     )
-    model = model.join(matched, on=["run_id", "span_id"], how="left")
-    next_start = pl.col("start_ns").shift(-1).over("run_id", order_by="index")
-    model = model.with_columns(_next_model=next_start)
+    model = model.join(matched, on=["run_id", "span_id"], how="left", maintain_order="left")
+    said = pl.col("_said") | pl.col("_matched").fill_null(False)
+    # only a call that said nothing and recorded no content is judged by the tools after it
     tools = steps.filter(pl.col("kind") == "tool_call").select(
         "run_id", pl.col("start_ns").alias("_tool_start")
     )
     followed = (
-        model.select("run_id", "span_id", "end_ns", "_next_model")
+        model.filter(~said & ~pl.col("_content"))
+        .select("run_id", "index", "end_ns", "_next_model")
         .join(tools, on="run_id")
         .filter(
             (pl.col("_tool_start") >= pl.col("end_ns"))
             & (pl.col("_next_model").is_null() | (pl.col("_tool_start") < pl.col("_next_model")))
         )
-        .select("run_id", "span_id", pl.lit(True).alias("_followed"))
+        .select("run_id", "index", pl.lit(True).alias("_followed"))
         .unique()
     )
-    model = model.join(followed, on=["run_id", "span_id"], how="left")
-    asked = (
-        (pl.col("requested_calls").list.len().fill_null(0) > 0)
-        | pl.col("finish_reasons")
-        .list.eval(pl.element().str.to_lowercase().is_in(TOOL_FINISH_REASONS))
-        .list.any()
-        .fill_null(False)
-        | pl.col("_matched").fill_null(False)
-        | (~pl.col("has_content").fill_null(False) & pl.col("_followed").fill_null(False))
+    model = model.join(followed, on=["run_id", "index"], how="left", maintain_order="left")
+    return model.select(
+        "run_id", "index", (said | pl.col("_followed").fill_null(False)).alias("asks_tools")
     )
-    return model.with_columns(asks_tools=asked)
 
 
 def _answers(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
@@ -479,7 +483,11 @@ def _answers(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     after the run's last model call, its arguments are the answer (the agent span output where
     recorded), at the end of its execution span, or of the requesting call if none ran it.
     """
-    model = _requests_tools(steps)
+    model = (
+        steps.filter(pl.col("kind") == "model_call")
+        .select("run_id", "index", "span_id", "end_ns", "status", "output_text")
+        .join(_requests_tools(steps), on=["run_id", "index"], how="left", maintain_order="left")
+    )
     last = (
         model.sort("run_id", "index")
         .group_by("run_id")
@@ -698,7 +706,8 @@ def _runs(
 def _run_attributes(frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame) -> pl.DataFrame:
     """run_id -> attributes (JSON object: resource attributes overlaid by the root span's)."""
     roots = (
-        frame.sort("run_id", pl.col("parent_span_id").is_not_null(), "start_ns", "span_id")
+        frame.select("run_id", "parent_span_id", "start_ns", "span_id", "_i")
+        .sort("run_id", pl.col("parent_span_id").is_not_null(), "start_ns", "span_id")
         .group_by("run_id", maintain_order=True)
         .first()
         .select("run_id", "_i")
@@ -715,7 +724,7 @@ def _run_attributes(frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame) ->
         .otherwise("_i")
     )
     indices = roots.get_column("_row").to_list()
-    picked = spans.take(pa.array(indices, pa.int64())).select(["attributes", "resource_attributes"])
+    picked = spans.select(["attributes", "resource_attributes"]).take(pa.array(indices, pa.int64()))
     attributes, names, versions = _attributes_json(picked)
     return pl.DataFrame(
         {
@@ -735,8 +744,8 @@ def _run_attributes(frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame) ->
     )
 
 
-#: Text that JSON writes as it is inside quotes (no quote, backslash or control character).
-_PLAIN_TEXT = r'^[^"\\\x00-\x1f]*$'
+#: A character JSON escapes inside quotes (a quote, a backslash, a control character).
+_ESCAPED = r'["\\\x00-\x1f]'
 
 
 def _attributes_json(picked: pa.Table) -> tuple[pl.Series, pl.Series, pl.Series]:
@@ -759,16 +768,15 @@ def _attributes_json(picked: pa.Table) -> tuple[pl.Series, pl.Series, pl.Series]
             | {field.name: values.field(i) for i, field in enumerate(values.type)}
         )
         parts.append(pl.from_arrow(table))
-    items = pl.concat(parts).with_row_index("_order")
-    plain = pl.col("key").str.contains(_PLAIN_TEXT) & (
-        pl.col("str").str.contains(_PLAIN_TEXT)
+    items = pl.concat(parts)
+    plain = ~pl.col("key").str.contains(_ESCAPED) & (
+        ~pl.col("str").str.contains(_ESCAPED)
         | (pl.col("str").is_null() & (pl.col("int").is_not_null() | pl.col("bool").is_not_null()))
     )
     odd_rows = items.filter(~plain.fill_null(False)).get_column("_row").unique().sort()
     final = (
         items.filter(~pl.col("_row").is_in(odd_rows.implode()))
-        .group_by("_row", "key")
-        .agg(pl.all().sort_by("_order").last())
+        .unique(["_row", "key"], keep="last", maintain_order=True)  # the span's own win
         .with_columns(
             _json=pl.when(pl.col("str").is_not_null())
             .then(pl.format('"{}"', "str"))

@@ -220,7 +220,7 @@ def _prev(column: str) -> pl.Expr:
 
 
 def _model_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-    asks = _requests_tools(steps).select("run_id", "index", "asks_tools")
+    asks = _requests_tools(steps)
     rows = steps.select(
         "run_id",
         "index",
