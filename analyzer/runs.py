@@ -249,11 +249,43 @@ def _span_attribute(spans: pa.Table, key: str) -> pl.Series:
 # --- steps -------------------------------------------------------------------------------------
 
 _STEP_ORDER = ["run_id", "start_ns", "end_ns", "span_id", "_req_pos"]
+#: The columns of `RunSet.steps`, in order.
+_STEP_COLUMNS = (
+    "run_id",
+    "index",
+    "kind",
+    "span_id",
+    "name",
+    "start_ns",
+    "end_ns",
+    "status",
+    "error_type",
+    "executed",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "recorded_cost_usd",
+    "temperature",
+    "tool_name",
+    "tool_call_id",
+    "arguments",
+    "result",
+    "requested_by",
+    "requested_calls",
+    "finish_reasons",
+    "output_text",
+    "http_resend_count",
+    "has_content",
+    "trace_id",
+    "parent_span_id",
+)
 
 
 def _steps(frame: pl.DataFrame) -> pl.DataFrame:
-    model = frame.filter(pl.col("role") == "model_call")
-    tools = frame.filter(pl.col("role") == "tool_call")
+    calls = frame.select("role", *(c for c in _STEP_COLUMNS if c in frame.columns))
+    model = calls.filter(pl.col("role") == "model_call")
+    tools = calls.filter(pl.col("role") == "tool_call")
     requests = (
         model.select(
             "run_id",
@@ -284,20 +316,28 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
         .unique("_t", keep="first", maintain_order=True)
         .select("_r", "_t")
     )
-    left_req = requests.join(by_id, on="_r", how="anti").sort("run_id", "_req_start", "_req_pos")
-    left_exec = execs.join(by_id, on="_t", how="anti").sort("run_id", "start_ns", "span_id")
-    left_req = left_req.with_columns(_rank=pl.int_range(pl.len()).over("run_id", "_req_name"))
-    left_exec = left_exec.with_columns(_rank=pl.int_range(pl.len()).over("run_id", "tool_name"))
-    by_name = (
-        left_req.join(
-            left_exec,
-            left_on=["run_id", "_req_name", "_rank"],
-            right_on=["run_id", "tool_name", "_rank"],
+    left_req = requests.join(by_id, on="_r", how="anti")
+    if left_req.is_empty():  # every request matched by id, or none recorded (no content)
+        pairs = by_id
+    else:
+        left_req = left_req.sort("run_id", "_req_start", "_req_pos").with_columns(
+            _rank=pl.int_range(pl.len()).over("run_id", "_req_name")
         )
-        .filter(pl.col("start_ns") >= pl.col("_req_start"))
-        .select("_r", "_t")
-    )
-    pairs = pl.concat([by_id, by_name])
+        left_exec = (
+            execs.join(by_id, on="_t", how="anti")
+            .sort("run_id", "start_ns", "span_id")
+            .with_columns(_rank=pl.int_range(pl.len()).over("run_id", "tool_name"))
+        )
+        by_name = (
+            left_req.join(
+                left_exec,
+                left_on=["run_id", "_req_name", "_rank"],
+                right_on=["run_id", "tool_name", "_rank"],
+            )
+            .filter(pl.col("start_ns") >= pl.col("_req_start"))
+            .select("_r", "_t")
+        )
+        pairs = pl.concat([by_id, by_name])
     matched = pairs.join(requests.select("_r", "requested_by", "_req_args"), on="_r").join(
         execs.select("_t", "run_id", "span_id"), on="_t"
     )
@@ -334,43 +374,17 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
         executed=pl.lit(True),
         _req_pos=pl.lit(None, dtype=pl.Int64),
     )
-    steps = pl.concat([models, executed, synthetic], how="diagonal_relaxed")
-    steps = steps.sort(_STEP_ORDER, nulls_last=True)
+    steps = pl.concat([models, executed, synthetic], how="diagonal_relaxed").select(
+        "role", "_req_pos", *(c for c in _STEP_COLUMNS if c not in ("index", "kind", "name"))
+    )
+    # single-threaded: polars' parallel sort of these keys costs twice the CPU (polars 2.1)
+    steps = steps.sort(_STEP_ORDER, nulls_last=True, multithreaded=False)
     steps = steps.with_columns(
         index=pl.int_range(pl.len()).over("run_id").cast(pl.Int32),
         kind=pl.col("role"),
         name=pl.when(pl.col("role") == "model_call").then("model").otherwise("tool_name"),
     )
-    return steps.select(
-        "run_id",
-        "index",
-        "kind",
-        "span_id",
-        "name",
-        "start_ns",
-        "end_ns",
-        "status",
-        "error_type",
-        "executed",
-        "model",
-        "input_tokens",
-        "output_tokens",
-        "cached_input_tokens",
-        "recorded_cost_usd",
-        "temperature",
-        "tool_name",
-        "tool_call_id",
-        "arguments",
-        "result",
-        "requested_by",
-        "requested_calls",
-        "finish_reasons",
-        "output_text",
-        "http_resend_count",
-        "has_content",
-        "trace_id",
-        "parent_span_id",
-    )
+    return steps.select(_STEP_COLUMNS)
 
 
 # --- sources -----------------------------------------------------------------------------------
