@@ -676,7 +676,7 @@ def _runs(
     runs = runs.join(attrs, on="run_id", how="left")
     runs = runs.with_columns(
         agent=pl.coalesce("agent", "_service"),
-        case_id=_case_id(case_key),
+        case_id=_case_id(runs.get_column("attributes"), case_key),
     )
     runs = runs.with_columns(config_hash=_config_hash(runs))
     return runs.select(
@@ -880,10 +880,20 @@ def _json_value(raw: str | None) -> object:
         return raw
 
 
-def _case_id(case_key: str | None) -> pl.Expr:
-    keys = (case_key,) if case_key else DEFAULT_CASE_KEYS
-    found = [pl.col("attributes").str.json_path_match(f"$['{key}']") for key in keys]
-    return pl.coalesce(found).alias("case_id")
+def _case_id(attributes: pl.Series, case_key: str | None) -> pl.Series:
+    """The case id of each run: the first case key found in its attributes (JSON objects).
+
+    Only the objects that hold a key are parsed: its name written as a JSON object key
+    (``"key": ``) cannot appear elsewhere in the text, where quotes are escaped.
+    """
+    found = pl.repeat(None, attributes.len(), dtype=pl.String, eager=True)
+    for key in (case_key,) if case_key else DEFAULT_CASE_KEYS:
+        named = attributes.str.contains(json.dumps(key, ensure_ascii=False) + ": ", literal=True)
+        rows = (named & found.is_null()).arg_true()
+        if len(rows):
+            values = attributes.gather(rows).str.json_path_match(f"$['{key}']")
+            found = found.scatter(rows, values)
+    return found.alias("case_id")
 
 
 def _config_hash(runs: pl.DataFrame) -> pl.Series:

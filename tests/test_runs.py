@@ -354,6 +354,31 @@ def test_case_key_option_and_config_hash():
     assert warmer["temperature"] is None and warmer["temperatures"] == [0.0, 0.7]
 
 
+def test_case_id_reads_only_top_level_keys_whatever_the_text_around_them():
+    """`_case_id` parses only the objects naming a key: it must read what a JSON path reads."""
+    import json
+
+    from analyzer.runs import DEFAULT_CASE_KEYS, _case_id
+
+    objects = [
+        {"app.case_id": "K-1"},
+        {"case_id": 7, "app.case_id": None},  # null: the next key
+        {"note": 'says "app.case_id": "fake"', "case.id": "C-3"},  # in a value: not a key
+        {"nested": {"app.case_id": "inner"}},  # not at the top level
+        {"app.case_id": {"k": [1, 2]}, "case_id": "second"},  # JSON text of the object
+        {"clé": "é", "case_id": True},
+        {},
+    ]
+    texts = pl.Series([json.dumps(o, sort_keys=True, ensure_ascii=False) for o in objects])
+    by_path = pl.select(
+        pl.coalesce([pl.lit(texts).str.json_path_match(f"$['{k}']") for k in DEFAULT_CASE_KEYS])
+    ).to_series()
+    got = _case_id(texts, None)
+    assert got.to_list() == by_path.to_list()
+    assert got.to_list() == ["K-1", "7", "C-3", None, '{"k":[1,2]}', "true", None]
+    assert _case_id(texts, "clé").to_list() == ["é" if "clé" in o else None for o in objects]
+
+
 def test_runs_sharing_span_ids_under_other_trace_ids_stay_apart():
     """Span ids are unique within a trace only: a copy of a run under new trace ids (a replayed
     export, a load test) must give the same steps, not steps crossed between the copies."""
