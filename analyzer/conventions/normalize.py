@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,6 +39,7 @@ _EXACT = sorted(sc.EXACT_KEYS)
 _EXACT_CODE = {k: i for i, k in enumerate(_EXACT)}
 _FAMILIES = sorted(set(sc.PREFIX_FAMILIES.values()))
 _FAMILY_CODE = {tag: len(_EXACT) + i for i, tag in enumerate(_FAMILIES)}
+assert len(_EXACT) + len(_FAMILIES) < 1 << 15  # codes are sorted as 16-bit integers
 _PREFIX_ORDER = sorted(sc.PREFIX_FAMILIES, key=len, reverse=True)
 _KEY_CACHE: dict[str, int | None] = {}
 _KEY_CACHE_MAX = 200_000
@@ -155,15 +157,10 @@ def _pivot(col: pa.ChunkedArray, n: int) -> tuple[dict[str, pl.Series], pl.DataF
     n_exact = len(_EXACT)
     for off, arr in _chunks(col):
         entries, keys = _attr_entries(arr, off)
-        # Group the entries by code with one integer sort (code, then position: stable).
-        order = entries.select(
-            (
-                pl.col("code").fill_null(-1).cast(pl.Int64) * (1 << 40)
-                + pl.int_range(pl.len(), dtype=pl.Int64)
-            )
-            .arg_sort()
-            .alias("o")
-        ).to_series()
+        # Group the entries by code, each group in position order: a stable sort of small
+        # integers, which numpy does in one radix pass.
+        codes = entries.get_column("code").fill_null(-1).cast(pl.Int16).to_numpy()
+        order = pl.Series("o", np.argsort(codes, kind="stable"))
         stats = (
             entries.group_by("code")
             .agg(pl.len().alias("n"), *[pl.col(f).null_count().alias(f) for f in _VALUE_FIELDS])
