@@ -176,24 +176,47 @@ class RetryScan(NamedTuple):
         )
 
 
+#: The step columns a retry scan reads.
+_SCANNED = (
+    "run_id",
+    "index",
+    "kind",
+    "span_id",
+    "trace_id",
+    "requested_by",
+    "start_ns",
+    "end_ns",
+    "status",
+    "tool_name",
+    "arguments",
+    "http_resend_count",
+    "has_content",
+    "finish_reasons",
+    "requested_calls",
+)
+
+
 def scan_retries(steps: pl.DataFrame) -> RetryScan:
     """Retries of the runs in ``steps``, and the runs where a model call's outcome, or the
     arguments of a failed tool call, were not recorded (a retry may have been missed).
 
     Done once per analysis: the pipeline prices the superseded attempts with it and hands it
     to `evaluate`, whose retries rules all read it."""
-    steps = steps.sort("run_id", "index")
-    # A requested call that never ran records no trace: it is in its model call's.
-    traces = (
-        steps.filter(pl.col("span_id").is_not_null())
-        .select("run_id", pl.col("span_id").alias("requested_by"), pl.col("trace_id").alias("_rt"))
-        .unique(["run_id", "requested_by"], keep="first", maintain_order=True)
-    )
-    steps = (
-        steps.join(traces, on=["run_id", "requested_by"], how="left", maintain_order="left")
-        .with_columns(pl.coalesce("trace_id", "_rt").alias("trace_id"))
-        .drop("_rt")
-    )
+    steps = steps.select(_SCANNED).sort("run_id", "index")
+    if steps.get_column("trace_id").has_nulls():
+        # A requested call that never ran records no trace: it is in its model call's.
+        traces = (
+            steps.filter(pl.col("span_id").is_not_null())
+            .select(
+                "run_id", pl.col("span_id").alias("requested_by"), pl.col("trace_id").alias("_rt")
+            )
+            .unique(["run_id", "requested_by"], keep="first", maintain_order=True)
+        )
+        steps = (
+            steps.join(traces, on=["run_id", "requested_by"], how="left", maintain_order="left")
+            .with_columns(pl.coalesce("trace_id", "_rt").alias("trace_id"))
+            .drop("_rt")
+        )
     models, unknown = _model_retries(steps)
     tools, unrecorded = _tool_retries(steps)
     resends = steps.filter(pl.col("http_resend_count") > 0).select(
@@ -289,13 +312,13 @@ def _tool_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         "span_id",
         pl.coalesce("span_id", "requested_by").alias("_span"),
     )
-    # Only a call of a tool that failed in its run can repeat a failed call: only those
-    # arguments need their canonical form (the others keep their text, never compared to a
-    # failed call's), and arguments repeat run after run: each distinct text is parsed once.
+    # Only a call of a tool that failed in its run (and trace) can repeat a failed call, or
+    # leave unknown whether it does: only those calls are read. Arguments repeat run after
+    # run: each distinct text is put in canonical form once.
     group = ["run_id", "trace_id", "tool_name"]
     failing = calls.filter(pl.col("status") == "error").select(group).unique()
-    distinct = calls.join(failing, on=group, how="semi").get_column("arguments")
-    distinct = distinct.drop_nulls().unique()
+    calls = calls.join(failing, on=group, how="semi", maintain_order="left")
+    distinct = calls.get_column("arguments").drop_nulls().unique()
     canon = pl.DataFrame(
         {"arguments": distinct, "_canon": [_canonical(t) for t in distinct.to_list()]},
         schema={"arguments": pl.String, "_canon": pl.String},
