@@ -21,6 +21,7 @@ from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
 from analyzer.checks.base import Check, CheckContext
+from analyzer.checks.grounded_arguments import FLAT_OBJECT
 
 __all__ = ["ArgumentSchema"]
 
@@ -93,15 +94,20 @@ class ArgumentSchema(Check):
         calls = calls.with_columns(pl.col("_key").fill_null(_NO_SCHEMA))
 
         # Each distinct (schema, arguments) pair is judged once: agents repeat their calls.
-        pairs = calls.select("_key", "arguments").unique(maintain_order=True)
+        # Without a schema only the JSON syntax is judged, and a flat object is JSON.
+        pairs = (
+            calls.select("_key", "arguments")
+            .unique(maintain_order=True)
+            .filter((pl.col("_key") != _NO_SCHEMA) | ~pl.col("arguments").str.contains(FLAT_OBJECT))
+        )
         verdicts = [judge.verdict(k, a) for k, a in pairs.iter_rows()]
-        pairs = pairs.with_columns(
+        bad = pairs.with_columns(
             pl.Series("_detail", [v[0] for v in verdicts], dtype=pl.String),
             pl.Series("_argument", [v[1] for v in verdicts], dtype=pl.String),
-        )
+        ).filter(pl.col("_detail").is_not_null())
         self._mark_unchecked(ctx, calls, judge)
-        found = calls.join(pairs, on=["_key", "arguments"], how="left", maintain_order="left")
-        return found.filter(pl.col("_detail").is_not_null()).select(
+        found = calls.join(bad, on=["_key", "arguments"], maintain_order="left")
+        return found.select(
             "run_id",
             pl.lit("malformed_arguments").alias("kind"),
             "tool",
@@ -134,9 +140,9 @@ class ArgumentSchema(Check):
                 .alias("_reason"),
             )
             .unique()
-            .sort("_reason", "run_id")
         )
-        for (reason,), group in unchecked.group_by("_reason", maintain_order=True):
+        # marks are sets of runs: only the order of the reasons is kept (stable marks)
+        for (reason,), group in sorted(unchecked.partition_by("_reason", as_dict=True).items()):
             ctx.mark(group.get_column("run_id"), "unverifiable", str(reason))
 
 

@@ -450,8 +450,8 @@ _VAL = rf"(?:{_STR}|{_NUM}|true|false|null)"
 _ARRAY = rf"\[{_WS}(?:{_VAL}(?:{_WS},{_WS}{_VAL})*)?{_WS}\]"
 _PAIR = rf"{_STR}{_WS}:{_WS}(?:{_VAL}|{_ARRAY})"
 #: A JSON object of scalars and arrays of scalars, with no escape in any string: read
-#: column-wise.
-_FLAT = rf"^{_WS}\{{{_WS}(?:{_PAIR}(?:{_WS},{_WS}{_PAIR})*)?{_WS}\}}{_WS}$"
+#: column-wise (and valid JSON).
+FLAT_OBJECT = rf"^{_WS}\{{{_WS}(?:{_PAIR}(?:{_WS},{_WS}{_PAIR})*)?{_WS}\}}{_WS}$"
 
 
 def argument_leaves(
@@ -469,7 +469,7 @@ def argument_leaves(
     parts = []
     rest = calls
     if columnwise:
-        flat = calls.filter(pl.col("arguments").str.contains(_FLAT))
+        flat = calls.filter(pl.col("arguments").str.contains(FLAT_OBJECT))
         # Keys hold no quote (no escapes here): '"key" : raw' splits on the first two quotes.
         pairs = (
             flat.select("_call", pl.col("arguments").str.extract_all(_PAIR).alias("_pair"))
