@@ -502,21 +502,22 @@ def _line_ranges(path: Path) -> list[tuple[int, int]] | None:
 def _first_lines(units: list[_Unit]) -> Iterator[_Unit]:
     """The units with ``first_line`` set: newlines counted in the parent, one pass per file."""
     counted: dict[str, tuple[int, int]] = {}  # path -> (offset, newlines before it)
+    block = bytearray(16 << 20)  # one buffer, read into again and again: no fresh pages
     for unit in units:
         if unit.kind != "range":
             yield unit
             continue
         offset, lines = counted.get(unit.path, (0, 0))
         if unit.start > offset:
-            with open(unit.path, "rb") as fh:
+            with open(unit.path, "rb", buffering=0) as fh:
                 fh.seek(offset)
                 remaining = unit.start - offset
                 while remaining > 0:
-                    block = fh.read(min(remaining, 16 << 20))
-                    if not block:
+                    n = fh.readinto(memoryview(block)[: min(remaining, len(block))])
+                    if not n:
                         break
-                    remaining -= len(block)
-                    lines += block.count(b"\n")
+                    remaining -= n
+                    lines += block.count(b"\n", 0, n)
             offset = unit.start
         counted[unit.path] = (offset, lines)
         yield dataclasses.replace(unit, first_line=lines + 1)

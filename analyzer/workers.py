@@ -1,22 +1,38 @@
 """The start of each worker process of a pool: compute with its share of the CPUs.
 
 This module imports neither polars nor pyarrow: polars reads ``POLARS_MAX_THREADS`` once, when
-it is imported, so the variable must be set before the worker's first import of it.
+it is imported, and its allocator reads ``_RJEM_MALLOC_CONF`` at its first allocation, so both
+variables must be set before the worker's first import of polars.
 """
 
 from __future__ import annotations
 
 import os
 
+#: The allocator settings of polars (jemalloc) in a worker: freed pages are kept for reuse for
+#: 30 s instead of polars' default half a second. A worker analyzes one partition after another
+#: and each needs about the memory the last one freed; handing the pages back and faulting them
+#: in again cost half of the worker's page faults and a third of its system time (10 partitions
+#: of 1M spans: 0.93M -> 0.47M faults, 4.0-4.9 -> 2.9-3.5 s system), for some 60 MB more
+#: resident per worker. Settings the user gave in ``_RJEM_MALLOC_CONF`` come after these (the
+#: last setting of an option wins).
+WORKER_MALLOC_CONF = "dirty_decay_ms:30000,muzzy_decay_ms:30000"
+#: What ``import polars`` puts first in ``_RJEM_MALLOC_CONF`` (before the user's settings), in
+#: the parent process too, whose environment a worker inherits.
+_POLARS_MALLOC_CONF = "dirty_decay_ms:500,muzzy_decay_ms:1000"
+
 
 def share_cpus(threads: int) -> None:
     """Make polars and Arrow compute with `threads` threads in this process (the CPUs shared
-    out among the pool's workers) instead of one thread per CPU each.
+    out among the pool's workers) instead of one thread per CPU each, and keep polars' freed
+    memory for reuse (`WORKER_MALLOC_CONF`).
 
     Called first in a new worker (a pool's ``initializer``); a worker whose main module has
-    already imported polars keeps polars' default.
+    already imported polars keeps polars' defaults.
     """
     os.environ["POLARS_MAX_THREADS"] = str(threads)
+    user = os.environ.get("_RJEM_MALLOC_CONF", "").removeprefix(_POLARS_MALLOC_CONF).strip(",")
+    os.environ["_RJEM_MALLOC_CONF"] = ",".join(filter(None, (WORKER_MALLOC_CONF, user)))
     import pyarrow as pa
 
     pa.set_cpu_count(threads)

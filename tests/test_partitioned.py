@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,6 +22,7 @@ from analyzer.partitioned import (
 )
 from analyzer.pipeline import analyze_paths
 from analyzer.report import build_summary
+from analyzer.workers import WORKER_MALLOC_CONF
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
@@ -72,19 +74,24 @@ def test_partitioned_equals_in_process_on_generated_set(
     assert kept["c-resent.jsonl"] == (0, generated["duplicates"])
 
 
-def _threads(_: int) -> tuple[int, int]:
+def _threads(_: int) -> tuple[int, int, str | None]:
     import polars as pl
     import pyarrow as pa
 
-    return pl.thread_pool_size(), pa.cpu_count()
+    return pl.thread_pool_size(), pa.cpu_count(), os.environ.get("_RJEM_MALLOC_CONF")
 
 
 def test_workers_compute_with_their_share_of_the_cpus() -> None:
     """Two workers on this machine's CPUs: each computes with half of them (at least one), so
-    the processes do not all run a thread per CPU (polars' and Arrow's default)."""
+    the processes do not all run a thread per CPU (polars' and Arrow's default), and polars'
+    allocator keeps freed memory for the next partition (its settings are read at its first
+    allocation, after the pool's initializer)."""
     share = max(1, default_jobs() // 2)
     with _pool(2) as pool:
-        assert set(pool.map(_threads, range(4))) == {(share, share)}
+        seen = set(pool.map(_threads, range(4)))
+    assert {(threads, arrow) for threads, arrow, _ in seen} == {(share, share)}
+    # polars puts its own settings first; the last setting of an option is the one taken
+    assert {conf.endswith("," + WORKER_MALLOC_CONF) for _, _, conf in seen} == {True}
 
 
 def test_duplicates_keep_the_copy_of_the_first_file_in_path_order(tmp_path: Path) -> None:
