@@ -1666,8 +1666,10 @@ def test_summary_read_part_by_part_is_the_in_memory_one(pack, monkeypatch):
     """Above `IN_MEMORY_RUNS` runs the summary reads the runs' facts part by part, in two
     passes, and never the whole runs frame: every figure is the one of the in-memory path
     (exact sums and means agree to the last rounded digit; quantiles and intervals are the
-    same order statistics). Parts: one per partition of the sample traces."""
+    same order statistics). Parts: one per partition of the sample traces, read all together
+    (`passes.BATCH_RUNS`), one at a time, or the first two together and the others alone."""
     from analyzer.partitioned import analyze_partitioned
+    from analyzer.report import passes
     from analyzer.report import summary as summary_module
     from analyzer.report.facts import SummaryFacts
 
@@ -1686,7 +1688,11 @@ def test_summary_read_part_by_part_is_the_in_memory_one(pack, monkeypatch):
 
     monkeypatch.setattr(SummaryFacts, "runs", whole)
     if analysis.facts is not None:
-        assert build_summary(analysis) == reference
+        heights = [part.height for part in analysis.facts.parts]
+        assert sum(heights) <= passes.BATCH_RUNS
+        for batch_runs in (passes.BATCH_RUNS, 1, heights[0] + heights[1]):
+            monkeypatch.setattr(passes, "BATCH_RUNS", batch_runs)
+            assert build_summary(analysis) == reference
         other = build_summary(analysis, case_class="service.name")  # from the runs, one part
         monkeypatch.undo()
         assert other == build_summary(

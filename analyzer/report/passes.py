@@ -1,10 +1,11 @@
 """The per-run figures of a summary, read from the runs' facts part by part, in two passes.
 
 The facts of a big analysis come in parts (`analyzer.report.facts`), and holding them all
-would make the summary's memory grow with the runs. `RunFigures` reads one part at a time:
-the first pass adds up counts and exact sums (`analyzer.report.exact`) and counts the values
-of each quantile's set per bucket; the second keeps the values of the buckets that hold the
-wanted ranks. The figures are exact and the same however the runs are split into parts.
+would make the summary's memory grow with the runs. `RunFigures` reads a few parts at a time
+(`BATCH_RUNS` runs at most, unless one part holds more): the first pass adds up counts and
+exact sums (`analyzer.report.exact`) and counts the values of each quantile's set per bucket;
+the second keeps the values of the buckets that hold the wanted ranks. The figures are exact
+and the same however the runs are split into parts.
 
 Quantiles are type 7 (as polars' ``interpolation="linear"``), with the distribution-free
 intervals of `metrics.quantile_interval` for the tails; totals and means are exact sums
@@ -40,6 +41,29 @@ _TOTALS = (
 #: Float columns summed exactly: the cost section and the breakdowns read them.
 _SUMS = ("cost_usd", "recorded_cost_usd", "retry_cost_usd")
 _BREAKDOWN_QUANTILES = (0.5, 0.95)
+
+
+#: Runs read at a time: consecutive parts are read together, up to this many runs. Each pass
+#: over a frame costs some 50 polars queries whatever its size: over the 42 parts of 5M spans
+#: (11k runs each) that was most of the summary's time.
+BATCH_RUNS = 50_000
+
+
+def _batches(parts: Sequence[RunsPart]) -> Iterator[pl.DataFrame]:
+    """The runs of `parts`, in order, consecutive parts read together up to `BATCH_RUNS` runs
+    (one part alone may hold more); a part whose columns differ from the batch's starts a
+    new one."""
+    batch: list[pl.DataFrame] = []
+    runs = 0
+    for part in parts:
+        frame = part.read()
+        if batch and (runs + frame.height > BATCH_RUNS or frame.columns != batch[0].columns):
+            yield pl.concat(batch, how="vertical_relaxed")
+            batch, runs = [], 0
+        batch.append(frame)
+        runs += frame.height
+    if batch:
+        yield pl.concat(batch, how="vertical_relaxed")
 
 
 def _ranks(n: int, quantiles: Sequence[float], intervals: bool) -> set[int]:
@@ -98,14 +122,14 @@ class RunFigures:
         self._group_values: dict[int, Any] = {}  # group number -> its value
         self._numbers: dict[tuple[str, Any], int] = {}  # (breakdown, value) -> group number
         cases = []
-        for part in parts:
-            frame = self._prepared(part.read())
+        for runs in _batches(parts):
+            frame = self._prepared(runs)
             self._count(frame)
             cases.append(frame.filter(pl.col("case_id").is_not_null()))
         self.case_runs = pl.concat(cases, how="vertical_relaxed") if cases else None
         self._selection.plan(self._wanted())
-        for part in parts:
-            for values in self._values(self._prepared(part.read())):
+        for runs in _batches(parts):
+            for values in self._values(self._prepared(runs)):
                 self._selection.keep_keys(*values)
 
     # --- the two passes -------------------------------------------------------------------
