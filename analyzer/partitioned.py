@@ -499,28 +499,51 @@ def _line_ranges(path: Path) -> list[tuple[int, int]] | None:
         return None
 
 
-def _first_lines(units: list[_Unit]) -> Iterator[_Unit]:
-    """The units with ``first_line`` set: newlines counted in the parent, one pass per file."""
-    counted: dict[str, tuple[int, int]] = {}  # path -> (offset, newlines before it)
-    block = bytearray(16 << 20)  # one buffer, read into again and again: no fresh pages
-    for unit in units:
-        if unit.kind != "range":
-            yield unit
-            continue
-        offset, lines = counted.get(unit.path, (0, 0))
-        if unit.start > offset:
-            with open(unit.path, "rb", buffering=0) as fh:
-                fh.seek(offset)
-                remaining = unit.start - offset
-                while remaining > 0:
-                    n = fh.readinto(memoryview(block)[: min(remaining, len(block))])
-                    if not n:
-                        break
-                    remaining -= n
-                    lines += block.count(b"\n", 0, n)
-            offset = unit.start
-        counted[unit.path] = (offset, lines)
-        yield dataclasses.replace(unit, first_line=lines + 1)
+def _first_lines(units: list[_Unit], digests: dict[str, str]) -> Iterator[_Unit]:
+    """The units with ``first_line`` set, handed out as soon as it is known; the SHA-256 of
+    each file read in ranges goes into `digests` (by path) once the last is handed out."""
+    for (path, ranged), group in itertools.groupby(units, lambda u: (u.path, u.kind == "range")):
+        if ranged:
+            yield from _scan(path, list(group), digests)
+        else:
+            yield from group
+
+
+#: Bytes read at a time by `_scan` (its buffers stay in the CPU's cache).
+_SCAN_BYTES = 4 << 20
+
+
+def _scan(path: str, units: list[_Unit], digests: dict[str, str]) -> Iterator[_Unit]:
+    """One read of a file split in `units` (its ranges, in order): the newlines before each
+    range counted, and the whole file hashed.
+
+    Read into one buffer again and again (no fresh pages), counted with numpy (a third of the
+    time of ``bytes.count``), and hashed in the same pass: at 5M spans the parent read the
+    4.6 GB twice (a count, and a thread hashing) and its count alone took 10 s.
+    """
+    import hashlib
+
+    import numpy as np
+
+    digest = hashlib.sha256()
+    block = bytearray(_SCAN_BYTES)
+    view = memoryview(block)
+    data = np.frombuffer(block, dtype=np.uint8)
+    newline = np.empty(len(block), dtype=bool)
+    offset = lines = 0
+    with open(path, "rb", buffering=0) as fh:
+        for unit in units:
+            while offset < unit.start:
+                n = fh.readinto(view[: min(len(block), unit.start - offset)])
+                if not n:
+                    break
+                digest.update(view[:n])
+                lines += int(np.count_nonzero(np.equal(data[:n], 10, out=newline[:n])))
+                offset += n
+            yield dataclasses.replace(unit, first_line=lines + 1)
+        while n := fh.readinto(block):
+            digest.update(view[:n])
+    digests[path] = digest.hexdigest()
 
 
 def _log_state(log: FileLog) -> dict[str, Any]:
@@ -1058,40 +1081,22 @@ def _spill_all(
     run_key: str | None,
     progress: Callable[[str, int], None] | None,
 ) -> None:
-    """Read every unit into the spill; fill the file logs (digests of split files on a thread)."""
-    split = sorted({u.path for u in units if u.kind == "range"})
-    with ThreadPoolExecutor(1, thread_name_prefix="agenttrace-sha256") as hasher:
-        digests = {path: hasher.submit(_digest, path) for path in split}
-        futures = [
-            pool.submit(_spill_unit, unit, str(folder), partitions, run_key)
-            for unit in _first_lines(units)
-        ]
-        for unit, owner, future in zip(units, owners, futures, strict=True):
-            state = future.result()
-            if owner is not None:
-                _add_log(owner, state, whole=unit.kind == "file")
-                if progress is not None:
-                    progress(unit.path, owner.spans_read)
-        for path, digest in digests.items():
-            for owner in owners:
-                if owner is not None and owner.path == path:
-                    owner.sha256 = digest.result()
-
-
-def _digest(path: str) -> str:
-    """The SHA-256 of a file, read in 16 MiB steps into one buffer.
-
-    Not memory-mapped: the mapped pages of a whole file would count in this process's memory.
-    """
-    import hashlib
-
-    digest = hashlib.sha256()
-    buffer = bytearray(16 << 20)
-    view = memoryview(buffer)
-    with open(path, "rb", buffering=0) as fh:
-        while n := fh.readinto(buffer):
-            digest.update(view[:n])
-    return digest.hexdigest()
+    """Read every unit into the spill; fill the file logs (files read in ranges are hashed here,
+    as their ranges are handed out: `_first_lines`)."""
+    digests: dict[str, str] = {}
+    futures = [
+        pool.submit(_spill_unit, unit, str(folder), partitions, run_key)
+        for unit in _first_lines(units, digests)
+    ]
+    for unit, owner, future in zip(units, owners, futures, strict=True):
+        state = future.result()
+        if owner is not None:
+            _add_log(owner, state, whole=unit.kind == "file")
+            if progress is not None:
+                progress(unit.path, owner.spans_read)
+    for owner in owners:
+        if owner is not None and owner.path in digests:
+            owner.sha256 = digests[owner.path]
 
 
 def _run_key_targets(folder: Path, partitions: int) -> str | None:

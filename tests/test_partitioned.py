@@ -337,3 +337,32 @@ def test_partitioned_summary_without_packs_is_the_in_process_one(generated: dict
     summary = build_summary(result)
     assert summary == reference
     assert summary["findings"]["total"] == 0 and summary["metrics"]["rule_rates"] == []
+
+
+def test_a_file_read_in_pieces_is_read_as_if_whole(tmp_path: Path, monkeypatch) -> None:
+    """A JSON lines file over two `UNIT_BYTES` is read in newline-aligned pieces, side by side:
+    the line numbers run on across the pieces (positions of quarantined lines), and the counts,
+    SHA-256 and analysis are those of the file read whole."""
+    import dataclasses
+
+    from analyzer import partitioned
+
+    dump = tmp_path / "dump.jsonl"
+    generate(dump, 800, seed=5, concurrency=4)
+    lines = dump.read_text(encoding="utf-8").splitlines()
+    step = len(lines) // 4
+    bad = '{"resourceSpans": [{"truncated'
+    for at in (3 * step, 2 * step, step, 1):  # from the end, so the indices still hold
+        lines[at:at] = [bad, ""]
+    dump.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    whole = analyze_partitioned([dump], partitions=3, jobs=1, packs=[load_default_pack()])
+    monkeypatch.setattr(partitioned, "UNIT_BYTES", dump.stat().st_size // 10)
+    pieces = partitioned._line_ranges(dump)
+    assert pieces is not None and len(pieces) >= 5
+    split = analyze_partitioned([dump], partitions=3, jobs=2, packs=[load_default_pack()])
+    (log,) = split.ingested.log.files
+    assert [q.position for q in log.quarantine] == [
+        f"line {at + 1}" for at, line in enumerate(lines) if line == bad
+    ]
+    assert dataclasses.asdict(log) == dataclasses.asdict(whole.ingested.log.files[0])
+    assert_same_analysis(whole, split)
