@@ -648,8 +648,11 @@ def _best_candidates(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _regroup(source: int, spill: str, partitions: int, targets_file: str | None) -> None:
-    """Move the spans of trace partition `source` to the partitions of their run-key value."""
-    table = _read_ipc_folder(Path(spill) / "in" / f"p{source:05d}")
+    """Move the spans of trace partition `source` to the partitions of their run-key value
+    (its files deleted once read)."""
+    folder = Path(spill) / "in" / f"p{source:05d}"
+    table = _read_ipc_folder(folder)
+    shutil.rmtree(folder, ignore_errors=True)  # mapped: readable until `table` goes
     if not table.num_rows:
         return
     if targets_file is None:
@@ -725,10 +728,13 @@ def _write_ipc_batches(table: pa.Table, path: str, compression: str | None = Non
 
 def _analyze_spilled(folder: str, out: str, options: PartitionOptions) -> PartialResult:
     """Analyze one spilled partition; write its per-run tables to `out`.<table>.arrow (see
-    `spill_tables`); the rest."""
+    `spill_tables`); the rest. The partition's span files are deleted once read: their page
+    cache is freed for the writes that follow, and the parent does not delete them all at the
+    end (5M spans: 3.4 s)."""
     spans = _read_ipc_folder(Path(folder))
     partial = options.analyze(spans)
     del spans
+    shutil.rmtree(folder, ignore_errors=True)
     return spill_facts(spill_tables(partial, out), out)
 
 
