@@ -12,7 +12,7 @@ import os
 #: The allocator settings of polars (jemalloc) in a worker: freed pages are kept for reuse for
 #: 30 s instead of polars' default half a second. A worker analyzes one partition after another
 #: and each needs about the memory the last one freed; handing the pages back and faulting them
-#: in again cost half of the worker's page faults and a third of its system time (10 partitions
+#: in again cost half of the worker's page faults and a quarter of its system time (10 partitions
 #: of 1M spans: 0.93M -> 0.47M faults, 4.0-4.9 -> 2.9-3.5 s system), for some 60 MB more
 #: resident per worker. Settings the user gave in ``_RJEM_MALLOC_CONF`` come after these (the
 #: last setting of an option wins).
