@@ -38,14 +38,25 @@ METHODS = {
     "core-json": "`analyze_partitioned(FILE, jobs=2)` alone: no summary, steps left in the spill",
 }
 
+#: `core-json`, timed by phase: the imports, the reading of every unit into the spill (until
+#: the last unit is in: `progress` is called unit by unit, in order), and the analysis of the
+#: partitions with the merge of their results. The phases run one after the other: no partition
+#: can be analyzed before every unit is read, as a run's spans may sit in any unit.
 _CORE = """
+import time; START = time.perf_counter()
 import json, sys
 from analyzer.pack import load_default_pack
 from analyzer.partitioned import analyze_partitioned
 if __name__ == "__main__":
-    a = analyze_partitioned([sys.argv[1]], jobs=2, packs=[load_default_pack()])
+    read = []
+    begin = time.perf_counter()
+    a = analyze_partitioned([sys.argv[1]], jobs=2, packs=[load_default_pack()],
+                            progress=lambda path, spans: read.append(time.perf_counter()))
+    end = time.perf_counter()
+    phases = {"imports": begin - START, "read and spill": read[-1] - begin,
+              "partitions and merge": end - read[-1]}
     print(json.dumps({"spans": a.ingested.log.spans_kept, "runs": a.runs.runs.height,
-                      "findings": a.evaluation.findings.height}))
+                      "findings": a.evaluation.findings.height, "phases": phases}))
 """
 
 
@@ -178,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
             f"| {METHODS[method]} | {wall:.1f} | {cpu:.1f} | {rss:.0f} | {ratio} | {runs} "
             f"| {found} |"
         )
+    if results.get("core-json"):
+        print("\n| `core-json` phase | wall (s), median | / floor |\n|---|---|---|")
+        for phase in results["core-json"][0]["phases"]:
+            took = statistics.median(r["phases"][phase] for r in results["core-json"])
+            print(f"| {phase} | {took:.2f} | {f'{took / floor:.2f}x' if floor else ''} |")
     return 0
 
 
