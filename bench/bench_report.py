@@ -38,10 +38,11 @@ METHODS = {
     "core-json": "`analyze_partitioned(FILE, jobs=2)` alone: no summary, steps left in the spill",
 }
 
-#: `core-json`, timed by phase: the imports, the reading of every unit into the spill (until
-#: the last unit is in: `progress` is called unit by unit, in order), and the analysis of the
-#: partitions with the merge of their results. The phases run one after the other: no partition
-#: can be analyzed before every unit is read, as a run's spans may sit in any unit.
+#: `core-json`, timed by phase: the imports, the reading of every unit into the spill (the
+#: workers' start included, until the last unit is in: `progress` is called unit by unit, in
+#: order), and the analysis of the partitions with the merge of their results. The phases run
+#: one after the other: no partition can be analyzed before every unit is read, as a run's
+#: spans may sit in any unit.
 _CORE = """
 import time; START = time.perf_counter()
 import json, sys
