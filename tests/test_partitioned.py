@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -357,7 +358,7 @@ def test_a_file_read_in_pieces_is_read_as_if_whole(tmp_path: Path, monkeypatch) 
     dump.write_text("\n".join(lines) + "\n", encoding="utf-8")
     whole = analyze_partitioned([dump], partitions=3, jobs=1, packs=[load_default_pack()])
     monkeypatch.setattr(partitioned, "UNIT_BYTES", dump.stat().st_size // 10)
-    pieces = partitioned._line_ranges(dump)
+    pieces = partitioned._line_ranges(dump, 2)
     assert pieces is not None and len(pieces) >= 5
     split = analyze_partitioned([dump], partitions=3, jobs=2, packs=[load_default_pack()])
     (log,) = split.ingested.log.files
@@ -366,3 +367,29 @@ def test_a_file_read_in_pieces_is_read_as_if_whole(tmp_path: Path, monkeypatch) 
     ]
     assert dataclasses.asdict(log) == dataclasses.asdict(whole.ingested.log.files[0])
     assert_same_analysis(whole, split)
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_a_file_is_cut_in_pieces_of_about_equal_size_a_multiple_of_jobs(
+    tmp_path: Path, monkeypatch, jobs: int
+) -> None:
+    """Pieces of at most about `UNIT_BYTES`, newline-aligned, covering the file, their count a
+    multiple of `jobs`, none smaller than the others by more than two lines: the processes finish
+    their last pieces together (a last piece of a few bytes left one process idle)."""
+    from analyzer import partitioned
+
+    dump = tmp_path / "dump.jsonl"
+    line = '{"resourceSpans": []}'
+    dump.write_text("".join(f'{line[:-1]}, "n": {i}}}\n' for i in range(1000)), "utf-8")
+    size = dump.stat().st_size
+    monkeypatch.setattr(partitioned, "UNIT_BYTES", size // 9 - 1)  # 9 full pieces and a crumb
+    pieces = partitioned._line_ranges(dump, jobs)
+    assert pieces is not None
+    assert len(pieces) % jobs == 0 and len(pieces) == -(-10 // jobs) * jobs
+    assert pieces[0][0] == 0 and pieces[-1][1] == size
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(pieces))
+    data = dump.read_bytes()
+    assert all(data[start - 1 : start] == b"\n" for start, _ in pieces[1:])
+    longest = max(len(x) for x in data.splitlines(keepends=True))
+    sizes = [stop - start for start, stop in pieces]
+    assert max(sizes) - min(sizes) <= 2 * longest  # each end within a line of its mark
