@@ -1,11 +1,14 @@
-"""The native reader of OTLP JSON lines (C, no dependency beyond CPython's headers); the rest
-of the build is in pyproject.toml. Optional: without a C compiler the install goes on and the
-msgspec path reads every line, more slowly (`analyzer.ingest.otlp_json`)."""
+"""The native parts (C, no dependency beyond CPython's headers): the reader of OTLP JSON lines
+and the reader of flat tool-call arguments; the rest of the build is in pyproject.toml.
+Optional: without a C compiler the install goes on, and the msgspec path reads every line
+(`analyzer.ingest.otlp_json`) and polars the flat arguments (`analyzer.checks.grounded_arguments`),
+more slowly."""
 
 from setuptools import Extension, setup
 
-setup(
-    ext_modules=[
-        Extension("analyzer.ingest._otlp_lines", ["analyzer/ingest/_otlp_lines.c"], optional=True)
-    ]
-)
+NATIVE = {
+    "analyzer.ingest._otlp_lines": "analyzer/ingest/_otlp_lines.c",
+    "analyzer.checks._flat_leaves": "analyzer/checks/_flat_leaves.c",
+}
+
+setup(ext_modules=[Extension(name, [source], optional=True) for name, source in NATIVE.items()])

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_check_cases import _run_rows
 
-from analyzer.checks import evaluate
+from analyzer.checks import evaluate, grounded_arguments
 from analyzer.checks.grounded_arguments import GroundedArguments, argument_leaves
 from analyzer.checks.grounded_figures import GroundedFigures
 from analyzer.errors import RulePackError
@@ -26,16 +26,38 @@ from analyzer.runs import build_runs
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def leaves(arguments: list[str | None], columnwise: bool) -> tuple[list[tuple], list[int]]:
+#: The three readers of tool-call arguments: flat objects in C, or with polars' regular
+#: expressions where the C extension is not built; everything in Python.
+READERS = ("native", "columns", "python")
+
+
+def leaves(arguments: list[str | None], reader: str) -> tuple[list[tuple], list[int]]:
     calls = pl.DataFrame(
         {"run_id": ["r"] * len(arguments), "arguments": arguments},
         schema={"run_id": pl.String, "arguments": pl.String},
     ).with_row_index("_call")
-    found, malformed = argument_leaves(calls, columnwise=columnwise)
+    native = grounded_arguments._native
+    if reader == "columns":
+        grounded_arguments._native = None
+    try:
+        found, malformed = argument_leaves(calls, columnwise=reader != "python")
+    finally:
+        grounded_arguments._native = native
     return (
         found.sort("_call", "leaf_no").rows(),
         sorted(malformed.get_column("_call").to_list()),
     )
+
+
+def same_leaves_every_way(arguments: list[str]) -> None:
+    python = leaves(arguments, "python")
+    assert leaves(arguments, "native") == python
+    assert leaves(arguments, "columns") == python
+
+
+def test_the_native_reader_of_arguments_is_built():
+    # built by `pip install` with the package, as the native OTLP reader
+    assert grounded_arguments._native is not None
 
 
 ARGUMENTS = [
@@ -54,8 +76,9 @@ ARGUMENTS = [
 ]
 
 
-def test_argument_leaves_as_listed():
-    rows, malformed = leaves(ARGUMENTS, columnwise=True)
+@pytest.mark.parametrize("reader", READERS)
+def test_argument_leaves_as_listed(reader):
+    rows, malformed = leaves(ARGUMENTS, reader)
     by_call: dict[int, list[tuple]] = {}
     for call, leaf_no, path, name, value, is_number in rows:
         by_call.setdefault(call, []).append((leaf_no, path, name, value, is_number))
@@ -86,8 +109,86 @@ def test_argument_leaves_as_listed():
     assert malformed == [7, 8, 9]
 
 
-def test_argument_leaves_column_wise_and_in_python_agree_on_the_listed_arguments():
-    assert leaves(ARGUMENTS, columnwise=True) == leaves(ARGUMENTS, columnwise=False)
+def test_argument_readers_agree_on_the_listed_arguments():
+    same_leaves_every_way(ARGUMENTS)
+
+
+#: Flat objects, and near misses of the flat grammar (each left to Python, which decides).
+NEAR_MISSES = [
+    '{"a": 0, "b": -0, "c": 0.5, "d": 1e9, "e": 1E-2, "f": -12.50e+3}',
+    ' \t\r\n{ \n"a"\t:\r"x" ,"b" : [ 1 , "y" , true ] }\n ',
+    '{"a": 01}',
+    '{"a": 1.}',
+    '{"a": .5}',
+    '{"a": 1e}',
+    '{"a": -}',
+    '{"a": +1}',
+    '{"a": 1,}',
+    '{"a": [1,]}',
+    '{"a": [,]}',
+    '{"a" 1}',
+    "{a: 1}",
+    "{'a': 1}",
+    '{"a": tru}',
+    '{"a": truex}',
+    '{"a": nul}',
+    '{"a": True}',
+    '{"a": "x\ty"}',
+    '{"a": "x\u0001y"}',
+    '{"a": "x\\"y"}',
+    '{"a\\"b": 1}',
+    '{"a": "unterminated}',
+    '{"a": 1} x',
+    '{"a": 1}}',
+    '{"a": [1, [2]]}',
+    '{"a": [1, {"b": 2}]}',
+    '{"a": {}}',
+    '{"": ""}',
+    '{"a": "", "b": [""]}',
+    '{"a": 1, "a": 1}',
+    '{"a": [1], "b": 2, "a": [3]}',
+    '{"é": "ü", "ключ": "значение", "🙂": ["🙂", 1]}',
+    "{" + ", ".join(f'"k{i}": {i}' for i in range(64)) + "}",
+    "{" + ", ".join(f'"k{i}": {i}' for i in range(65)) + "}",
+    "{" + ", ".join(f'"k{i}": {i}' for i in range(65)) + ', "k0": 0}',
+    "[]",
+    "1",
+    "",
+    " ",
+    "{",
+    "}",
+    "null",
+    "NaN",
+    '{"a": NaN}',
+    '{"a": Infinity}',
+]
+
+
+def test_argument_readers_agree_on_near_misses_of_the_flat_grammar():
+    same_leaves_every_way(NEAR_MISSES)
+
+
+def test_the_native_reader_reads_the_flat_objects_and_leaves_the_rest():
+    calls = pl.DataFrame({"arguments": NEAR_MISSES}).with_row_index("_call")
+    found, rest = grounded_arguments._flat_native(calls)
+    flat = {0, 1, 28, 29, 32, 33}  # 65 keys are left to Python too (keys compared pairwise)
+    assert set(rest.get_column("_call")) == set(range(len(NEAR_MISSES))) - flat
+    assert set(found.get_column("_call")) == flat
+    assert found.filter(pl.col("_call") == 28).rows() == [(28, 0, "", "", "", False)]
+    assert found.filter(pl.col("_call") == 29).rows() == [
+        (29, 0, "a", "a", "", False),
+        (29, 1, "b[0]", "b", "", False),
+    ]
+
+
+def test_argument_readers_agree_on_every_cut_of_a_flat_object():
+    # every prefix, every byte left out, every byte doubled: a native reader that read past
+    # a text's end or took a broken text for flat would differ from Python here
+    text = '{"id": "ACC-1", "n": [1, -2.5e3, "x", null], "ok": false, "s": ""}'
+    cuts = [text[:i] for i in range(len(text))]
+    cuts += [text[:i] + text[i + 1 :] for i in range(len(text))]
+    cuts += [text[:i] + text[i] + text[i:] for i in range(len(text))]
+    same_leaves_every_way(cuts)
 
 
 _scalars = st.one_of(
@@ -103,9 +204,9 @@ _objects = st.dictionaries(st.text(max_size=8), _values, max_size=5)
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(_objects, st.booleans(), st.sampled_from([None, 0, 2])), max_size=6))
-def test_argument_leaves_column_wise_and_in_python_agree(objects):
+def test_argument_readers_agree(objects):
     texts = [json.dumps(o, ensure_ascii=ascii, indent=indent) for o, ascii, indent in objects]
-    assert leaves(texts, columnwise=True) == leaves(texts, columnwise=False)
+    same_leaves_every_way(texts)
 
 
 @cache

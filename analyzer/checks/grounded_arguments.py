@@ -29,6 +29,11 @@ from analyzer.checks.figures import (
     unescape_json,
 )
 
+try:
+    from analyzer.checks import _flat_leaves as _native
+except ImportError:  # built without a C compiler: flat arguments are read by polars
+    _native = None
+
 __all__ = ["ID_NAME", "ID_VALUE", "GroundedArguments", "argument_leaves"]
 
 #: Argument names checked by default (the last key of the path, array indexes aside):
@@ -463,61 +468,15 @@ def argument_leaves(
     malformed)``: leaves have ``_call``, ``leaf_no`` (document order), ``path``, ``name`` (the
     last key of the path), ``value`` (text as in the JSON: a string's content, or a number's
     digits), ``is_number``; booleans and nulls are left out. ``malformed`` lists the calls
-    whose arguments are not a JSON object. Flat objects without escapes are read column-wise
-    (most tool calls); the others are parsed in Python, once per distinct arguments text.
+    whose arguments are not a JSON object. Flat objects without escapes (most tool calls) are
+    read in one pass, natively (`_flat_native`) or column-wise (`_flat_columns`); the others
+    are parsed in Python, once per distinct arguments text.
     """
     parts = []
     rest = calls
     if columnwise:
-        flat = calls.filter(pl.col("arguments").str.contains(FLAT_OBJECT))
-        # Keys hold no quote (no escapes here): '"key" : raw' splits on the first two quotes.
-        pairs = (
-            flat.select("_call", pl.col("arguments").str.extract_all(_PAIR).alias("_pair"))
-            .explode("_pair")
-            .drop_nulls("_pair")
-            .select(
-                "_call",
-                pl.col("_pair").str.splitn('"', 3).struct.rename_fields(["_", "name", "_rest"]),
-            )
-            .unnest("_pair")
-            .select("_call", "name", raw=pl.col("_rest").str.strip_chars_start(": \t\n\r"))
-        )
-        # Python keeps the last of duplicate keys at the first one's place: leave those to it.
-        # (A hash collision only sends a call to Python for nothing.)
-        pair_key = pl.col("_call").cast(pl.UInt64) * 0x9E3779B97F4A7C15 ^ pl.col("name").hash()
-        doubled = pairs.filter(pair_key.is_duplicated()).select("_call").unique()
-        pairs = pairs.join(doubled, on="_call", how="anti")
-        rest = calls.join(flat.join(doubled, on="_call", how="anti"), on="_call", how="anti")
-        raw = pl.col("raw")
-        array = raw.str.starts_with("[")
-        leaves = (
-            pairs.with_columns(
-                _array=array,
-                raw=pl.when(array).then(raw.str.extract_all(_VAL)).otherwise(pl.concat_list(raw)),
-            )
-            .with_columns(_item=pl.int_ranges(0, raw.list.len()))
-            .explode("raw", "_item")
-            .filter(raw.is_not_null() & ~raw.is_in(["true", "false", "null"]))
-        )
-        # Rows are grouped by call, in document order: a leaf's rank is its row's distance to
-        # the call's first row.
-        row = pl.int_range(pl.len(), dtype=pl.Int64)
-        first = pl.when(pl.col("_call") != pl.col("_call").shift(1).fill_null(-1)).then(row)
-        parts.append(
-            leaves.select(
-                "_call",
-                (row - first.forward_fill()).alias("leaf_no"),
-                pl.when("_array")
-                .then(
-                    pl.concat_str("name", pl.lit("["), pl.col("_item").cast(pl.String), pl.lit("]"))
-                )
-                .otherwise("name")
-                .alias("path"),
-                "name",
-                raw.str.strip_prefix('"').str.strip_suffix('"').alias("value"),
-                (~raw.str.starts_with('"')).alias("is_number"),
-            )
-        )
+        flat, rest = (_flat_native if _native is not None else _flat_columns)(calls)
+        parts.append(flat)
     texts = rest.select("arguments").unique().get_column("arguments").to_list()
     parsed: dict[str, list[tuple[str, str, str, bool]] | None] = {t: _walk(t) for t in texts}
     rows: dict[str, list[Any]] = {k: [] for k in _LEAVES}
@@ -534,6 +493,94 @@ def argument_leaves(
     leaves = pl.concat([p.cast(_LEAVES) for p in parts], how="vertical")  # type: ignore[arg-type]
     malformed = calls.filter(pl.col("_call").is_in(bad)).select("_call", "run_id")
     return leaves, malformed
+
+
+def _flat_native(calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The leaves of the calls whose arguments are flat objects (`FLAT_OBJECT`, no key twice),
+    read in C (`analyzer.checks._flat_leaves`), and the other calls.
+
+    The same leaves as `_flat_columns`, in a sixth of the time (one pass over the texts, no
+    regular expression): 54k calls of 180 bytes, 22 ms against 123 ms (the C pass 15 ms).
+    """
+    import pyarrow as pa
+
+    texts = calls.get_column("arguments").to_arrow().cast(pa.large_string())
+    validity, offsets, data = texts.buffers()
+    rest, *columns = _native.leaves(
+        validity, offsets, data if data is not None else b"", texts.offset, len(texts)
+    )
+    row, leaf_no, path_off, path, name_off, name, value_off, value, is_number = map(
+        pa.py_buffer, columns
+    )
+    n = len(is_number)
+
+    def column(dtype: pa.DataType, *buffers: pa.Buffer) -> pl.Series:
+        return pl.Series(pa.Array.from_buffers(dtype, n, [None, *buffers]))
+
+    leaves = pl.DataFrame(
+        {
+            "_call": calls.get_column("_call").gather(column(pa.int64(), row)),
+            "leaf_no": column(pa.int64(), leaf_no),
+            "path": column(pa.large_string(), path_off, path),
+            "name": column(pa.large_string(), name_off, name),
+            "value": column(pa.large_string(), value_off, value),
+            "is_number": column(pa.uint8(), is_number).cast(pl.Boolean),
+        }
+    )
+    left = pa.Array.from_buffers(pa.uint8(), len(texts), [None, pa.py_buffer(rest)])
+    return leaves, calls.filter(pl.Series(left).cast(pl.Boolean))
+
+
+def _flat_columns(calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """`_flat_native` with polars' regular expressions (where the C extension is not built)."""
+    flat = calls.filter(pl.col("arguments").str.contains(FLAT_OBJECT))
+    # Keys hold no quote (no escapes here): '"key" : raw' splits on the first two quotes.
+    pairs = (
+        flat.select("_call", pl.col("arguments").str.extract_all(_PAIR).alias("_pair"))
+        .explode("_pair")
+        .drop_nulls("_pair")
+        .select(
+            "_call",
+            pl.col("_pair").str.splitn('"', 3).struct.rename_fields(["_", "name", "_rest"]),
+        )
+        .unnest("_pair")
+        .select("_call", "name", raw=pl.col("_rest").str.strip_chars_start(": \t\n\r"))
+    )
+    # Python keeps the last of duplicate keys at the first one's place: leave those to it.
+    # (A hash collision only sends a call to Python for nothing.)
+    pair_key = pl.col("_call").cast(pl.UInt64) * 0x9E3779B97F4A7C15 ^ pl.col("name").hash()
+    doubled = pairs.filter(pair_key.is_duplicated()).select("_call").unique()
+    pairs = pairs.join(doubled, on="_call", how="anti")
+    rest = calls.join(flat.join(doubled, on="_call", how="anti"), on="_call", how="anti")
+    raw = pl.col("raw")
+    array = raw.str.starts_with("[")
+    leaves = (
+        pairs.with_columns(
+            _array=array,
+            raw=pl.when(array).then(raw.str.extract_all(_VAL)).otherwise(pl.concat_list(raw)),
+        )
+        .with_columns(_item=pl.int_ranges(0, raw.list.len()))
+        .explode("raw", "_item")
+        .filter(raw.is_not_null() & ~raw.is_in(["true", "false", "null"]))
+    )
+    # Rows are grouped by call, in document order: a leaf's rank is its row's distance to
+    # the call's first row.
+    row = pl.int_range(pl.len(), dtype=pl.Int64)
+    first = pl.when(pl.col("_call") != pl.col("_call").shift(1).fill_null(-1)).then(row)
+    return (
+        leaves.select(
+            "_call",
+            (row - first.forward_fill()).alias("leaf_no"),
+            pl.when("_array")
+            .then(pl.concat_str("name", pl.lit("["), pl.col("_item").cast(pl.String), pl.lit("]")))
+            .otherwise("name")
+            .alias("path"),
+            "name",
+            raw.str.strip_prefix('"').str.strip_suffix('"').alias("value"),
+            (~raw.str.starts_with('"')).alias("is_number"),
+        ),
+        rest,
+    )
 
 
 class _Number(str):
