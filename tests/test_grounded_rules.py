@@ -181,6 +181,21 @@ def test_the_native_reader_reads_the_flat_objects_and_leaves_the_rest():
     ]
 
 
+def test_the_native_reader_reads_a_slice_of_an_arrow_array_with_nulls():
+    import pyarrow as pa
+
+    texts = ['{"x": 0}', None, '{"a": "1"}', '{"b": [2, "c"]}', None, "[3]", '{"d": 4}']
+    part = pa.array(texts, pa.large_string()).slice(2, 4)  # an offset, one null, in a bitmap
+    validity, offsets, data = part.buffers()
+    rest, row, leaf_no, _, path, _, name, _, value, is_number = grounded_arguments._native.leaves(
+        validity, offsets, data, part.offset, len(part)
+    )
+    assert list(rest) == [0, 0, 1, 1]
+    assert memoryview(row).cast("q").tolist() == [0, 1, 1]
+    assert memoryview(leaf_no).cast("q").tolist() == [0, 0, 1]
+    assert (path, name, value, list(is_number)) == (b"ab[0]b[1]", b"abb", b"12c", [0, 1, 0])
+
+
 def test_argument_readers_agree_on_every_cut_of_a_flat_object():
     # every prefix, every byte left out, every byte doubled: a native reader that read past
     # a text's end or took a broken text for flat would differ from Python here
