@@ -128,6 +128,30 @@ def test_exact_name_wins_over_an_earlier_pattern_and_first_pattern_wins():
     }
 
 
+def test_the_same_names_are_priced_by_each_table_its_own_way():
+    # the matches of the patterns are kept per process, by names and patterns
+    names = ["acme-large-2", "acme-small-2", "other"]
+    first = _table(
+        {"model": "acme-large", "match": "^acme-large", "input": 1, "output": 2},
+        {"model": "acme", "match": "^acme", "input": 3, "output": 4},
+    )
+    second = _table(
+        {"model": "acme", "match": "^acme", "input": 3, "output": 4},
+        {"model": "acme-large", "match": "^acme-large", "input": 1, "output": 2},
+    )
+    for _ in range(2):
+        assert _priced_as(names, first) == {
+            "acme-large-2": "acme-large",
+            "acme-small-2": "acme",
+            "other": None,
+        }
+        assert _priced_as(names, second) == {
+            "acme-large-2": "acme",
+            "acme-small-2": "acme",
+            "other": None,
+        }
+
+
 def test_patterns_are_searched_not_anchored():
     table = _table({"model": "a", "match": "mini", "input": 1, "output": 1})
     assert _priced_as(["gpt-mini-x", "gpt-max"], table) == {"gpt-mini-x": "a", "gpt-max": None}
