@@ -496,8 +496,8 @@ def argument_leaves(
 
 
 def _flat_native(calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The leaves of the calls whose arguments are flat objects (`FLAT_OBJECT`, no key twice),
-    read in C (`analyzer.checks._flat_leaves`), and the other calls.
+    """The leaves of the calls whose arguments are flat objects (`FLAT_OBJECT`, no key twice,
+    64 keys at most), read in C (`analyzer.checks._flat_leaves`), and the other calls.
 
     The same leaves as `_flat_columns`, in a sixth of the time (one pass over the texts, no
     regular expression): 54k calls of 180 bytes, 22 ms against 123 ms (the C pass 15 ms).
