@@ -60,6 +60,23 @@ static inline void skip_ws(Cursor *c) {
 
 static inline int at(Cursor *c, char ch) { return c->s < c->end && *c->s == ch; }
 
+/* Consume `ch` if it comes next. */
+static inline int eat(Cursor *c, char ch) {
+    if (!at(c, ch)) return 0;
+    c->s++;
+    return 1;
+}
+
+/* After an item of an array or an object: 1 at its end `close` (consumed), 0 after a comma
+   (and the spaces after it), -1 at anything else. */
+static int after_item(Cursor *c, char close) {
+    skip_ws(c);
+    if (eat(c, close)) return 1;
+    if (!eat(c, ',')) return -1;
+    skip_ws(c);
+    return 0;
+}
+
 /* A string without escapes or control characters: its content in [*start, *start + *len). */
 static int read_string(Cursor *c, const char **start, Py_ssize_t *len) {
     if (!at(c, '"')) return -1;
@@ -76,21 +93,17 @@ static inline int at_digit(Cursor *c) { return c->s < c->end && *c->s >= '0' && 
 
 /* A JSON number (-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?). */
 static int read_number(Cursor *c) {
-    if (at(c, '-')) c->s++;
-    if (at(c, '0'))
-        c->s++;
-    else if (at_digit(c))
-        while (at_digit(c)) c->s++;
-    else
-        return -1;
-    if (at(c, '.')) {
-        c->s++;
+    eat(c, '-');
+    if (!eat(c, '0')) {
         if (!at_digit(c)) return -1;
         while (at_digit(c)) c->s++;
     }
-    if (at(c, 'e') || at(c, 'E')) {
-        c->s++;
-        if (at(c, '+') || at(c, '-')) c->s++;
+    if (eat(c, '.')) {
+        if (!at_digit(c)) return -1;
+        while (at_digit(c)) c->s++;
+    }
+    if (eat(c, 'e') || eat(c, 'E')) {
+        if (!eat(c, '+')) eat(c, '-');
         if (!at_digit(c)) return -1;
         while (at_digit(c)) c->s++;
     }
@@ -187,55 +200,34 @@ static int read_object(Cursor *c, Out *o, int64_t row) {
     int nkeys = 0, r;
     int64_t rank = 0;
     skip_ws(c);
-    if (!at(c, '{')) return -1;
-    c->s++;
+    if (!eat(c, '{')) return -1;
     skip_ws(c);
-    if (at(c, '}')) {
-        c->s++;
-    } else {
-        for (;;) {
+    if (!eat(c, '}')) {
+        do {
             const char *key;
             Py_ssize_t key_len;
             if (read_string(c, &key, &key_len) || nkeys == MAX_KEYS) return -1;
-            for (int k = 0; k < nkeys; k++)  /* a key twice: Python's reading decides */
+            for (int k = 0; k < nkeys; k++) /* a key twice: Python's reading decides */
                 if (key_lens[k] == key_len && memcmp(keys[k], key, (size_t)key_len) == 0)
                     return -1;
             keys[nkeys] = key;
             key_lens[nkeys++] = key_len;
             skip_ws(c);
-            if (!at(c, ':')) return -1;
-            c->s++;
+            if (!eat(c, ':')) return -1;
             skip_ws(c);
-            if (at(c, '[')) {
-                c->s++;
+            if (!eat(c, '[')) {
+                r = read_value(c, o, row, &rank, -1, key, key_len);
+            } else {
                 skip_ws(c);
-                if (at(c, ']')) {
-                    c->s++;
-                } else {
-                    for (int32_t item = 0;; item++) {
-                        if ((r = read_value(c, o, row, &rank, item, key, key_len))) return r;
-                        skip_ws(c);
-                        if (at(c, ']')) {
-                            c->s++;
-                            break;
-                        }
-                        if (!at(c, ',')) return -1;
-                        c->s++;
-                        skip_ws(c);
-                    }
-                }
-            } else if ((r = read_value(c, o, row, &rank, -1, key, key_len))) {
-                return r;
+                r = eat(c, ']') ? 1 : 0;
+                for (int32_t item = 0; r == 0; item++)
+                    if ((r = read_value(c, o, row, &rank, item, key, key_len)) == 0)
+                        r = after_item(c, ']');
+                if (r == 1) r = 0;
             }
-            skip_ws(c);
-            if (at(c, '}')) {
-                c->s++;
-                break;
-            }
-            if (!at(c, ',')) return -1;
-            c->s++;
-            skip_ws(c);
-        }
+            if (r) return r;
+        } while ((r = after_item(c, '}')) == 0);
+        if (r < 0) return r;
     }
     skip_ws(c);
     return c->s == c->end ? 0 : -1;
