@@ -13,6 +13,7 @@ import click
 from analyzer import __version__
 from analyzer.errors import AgentTraceError, InputError
 from analyzer.textsafe import clip, json_safe, terminal_lines, terminal_safe
+from analyzer.workers import quiet_blas
 
 __all__ = ["main"]
 
@@ -120,6 +121,7 @@ class _Group(click.Group):
 @click.version_option(__version__, prog_name="agenttrace")
 def main() -> None:
     """Offline analysis of the OpenTelemetry traces LLM agents leave behind."""
+    quiet_blas()  # before any command imports numpy
 
 
 def _progress() -> Callable[[str, int], None] | None:

@@ -1,0 +1,87 @@
+"""No agenttrace process runs OpenBLAS threads (`analyzer.workers.quiet_blas`): the command
+line and each pool worker, with the user's own setting kept."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "sample_traces" / "kyc" / "traces-0001.jsonl"
+
+
+def openblas_threads() -> int | None:
+    """The threads of the OpenBLAS that numpy loaded in this process (None: numpy has another
+    BLAS)."""
+    import ctypes
+
+    import numpy  # noqa: F401  (loads its BLAS)
+
+    for line in Path("/proc/self/maps").read_text(encoding="utf-8").splitlines():
+        fields = line.split()
+        if len(fields) == 6 and "openblas" in Path(fields[5]).name:
+            lib = ctypes.CDLL(fields[5])
+            for name in (
+                "scipy_openblas_get_num_threads64_",
+                "openblas_get_num_threads64_",
+                "openblas_get_num_threads",
+            ):
+                if hasattr(lib, name):
+                    return int(getattr(lib, name)())
+    return None
+
+
+_COMMAND_LINE = f"""
+from click.testing import CliRunner
+from analyzer.cli import main
+from test_workers import openblas_threads
+result = CliRunner().invoke(main, ["report", {str(SAMPLE)!r}, "--format", "json", "-j", "1"])
+assert result.exit_code == 0, result.output
+print(openblas_threads())
+"""
+
+
+def _fresh_python(code: str, blas_setting: str | None = None) -> int | None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if blas_setting is not None:
+        env["OPENBLAS_NUM_THREADS"] = blas_setting
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tests"), env.get("PYTHONPATH")]))
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    ).stdout.split()[-1]
+    return None if out == "None" else int(out)
+
+
+@pytest.fixture(scope="module")
+def blas_default() -> int:
+    """What numpy alone starts in a fresh process: a thread per CPU (what the tests below
+    would see if `quiet_blas` did nothing)."""
+    threads = _fresh_python("from test_workers import openblas_threads; print(openblas_threads())")
+    if threads is None:
+        pytest.skip("numpy uses a BLAS other than OpenBLAS here")
+    if threads < 2:
+        pytest.skip("one CPU: OpenBLAS starts no thread of its own anyway")
+    return threads
+
+
+def test_the_command_line_starts_no_blas_threads(blas_default: int) -> None:
+    assert _fresh_python(_COMMAND_LINE) == 1
+
+
+def test_the_users_blas_setting_is_kept(blas_default: int) -> None:
+    assert _fresh_python(_COMMAND_LINE, blas_setting="2") == 2
+
+
+def test_pool_workers_start_no_blas_threads(blas_default: int) -> None:
+    from analyzer.partitioned import _pool  # not at the top: `_fresh_python` imports this module
+
+    with _pool(2) as pool:
+        assert set(pool.map(_worker_blas_threads, range(4))) == {1}
+
+
+def _worker_blas_threads(_: int) -> int | None:
+    return openblas_threads()
