@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -147,9 +147,11 @@ def _analyze(
     since_ns: int | None = None,
     until_ns: int | None = None,
     case_class: str | None = None,
+    tables: Collection[str] = ("runs", "steps", "coverage"),
 ):
     """In process (`partitions` 0) or in N partitions; None (auto): partitioned when the input
-    is big or is a dataset with prebuilt runs, else in process."""
+    is big or is a dataset with prebuilt runs, else in process. `tables`: the per-run tables
+    the command reads (see `analyze_partitioned`)."""
     from analyzer.pipeline import analyze_paths
 
     if not paths:
@@ -177,6 +179,7 @@ def _analyze(
             until_ns=until_ns,
             progress=_progress(),
             case_class=case_class,
+            tables=tables,
         )
     else:
         analysis = analyze_paths(
@@ -605,6 +608,9 @@ def report(
             until_ns=until_ns,
         )
     else:
+        # the summary, printed or as JSON, reads no runs, steps or coverage: not written then
+        redacted = redact or redact_salt is not None
+        reads_tables = out is not None or fmt == "html" or labels is not None or redacted
         analysis = _analyze(
             paths,
             run_key,
@@ -617,6 +623,7 @@ def report(
             since_ns=since_ns,
             until_ns=until_ns,
             case_class=case_class,
+            tables=("runs", "steps", "coverage") if reads_tables else (),
         )
     analysis, redaction = _redacted(analysis, redact, redact_salt)
     summary = build_summary(analysis, labels, case_class=case_class)

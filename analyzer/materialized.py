@@ -197,7 +197,8 @@ def _restricted(
         ),
         prices=options.prices,
     )
-    return spill_facts(spill_tables(partial_result(analysis, options.case_class), out), out)
+    partial = partial_result(analysis, options.case_class)
+    return spill_facts(spill_tables(partial, out, tables=options.tables), out)
 
 
 def _read_json(path: Path) -> dict:

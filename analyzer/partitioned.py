@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -683,6 +683,10 @@ def _regroup(source: int, spill: str, partitions: int, targets_file: str | None)
 # --- analysis of the spilled partitions -------------------------------------------------------
 
 
+#: The per-run tables a partition writes to the spill (not sent back whole: see `_merge_ordered`).
+_TABLES = ("steps", "runs", "findings", "coverage")
+
+
 @dataclass(frozen=True)
 class PartitionOptions:
     """The analysis options every partition (or Spark group) is analyzed with; picklable."""
@@ -694,6 +698,7 @@ class PartitionOptions:
     since_ns: int | None
     until_ns: int | None
     case_class: str | None = None  # the facts of each partition are computed for it
+    tables: tuple[str, ...] = _TABLES  # those the caller reads: the others are not written
 
     def analyze(self, spans: pa.Table) -> PartialResult:
         """`analyze_partition` of `spans` with these options."""
@@ -707,10 +712,6 @@ class PartitionOptions:
             until_ns=self.until_ns,
             case_class=self.case_class,
         )
-
-
-#: The per-run tables a partition writes to the spill (not sent back whole: see `_merge_ordered`).
-_TABLES = ("steps", "runs", "findings", "coverage")
 
 
 def _write_batches(frame: pl.DataFrame, path: str, compression: str | None = None) -> None:
@@ -742,7 +743,7 @@ def _analyze_spilled(folder: str, out: str, options: PartitionOptions) -> Partia
     partial = options.analyze(spans)
     del spans
     shutil.rmtree(folder, ignore_errors=True)
-    return spill_facts(spill_tables(partial, out), out)
+    return spill_facts(spill_tables(partial, out, tables=options.tables), out)
 
 
 def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -> PartialResult:
@@ -754,7 +755,8 @@ def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -
     kept = kept_results(part, out, options)
     if kept is not None:
         return kept
-    return spill_facts(spill_tables(prebuilt_partial(*read_prebuilt(part), options), out), out)
+    partial = prebuilt_partial(*read_prebuilt(part), options)
+    return spill_facts(spill_tables(partial, out, tables=options.tables), out)
 
 
 def prebuilt_partial(
@@ -776,14 +778,22 @@ def prebuilt_partial(
     return partial_result(analysis, options.case_class)
 
 
-def spill_tables(partial: PartialResult, out: str, compression: str | None = None) -> PartialResult:
-    """Write the per-run tables of `partial` to `out`.<table>.arrow, with their rows per run
-    (`_write_batches`); `partial` with those tables emptied."""
+def spill_tables(
+    partial: PartialResult,
+    out: str,
+    compression: str | None = None,
+    tables: Collection[str] = _TABLES,
+) -> PartialResult:
+    """Write the per-run tables of `partial` named in `tables` to `out`.<table>.arrow, with
+    their rows per run (`_write_batches`); `partial` with those tables emptied and the others
+    dropped (None)."""
     for name in _TABLES:
         frame = getattr(partial, name)
-        if frame is not None:
+        if frame is not None and name in tables:
             _write_batches(frame, f"{out}.{name}.arrow", compression)
             setattr(partial, name, frame.clear())
+        else:
+            setattr(partial, name, None)
     return partial
 
 
@@ -933,6 +943,7 @@ def analyze_partitioned(
     until_ns: int | None = None,
     progress: Callable[[str, int], None] | None = None,
     case_class: str | None = None,
+    tables: Collection[str] = _TABLES,
 ) -> Analysis:
     """`pipeline.analyze_paths` in bounded memory: the same result, computed partition by
     partition (see the module docstring).
@@ -946,6 +957,11 @@ def analyze_partitioned(
     `analyzer.report.summary.DEFAULT_CASE_CLASS`) are merged from the partitions'. A dataset
     with prebuilt runs (`analyzer.prebuilt`), given alone and with the default run and case
     keys, is analyzed from those, one unit per part (`partitions` does not apply).
+
+    `tables` names the per-run tables of the result that the caller reads, of ``runs``,
+    ``steps`` and ``coverage`` (the findings are always read): the partitions do not write the
+    others to the spill, and reading one from the result raises RuntimeError. A summary alone
+    reads none of them (`analyzer.report.build_summary` without labels, `terminal_summary`).
     """
     from analyzer.prebuilt import prebuilt_dataset
     from analyzer.pricing import load_prices
@@ -962,6 +978,7 @@ def analyze_partitioned(
         since_ns,
         until_ns,
         case_class or DEFAULT_CASE_CLASS,
+        tuple(n for n in _TABLES if n == "findings" or n in tables),
     )
     if spill is not None:
         Path(spill).mkdir(parents=True, exist_ok=True)
@@ -1071,18 +1088,28 @@ def _merged(
     """One Analysis from the partitions' results and their per-run tables in the spill
     `folder` (removed when the Analysis is no longer used)."""
     spill = _Spill(folder, outs)
-    names = [n for n in _TABLES if all(getattr(p, n) is not None for p in partials)]
+    written = {n for n in _TABLES if all(getattr(p, n) is not None for p in partials)}
+    loaders = {
+        name: functools.partial(spill.load if name in written else _not_kept, name)
+        for name in _TABLES
+    }
     analysis = merge_partials(
         partials,
         log,
         packs=options.packs,
         prices=options.prices,
         skipped=skipped,
-        spilled={name: functools.partial(spill.load, name) for name in names} if partials else None,
+        spilled=loaders if partials else None,
     )
     if analysis.facts is not None:
         analysis.facts.keep = spill  # its parts' files are in the spill
     return analysis
+
+
+def _not_kept(name: str) -> pl.DataFrame:
+    raise RuntimeError(
+        f"the {name} of this result were not kept: analyze_partitioned(tables=...) left them out"
+    )
 
 
 def _spill_all(

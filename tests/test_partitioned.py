@@ -175,6 +175,73 @@ def test_report_cli_partitioned_writes_the_same_outputs(tmp_path: Path) -> None:
         assert (outs["mem"] / file).read_bytes() == (outs["part"] / file).read_bytes(), file
 
 
+def test_only_the_tables_asked_for_are_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller that reads no runs, steps or coverage (a summary alone) gets the same summary
+    and findings; the partitions wrote the findings only, and reading another table raises."""
+    packs = [load_default_pack()]
+    written = _record_written_tables(monkeypatch)
+    whole = analyze_partitioned([SAMPLES], partitions=3, jobs=1, packs=packs)
+    assert written == {"steps": 3, "runs": 3, "findings": 3, "coverage": 3}
+    written.clear()
+    lean = analyze_partitioned([SAMPLES], partitions=3, jobs=1, packs=packs, tables=())
+    assert written == {"findings": 3}
+    assert build_summary(lean) == build_summary(whole)
+    assert lean.evaluation.findings.equals(whole.evaluation.findings)
+    for read in (lambda: lean.runs.runs, lambda: lean.runs.steps, lambda: lean.evaluation.coverage):
+        with pytest.raises(RuntimeError, match="were not kept"):
+            read()
+    written.clear()
+    runs_only = analyze_partitioned([SAMPLES], partitions=3, jobs=1, packs=packs, tables=["runs"])
+    assert written == {"runs": 3, "findings": 3}
+    assert runs_only.runs.runs.equals(whole.runs.runs)
+    with pytest.raises(RuntimeError, match="the steps of this result were not kept"):
+        runs_only.runs.steps  # noqa: B018
+
+
+@pytest.mark.parametrize(
+    ("args", "tables"),
+    [
+        (["--format", "json"], {"findings"}),
+        (["--format", "table"], {"findings"}),
+        (["--format", "html"], {"steps", "runs", "findings", "coverage"}),
+        (["--format", "json", "--out", "OUT"], {"steps", "runs", "findings", "coverage"}),
+        (["--format", "json", "--redact-salt", "s"], {"steps", "runs", "findings", "coverage"}),
+    ],
+)
+def test_report_writes_the_tables_its_outputs_read(
+    args: list[str], tables: set[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The printed summary (JSON or table) reads none of the runs, steps and coverage: the
+    partitions do not write them, and it is the summary of the analysis in memory."""
+    args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
+    written = _record_written_tables(monkeypatch)
+    runner = CliRunner()
+    base = ["report", str(SAMPLES), "-j", "1", *args]
+    parts = runner.invoke(main, [*base, "--partitions", "3"])
+    assert parts.exit_code == 0, parts.output
+    assert set(written) == tables
+    whole = runner.invoke(main, [*base, "--partitions", "0"])
+    assert parts.output == whole.output
+
+
+def _record_written_tables(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Counts of the per-run tables the partitions write (with jobs=1 they run in this
+    process), by name."""
+    import collections
+
+    import analyzer.partitioned as partitioned
+
+    written: collections.Counter[str] = collections.Counter()
+    write = partitioned._write_batches
+
+    def recording(frame, path: str, compression: str | None = None) -> None:
+        written[path.rsplit(".", 2)[-2]] += 1
+        write(frame, path, compression)
+
+    monkeypatch.setattr(partitioned, "_write_batches", recording)
+    return written
+
+
 def test_report_rejects_a_bad_partition_count() -> None:
     result = CliRunner().invoke(main, ["report", str(SAMPLES), "--partitions", "many"])
     assert result.exit_code == 2
