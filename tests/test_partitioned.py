@@ -224,6 +224,27 @@ def test_report_writes_the_tables_its_outputs_read(
     assert parts.output == whole.output
 
 
+@pytest.mark.parametrize(
+    ("rules", "tables"),
+    [([], set()), (["--rules", str(ROOT / "rules" / "kyc.yaml")], {"findings"})],
+)
+def test_a_report_of_a_dataset_writes_the_tables_its_outputs_read(
+    rules: list[str], tables: set[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From a dataset's prebuilt runs: with the packs of the ingest, the kept results are taken
+    (nothing written); with others, the checks run and the findings alone are written."""
+    runner = CliRunner()
+    dataset = tmp_path / "ds"
+    ingested = runner.invoke(main, ["ingest", str(SAMPLES), "--out", str(dataset), "-j", "1"])
+    assert ingested.exit_code == 0, ingested.output
+    written = _record_written_tables(monkeypatch)
+    base = ["report", str(dataset), "--format", "json", "-j", "1", *rules]
+    prebuilt = runner.invoke(main, base)
+    assert prebuilt.exit_code == 0, prebuilt.output
+    assert set(written) == tables
+    assert prebuilt.output == runner.invoke(main, [*base, "--partitions", "0"]).output
+
+
 def _record_written_tables(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Counts of the per-run tables the partitions write (with jobs=1 they run in this
     process), by name."""
