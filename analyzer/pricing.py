@@ -54,7 +54,7 @@ from jsonschema import Draft202012Validator, ValidationError
 
 from analyzer.errors import PriceTableError
 from analyzer.resources import bundled_rules_text, schema
-from analyzer.yamlplace import path_text, show, yaml_line
+from analyzer.yamlplace import problems_text, show
 
 if TYPE_CHECKING:
     from analyzer.runs import RunSet
@@ -160,15 +160,7 @@ def _build(data: Any, text: str | None, shown: str, sha256: str | None) -> Price
         problems.extend(_semantic_problems(data))
     if problems:
         root = yaml.compose(text, Loader=_Loader) if text is not None else None
-        lines = []
-        for where, message in sorted(problems, key=lambda p: (yaml_line(root, p[0]) or 0, p[0])):
-            line = yaml_line(root, where)
-            loc = f"{shown}:{line}" if line else shown
-            path = path_text(where)
-            lines.append(f"  {loc}: {path}: {message}" if path else f"  {loc}: {message}")
-        n = len(lines)
-        head = f"{n} problem{'s' if n > 1 else ''} in price table {shown}:"
-        raise PriceTableError("\n".join([head, *lines]))
+        raise PriceTableError(problems_text(problems, root, shown, "price table"))
     assert isinstance(data, dict)
     models = pl.DataFrame(
         [

@@ -1,4 +1,5 @@
-"""Where a problem sits in a YAML file: its line and a readable path (for pack and price errors)."""
+"""Where a problem sits in a YAML file (its line and a readable path), and the error that lists
+the problems of a file (price tables, gate files; rule packs list theirs across files)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["path_text", "show", "yaml_line"]
+__all__ = ["path_text", "problems_text", "show", "yaml_line"]
 
 
 def show(value: Any, limit: int = 40) -> str:
@@ -53,3 +54,22 @@ def yaml_line(root: yaml.Node | None, where: Sequence[str | int]) -> int | None:
             break
         node = nxt
     return line
+
+
+def problems_text(
+    problems: Sequence[tuple[Sequence[str | int], str]],
+    root: yaml.Node | None,
+    source: str,
+    what: str,
+) -> str:
+    """The error listing `problems` ((path, message) pairs) of the YAML file `source` whose
+    parsed node tree is `root` (None: no line numbers), in file order: ``N problems in <what>
+    <source>:``, then ``  source:line: path: message`` a problem."""
+    lines = []
+    for where, message in sorted(problems, key=lambda p: (yaml_line(root, p[0]) or 0, p[0])):
+        line = yaml_line(root, where)
+        loc = f"{source}:{line}" if line else source
+        path = path_text(where)
+        lines.append(f"  {loc}: {path}: {message}" if path else f"  {loc}: {message}")
+    n = len(lines)
+    return "\n".join([f"{n} problem{'s' if n > 1 else ''} in {what} {source}:", *lines])

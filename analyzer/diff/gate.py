@@ -36,7 +36,7 @@ from analyzer.diff.compare import Diff, MetricDelta
 from analyzer.diff.fmt import amount_text, delta_text, label, value_text
 from analyzer.errors import GateError
 from analyzer.resources import schema
-from analyzer.yamlplace import path_text, show, yaml_line
+from analyzer.yamlplace import problems_text, show
 
 __all__ = ["AUTOMATIC", "Gate", "GateCheck", "judge", "load_gate"]
 
@@ -123,18 +123,8 @@ def gate_from_mapping(
 def _raise(
     problems: list[tuple[tuple[str | int, ...], str]], source: str, root: yaml.Node | None
 ) -> None:
-    if not problems:
-        return
-    lines = []
-    for where, message in sorted(problems, key=lambda p: (yaml_line(root, p[0]) or 0, p[0])):
-        line = yaml_line(root, where)
-        loc = f"{source}:{line}" if line else source
-        path = path_text(where)
-        lines.append(f"  {loc}: {path}: {message}" if path else f"  {loc}: {message}")
-    n = len(lines)
-    raise GateError(
-        "\n".join([f"{n} problem{'s' if n > 1 else ''} in gate file {source}:", *lines])
-    )
+    if problems:
+        raise GateError(problems_text(problems, root, source, "gate file"))
 
 
 @lru_cache(maxsize=1)
