@@ -834,22 +834,22 @@ def breakdown(
     weights: Mapping[tuple[str, str], float] | None = None,
     at_least: str = "high",
     metrics: Sequence[str] = TAIL_METRICS,
+    per_run: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """One row per group of ``by``: the headline numbers of its runs.
 
     Columns: [by...], runs, passed_runs, pass_rate (+ _lo, _hi, Wilson), runs_with_findings,
     mean_score, unpriced_runs, total_cost_usd, cost_per_correct_run, and ``{metric}_p50``,
     ``{metric}_p95`` for each metric. The per-rule, per-kind, per-tool and tail tables take
-    ``by`` too, for the full picture per group.
+    ``by`` too, for the full picture per group. ``per_run``: the `breakdown_runs` of these
+    runs, findings, weights, threshold and metrics, where several breakdowns share them.
     """
-    # cost_usd for the totals; each metric as _m_<metric> for its quantiles
-    values = [
-        value.alias(f"_m_{metric}")
-        for metric, value in zip(metrics, _metric_values(runs, metrics), strict=True)
-    ]
-    rows, keys = _select_grouped(runs, by, [_run_cost(runs), *values])
-    rows = _with_outcomes(rows, findings, at_least)
-    rows = rows.join(_lost_points(findings, weights), on="run_id", how="left").with_columns(_SCORE)
+    if per_run is None:
+        per_run = breakdown_runs(
+            runs, findings=findings, weights=weights, at_least=at_least, metrics=metrics
+        )
+    groups, keys = run_groups(runs, by)
+    rows = groups.join(per_run, on="run_id", how="left", maintain_order="left")
     out = rows.group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("runs"),
         pl.col("passed").sum().cast(pl.Int64).alias("passed_runs"),
@@ -865,6 +865,24 @@ def breakdown(
     )
     out = out.with_columns(*wilson_columns("passed_runs", "runs", "pass_rate"), _COST_PER_CORRECT)
     return _sorted(out, keys).select(*keys, *breakdown_columns(metrics))
+
+
+def breakdown_runs(
+    runs: pl.DataFrame,
+    *,
+    findings: pl.DataFrame | None = None,
+    weights: Mapping[tuple[str, str], float] | None = None,
+    at_least: str = "high",
+    metrics: Sequence[str] = TAIL_METRICS,
+) -> pl.DataFrame:
+    """Per run, what a `breakdown` adds up over its groups: ``run_id``, ``cost_usd``, each
+    metric as ``_m_<metric>``, ``findings``, ``blocking``, ``passed`` and ``score``."""
+    values = [
+        value.alias(f"_m_{metric}")
+        for metric, value in zip(metrics, _metric_values(runs, metrics), strict=True)
+    ]
+    rows = _with_outcomes(runs.select("run_id", _run_cost(runs), *values), findings, at_least)
+    return rows.join(_lost_points(findings, weights), on="run_id", how="left").with_columns(_SCORE)
 
 
 def breakdown_columns(metrics: Sequence[str] = TAIL_METRICS) -> list[str]:

@@ -13,6 +13,7 @@ from analyzer.checks import COVERAGE_SCHEMA, FINDING_SCHEMA
 from analyzer.metrics import (
     TAIL_METRICS,
     breakdown,
+    breakdown_runs,
     content_coverage,
     cost_per_correct_run,
     kind_rates,
@@ -558,6 +559,27 @@ def test_breakdown_quantiles_are_those_of_tails():
             )
             got = out.select(*keys, f"{metric}_p50", f"{metric}_p95")
             assert got.sort(keys, nulls_last=True).equals(want.sort(keys, nulls_last=True))
+
+
+def test_breakdowns_from_the_per_run_figures_computed_once():
+    """What the summary does (`breakdown_runs` once, then every breakdown from it) gives the
+    rows each breakdown computes on its own: list groups exploded, weights and threshold
+    applied."""
+    runs = _runs()
+    findings = _findings(
+        [
+            ("r01", "p", "A", "omission", "critical", "t"),
+            ("r11", "p", "B", "budget", "medium", None),
+            ("r03", "p", "C", "budget", "low", None),
+        ]
+    )
+    weights = {("p", "B"): 25.0}
+    per_run = breakdown_runs(runs, findings=findings, weights=weights, at_least="medium")
+    assert per_run.height == runs.height
+    for by in ("model", ["temperature"], "agent", ["agent", "model"]):
+        alone = breakdown(runs, by, findings=findings, weights=weights, at_least="medium")
+        assert breakdown(runs, by, per_run=per_run).equals(alone)
+        assert not alone.equals(breakdown(runs, by, findings=findings))  # the options count
 
 
 def test_outputs_are_deterministic():

@@ -288,6 +288,9 @@ def _metrics(analysis, facts: SummaryFacts, runs: pl.DataFrame, scored) -> dict[
     rates = facts.rates or {}
     passed = scored.passed() if scored is not None else None
     case_class = facts.case_class
+    per_run = m.breakdown_runs(  # what every breakdown adds up, computed once
+        runs, findings=findings, weights=weights, at_least=CORRECT_THRESHOLD
+    )
     return {
         "methods": {**_METHODS, "case_class": f"run attribute {case_class}"},
         "tails": m.tails(runs, metrics=SUMMARY_TAILS).to_dicts(),
@@ -297,9 +300,7 @@ def _metrics(analysis, facts: SummaryFacts, runs: pl.DataFrame, scored) -> dict[
         "scores": _scores(runs),
         "trials": _trials(runs, findings, passed),
         "breakdowns": {
-            key: _breakdown(
-                runs, case_class if key == "case_class" else key, findings, weights, passed
-            )
+            key: _breakdown(runs, case_class if key == "case_class" else key, per_run, passed)
             for key in BREAKDOWNS
         },
     }
@@ -401,12 +402,13 @@ def _trials(runs: pl.DataFrame, findings, passed: pl.DataFrame | None) -> dict[s
 
 
 def _breakdown(
-    runs: pl.DataFrame, by: str, findings, weights, passed: pl.DataFrame | None
+    runs: pl.DataFrame, by: str, per_run: pl.DataFrame, passed: pl.DataFrame | None
 ) -> list[dict[str, Any]]:
-    """Rows of `metrics.breakdown` (group under ``group``); with labels, also per group:
-    ``label_runs``, ``label_correct_runs``, ``label_correct_rate`` (+ ``_lo``, ``_hi``) and
+    """Rows of `metrics.breakdown` (group under ``group``) from the runs' `per_run` figures
+    (`metrics.breakdown_runs`); with labels, also per group: ``label_runs``,
+    ``label_correct_runs``, ``label_correct_rate`` (+ ``_lo``, ``_hi``) and
     ``label_cost_per_correct_run`` (cost of its labelled runs / those all right)."""
-    rows = m.breakdown(runs, by, findings=findings, weights=weights, at_least=CORRECT_THRESHOLD)
+    rows = m.breakdown(runs, by, per_run=per_run)
     if passed is not None:
         groups, _ = m.run_groups(runs, by)
         judged = groups.join(passed, on="run_id", how="inner").join(
