@@ -147,11 +147,11 @@ def _analyze(
     since_ns: int | None = None,
     until_ns: int | None = None,
     case_class: str | None = None,
-    tables: Collection[str] = ("runs", "steps", "coverage"),
+    tables: Collection[str] | None = None,
 ):
     """In process (`partitions` 0) or in N partitions; None (auto): partitioned when the input
     is big or is a dataset with prebuilt runs, else in process. `tables`: the per-run tables
-    the command reads (see `analyze_partitioned`)."""
+    the command reads (see `analyze_partitioned`; None: all)."""
     from analyzer.pipeline import analyze_paths
 
     if not paths:
@@ -623,7 +623,7 @@ def report(
             since_ns=since_ns,
             until_ns=until_ns,
             case_class=case_class,
-            tables=("runs", "steps", "coverage") if reads_tables else (),
+            tables=None if reads_tables else (),
         )
     analysis, redaction = _redacted(analysis, redact, redact_salt)
     summary = build_summary(analysis, labels, case_class=case_class)

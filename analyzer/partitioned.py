@@ -943,7 +943,7 @@ def analyze_partitioned(
     until_ns: int | None = None,
     progress: Callable[[str, int], None] | None = None,
     case_class: str | None = None,
-    tables: Collection[str] = _TABLES,
+    tables: Collection[str] | None = None,
 ) -> Analysis:
     """`pipeline.analyze_paths` in bounded memory: the same result, computed partition by
     partition (see the module docstring).
@@ -959,9 +959,10 @@ def analyze_partitioned(
     keys, is analyzed from those, one unit per part (`partitions` does not apply).
 
     `tables` names the per-run tables of the result that the caller reads, of ``runs``,
-    ``steps`` and ``coverage`` (the findings are always read): the partitions do not write the
-    others to the spill, and reading one from the result raises RuntimeError. A summary alone
-    reads none of them (`analyzer.report.build_summary` without labels, `terminal_summary`).
+    ``steps`` and ``coverage`` (None: all; the findings are always read): the partitions do
+    not write the others to the spill, and reading one from the result raises RuntimeError. A
+    summary alone reads none of them (`analyzer.report.build_summary` without labels,
+    `terminal_summary`).
     """
     from analyzer.prebuilt import prebuilt_dataset
     from analyzer.pricing import load_prices
@@ -978,7 +979,7 @@ def analyze_partitioned(
         since_ns,
         until_ns,
         case_class or DEFAULT_CASE_CLASS,
-        tuple(n for n in _TABLES if n == "findings" or n in tables),
+        _TABLES if tables is None else tuple(n for n in _TABLES if n == "findings" or n in tables),
     )
     if spill is not None:
         Path(spill).mkdir(parents=True, exist_ok=True)
