@@ -24,6 +24,7 @@ import multiprocessing
 import os
 import shutil
 import tempfile
+import threading
 import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
@@ -41,7 +42,7 @@ from analyzer.ingest.files import DATASET_MANIFEST, expand_paths
 from analyzer.ingest.reader import Ingested, finalize_spans
 from analyzer.runs import RunSet
 from analyzer.spans import SPAN_SCHEMA, empty_table
-from analyzer.workers import share_cpus
+from analyzer.workers import release_c_heap, share_cpus
 
 if TYPE_CHECKING:
     from analyzer.checks import CheckError
@@ -594,8 +595,14 @@ def _read_unit(unit: _Unit, log: FileLog) -> Iterator[pa.RecordBatch]:
             yield from table.to_batches()
 
 
+#: Set once this process has read a unit: the C heap holds what reading grew, of no use to the
+#: partitions (`analyzer.workers.release_c_heap`).
+_READ_HEAP = threading.Event()
+
+
 def _spill_unit(unit: _Unit, spill: str, partitions: int, run_key: str | None) -> dict[str, Any]:
     """Read one unit and write its spans to the partition files; its reading counts."""
+    _READ_HEAP.set()
     log = FileLog(path=unit.path)
     batches = list(_read_unit(unit, log))
     table = pa.Table.from_batches(batches, schema=SPAN_SCHEMA)
@@ -739,6 +746,9 @@ def _analyze_spilled(folder: str, out: str, options: PartitionOptions) -> Partia
     `spill_tables`); the rest. The partition's span files are deleted once read: their page
     cache is freed for the writes that follow, and the parent does not delete them all at the
     end (5M spans: 3.4 s)."""
+    if _READ_HEAP.is_set():  # the first partition after reading: see `release_c_heap`
+        _READ_HEAP.clear()
+        release_c_heap()
     spans = _read_ipc_folder(Path(folder))
     partial = options.analyze(spans)
     del spans

@@ -10,14 +10,34 @@ from __future__ import annotations
 
 import os
 
-#: The allocator settings of polars (jemalloc) in a worker: freed pages are kept for reuse for
-#: 30 s instead of polars' default half a second. A worker analyzes one partition after another
-#: and each needs about the memory the last one freed; handing the pages back and faulting them
-#: in again cost half of the worker's page faults and a quarter of its system time (10 partitions
-#: of 1M spans: 0.93M -> 0.47M faults, 4.0-4.9 -> 2.9-3.5 s system), for some 60 MB more
-#: resident per worker. Settings the user gave in ``_RJEM_MALLOC_CONF`` come after these (the
-#: last setting of an option wins).
-WORKER_MALLOC_CONF = "dirty_decay_ms:30000,muzzy_decay_ms:30000"
+#: The allocator settings of polars (jemalloc) in a worker.
+#:
+#: - Freed pages are kept for reuse for 30 s instead of polars' default half a second. A worker
+#:   analyzes one partition after another and each needs about the memory the last one freed;
+#:   handing the pages back and faulting them in again cost half of the worker's page faults and
+#:   a quarter of its system time (10 partitions of 1M spans: 0.93M -> 0.47M faults, 4.0-4.9 ->
+#:   2.9-3.5 s system), for some 60 MB more resident per worker.
+#: - Its memory comes in huge pages where the system gives them on request (Linux's
+#:   ``transparent_hugepage`` in ``madvise`` mode): a worker's first partition faults in some
+#:   250 MB for polars, while the other worker does the same, and the two contend in the kernel
+#:   (94k faults and 0.56-0.87 s of system time, against 0.2 s for one process alone; with huge
+#:   pages 37-40k faults and 0.28-0.57 s).
+#:
+#: Settings the user gave in ``_RJEM_MALLOC_CONF`` come after these (the last setting of an
+#: option wins).
+WORKER_MALLOC_CONF = "dirty_decay_ms:30000,muzzy_decay_ms:30000,thp:always"
+#: The settings of Arrow's jemalloc in a worker (``JE_ARROW_MALLOC_CONF``, the user's after
+#: them): freed pages are never handed back. `finalize_spans` gathers each partition's columns
+#: in it, about 75 MB; with Arrow's own settings the pages went back to the system as soon as
+#: freed, and each partition faulted them in again (18.6k faults; none once they are kept).
+ARROW_WORKER_MALLOC_CONF = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
+#: glibc's malloc in a worker (the native JSON reader's column buffers, which grow by doubling;
+#: Python's large objects): blocks under 32 MiB come from the heap, whose free top is handed
+#: back to the system only beyond 1 GiB. With glibc's defaults each piece of 92 MB of JSON
+#: lines faulted in 22-37k pages (buffers moved to fresh memory as they grew, then handed
+#: back); with these 1-8k, and the piece is read in 0.33 s instead of 0.37.
+C_HEAP_OPTIONS = {"M_MMAP_THRESHOLD": 32 << 20, "M_TRIM_THRESHOLD": 1 << 30}
+_MALLOPT_PARAMETERS = {"M_TRIM_THRESHOLD": -1, "M_MMAP_THRESHOLD": -3}  # glibc's malloc.h
 #: What ``import polars`` puts first in ``_RJEM_MALLOC_CONF`` (before the user's settings), in
 #: the parent process too, whose environment a worker inherits.
 _POLARS_MALLOC_CONF = "dirty_decay_ms:500,muzzy_decay_ms:1000"
@@ -38,8 +58,9 @@ def quiet_blas() -> None:
 
 def share_cpus(threads: int) -> None:
     """Make polars and Arrow compute with `threads` threads in this process (the CPUs shared
-    out among the pool's workers) instead of one thread per CPU each, keep polars' freed memory
-    for reuse (`WORKER_MALLOC_CONF`), and start no OpenBLAS threads (`quiet_blas`).
+    out among the pool's workers) instead of one thread per CPU each, keep the memory freed by
+    polars, Arrow and C code for reuse (`WORKER_MALLOC_CONF`, `ARROW_WORKER_MALLOC_CONF`,
+    `C_HEAP_OPTIONS`), and start no OpenBLAS threads (`quiet_blas`).
 
     Called first in a new worker (a pool's ``initializer``); a worker whose main module has
     already imported polars keeps polars' defaults.
@@ -48,6 +69,45 @@ def share_cpus(threads: int) -> None:
     os.environ["POLARS_MAX_THREADS"] = str(threads)
     user = os.environ.get("_RJEM_MALLOC_CONF", "").removeprefix(_POLARS_MALLOC_CONF).strip(",")
     os.environ["_RJEM_MALLOC_CONF"] = ",".join(filter(None, (WORKER_MALLOC_CONF, user)))
+    user = os.environ.get("JE_ARROW_MALLOC_CONF", "")
+    os.environ["JE_ARROW_MALLOC_CONF"] = ",".join(filter(None, (ARROW_WORKER_MALLOC_CONF, user)))
+    keep_c_heap()
     import pyarrow as pa
 
     pa.set_cpu_count(threads)
+
+
+def keep_c_heap() -> bool:
+    """Apply `C_HEAP_OPTIONS` to this process's glibc malloc; False where the C library has no
+    ``mallopt`` or refuses them (not glibc)."""
+    mallopt = _libc_function("mallopt")
+    if mallopt is None:
+        return False
+    return all(
+        mallopt(_MALLOPT_PARAMETERS[name], value) == 1 for name, value in C_HEAP_OPTIONS.items()
+    )
+
+
+def release_c_heap() -> None:
+    """Hand the free memory of glibc's heap back to the system (``malloc_trim``), which
+    `keep_c_heap` keeps. A worker calls it before its first partition: the partitions allocate
+    mostly in polars' and Arrow's allocators, and the heap the reading of the pieces grew,
+    kept, added some 70 MB to a worker's peak at 1M spans. (Called before every partition, it
+    also handed back what the next partition would reuse: 11-16k page faults a partition
+    instead of 3-8k.) Nothing where the C library is not glibc."""
+    trim = _libc_function("malloc_trim")
+    if trim is not None:
+        trim(0)
+
+
+def _libc_function(name: str):
+    """`name` of this process's C library, taking and returning C ints; None without it."""
+    import ctypes
+
+    try:
+        function = getattr(ctypes.CDLL(None), name)
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int] * (2 if name == "mallopt" else 1)
+    function.restype = ctypes.c_int
+    return function

@@ -1,5 +1,7 @@
 """No agenttrace process runs OpenBLAS threads (`analyzer.workers.quiet_blas`): the command
-line and each pool worker, with the user's own setting kept."""
+line and each pool worker, with the user's own setting kept. A pool worker reuses the memory
+Arrow's jemalloc and glibc's malloc freed instead of faulting in fresh pages
+(`analyzer.workers.share_cpus`)."""
 
 from __future__ import annotations
 
@@ -85,3 +87,109 @@ def test_pool_workers_start_no_blas_threads(blas_default: int) -> None:
 
 def _worker_blas_threads(_: int) -> int | None:
     return openblas_threads()
+
+
+def arrow_refaults(_: int = 0) -> int:
+    """Page faults of a second 64 MiB buffer of Arrow's jemalloc, the first one freed (the
+    gather of `finalize_spans`, partition after partition); -1 without jemalloc."""
+    import numpy as np
+    import pyarrow as pa
+
+    try:
+        pool = pa.jemalloc_memory_pool()
+    except NotImplementedError:
+        return -1
+
+    def once() -> None:
+        buffer = pa.allocate_buffer(64 << 20, memory_pool=pool)
+        np.frombuffer(buffer, dtype=np.uint8)[::4096] = 1  # every page written
+
+    once()
+    return _faults_of(once)
+
+
+def c_heap_refaults(_: int = 0) -> int:
+    """Page faults of a second C buffer grown by doubling to 16 MiB with glibc's ``realloc``,
+    the first one freed (as the native JSON reader's columns, piece after piece)."""
+    _grow_and_free_c_buffer()
+    return _faults_of(_grow_and_free_c_buffer)
+
+
+def _grow_and_free_c_buffer() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.realloc.restype = ctypes.c_void_p
+    libc.realloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    pointer, size = None, 4096
+    while size <= 16 << 20:
+        pointer = libc.realloc(pointer, size)
+        ctypes.memset(pointer, 1, size)
+        size *= 2
+    libc.free(pointer)
+
+
+def c_heap_released(_: int = 0) -> int:
+    """Resident bytes handed back by `release_c_heap` after a C buffer grew and was freed."""
+    from analyzer.workers import release_c_heap
+
+    _grow_and_free_c_buffer()
+    before = _resident_bytes()
+    release_c_heap()
+    return before - _resident_bytes()
+
+
+def _resident_bytes() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _faults_of(work) -> int:
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    work()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+@pytest.fixture(scope="module")
+def default_refaults() -> tuple[int, int]:
+    """What the two allocations above fault in a fresh process with the allocators' defaults
+    (what the workers would see if `share_cpus` did nothing)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("page faults counted as on Linux only")
+    arrow = _fresh_python("from test_workers import arrow_refaults; print(arrow_refaults())")
+    heap = _fresh_python("from test_workers import c_heap_refaults; print(c_heap_refaults())")
+    assert arrow is not None and heap is not None
+    return arrow, heap
+
+
+def test_pool_workers_reuse_the_memory_arrow_freed(default_refaults: tuple[int, int]) -> None:
+    from analyzer.partitioned import _pool
+
+    if default_refaults[0] < 0:
+        pytest.skip("this pyarrow has no jemalloc")
+    assert default_refaults[0] > 8000  # about every one of the 16,384 pages, by default
+    with _pool(2) as pool:
+        assert max(pool.map(arrow_refaults, range(2))) < 200
+
+
+def test_pool_workers_reuse_the_memory_glibc_freed(default_refaults: tuple[int, int]) -> None:
+    from analyzer.partitioned import _pool
+
+    if not _fresh_python("from analyzer.workers import keep_c_heap; print(int(keep_c_heap()))"):
+        pytest.skip("the C library is not glibc")
+    assert default_refaults[1] > 1000  # the last doublings land in fresh pages, by default
+    with _pool(2) as pool:
+        assert max(pool.map(c_heap_refaults, range(2))) < 100
+
+
+def test_a_worker_hands_back_the_heap_it_kept_when_told(default_refaults) -> None:
+    """`release_c_heap` (before a worker's first partition) gives back what `keep_c_heap` kept:
+    the 16 MiB of the freed buffer, some 32 MiB with the copies of its doublings."""
+    from analyzer.partitioned import _pool
+
+    if not _fresh_python("from analyzer.workers import keep_c_heap; print(int(keep_c_heap()))"):
+        pytest.skip("the C library is not glibc")
+    with _pool(2) as pool:
+        assert min(pool.map(c_heap_released, range(2))) > 12 << 20
