@@ -342,15 +342,21 @@ def test_file_read_on_two_threads_equals_one(tmp_path: Path, monkeypatch, compre
     monkeypatch.setattr(otlp_json, "CHUNK_BYTES", 2000)  # the file has 18,320 bytes
     threads: set[str] = set()
     real = otlp_json._process_lines
+    both = threading.Event()  # set: the second thread reads too (else one fast thread may do all)
 
     def process_lines(*args):
         threads.add(threading.current_thread().name)
+        if len(threads) < 2:
+            both.wait(timeout=30)
+        both.set()
         yield from real(*args)
 
     monkeypatch.setattr(otlp_json, "_process_lines", process_lines)
+    both.set()
     one = read_traces([path], jobs=1)
     assert threads == {threading.current_thread().name}
     threads.clear()
+    both.clear()
     two = read_traces([path], jobs=2)
     assert len(threads) == 2 and all(t.startswith("agenttrace-lines") for t in threads)
     assert two.spans.equals(one.spans)
