@@ -148,10 +148,12 @@ def _analyze(
     until_ns: int | None = None,
     case_class: str | None = None,
     tables: Collection[str] | None = None,
+    digests: bool = True,
 ):
     """In process (`partitions` 0) or in N partitions; None (auto): partitioned when the input
     is big or is a dataset with prebuilt runs, else in process. `tables`: the per-run tables
-    the command reads (see `analyze_partitioned`; None: all)."""
+    the command reads (see `analyze_partitioned`; None: all); `digests`: the input files are
+    hashed (their SHA-256 in the log)."""
     from analyzer.pipeline import analyze_paths
 
     if not paths:
@@ -180,6 +182,7 @@ def _analyze(
             progress=_progress(),
             case_class=case_class,
             tables=tables,
+            digests=digests,
         )
     else:
         analysis = analyze_paths(
@@ -192,6 +195,7 @@ def _analyze(
             jobs=jobs,
             since_ns=since_ns,
             until_ns=until_ns,
+            digests=digests,
         )
     if sys.stderr.isatty():
         click.echo("\r\x1b[K", err=True, nl=False)
@@ -608,7 +612,8 @@ def report(
             until_ns=until_ns,
         )
     else:
-        # the summary, printed or as JSON, reads no runs, steps or coverage: not written then
+        # the summary, printed or as JSON, reads no runs, steps or coverage: not written then;
+        # the input files' digests are read by the manifest of --out alone
         redacted = redact or redact_salt is not None
         reads_tables = out is not None or fmt == "html" or labels is not None or redacted
         analysis = _analyze(
@@ -624,6 +629,7 @@ def report(
             until_ns=until_ns,
             case_class=case_class,
             tables=None if reads_tables else (),
+            digests=out is not None,
         )
     analysis, redaction = _redacted(analysis, redact, redact_salt)
     summary = build_summary(analysis, labels, case_class=case_class)

@@ -199,10 +199,12 @@ def analyze_paths(
     jobs: int | None = None,
     since_ns: int | None = None,
     until_ns: int | None = None,
+    digests: bool = True,
 ) -> Analysis:
-    """Read `paths`, rebuild their runs, price them and apply the rule packs (if any)."""
+    """Read `paths`, rebuild their runs, price them and apply the rule packs (if any).
+    `digests`: see `analyzer.ingest.reader.read_traces`."""
     return analyze(
-        read_traces(paths, progress=progress, jobs=jobs),
+        read_traces(paths, progress=progress, jobs=jobs, digests=digests),
         run_key=run_key,
         case_key=case_key,
         packs=packs,

@@ -143,6 +143,30 @@ def test_show_prints_the_trajectory_without_terminal_escapes(trace_file: Path):
     assert "answer at T+30.0 ms" in out
 
 
+@pytest.mark.parametrize("partitions", ["0", "2"])
+def test_report_hashes_the_input_only_for_the_manifest(
+    trace_file: Path, tmp_path: Path, monkeypatch, partitions: str
+):
+    """The input files' SHA-256 is read by the manifest of ``--out`` alone: without it, no
+    file is hashed (in process, or partitioned with ``-j 1``: the workers are threads here)."""
+    from analyzer.ingest import reader
+
+    hashed: list[Path] = []
+    real = reader._sha256
+    monkeypatch.setattr(reader, "_sha256", lambda path: hashed.append(path) or real(path))
+    options = ("--partitions", partitions, "-j", "1")
+    for fmt in ("json", "table", "html"):
+        result = run("report", str(trace_file), "--format", fmt, *options)
+        assert result.exit_code == 0, result.output
+    assert hashed == []
+    out = tmp_path / "out"
+    result = run("report", str(trace_file), "--out", str(out), *options)
+    assert result.exit_code == 0, result.output
+    assert hashed == [trace_file]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["inputs"][0]["sha256"] == real(trace_file)
+
+
 def test_report_writes_outputs(trace_file: Path, tmp_path: Path):
     out = tmp_path / "out"
     result = run("report", str(trace_file), "--out", str(out))

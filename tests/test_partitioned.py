@@ -457,6 +457,30 @@ def test_a_file_read_in_pieces_is_read_as_if_whole(tmp_path: Path, monkeypatch) 
     assert_same_analysis(whole, split)
 
 
+@pytest.mark.parametrize("pieces", [False, True])
+def test_files_are_hashed_only_when_asked(tmp_path: Path, monkeypatch, pieces: bool) -> None:
+    """With ``digests=False`` no file is hashed, read whole or in pieces, partitioned or in
+    process: the logs keep "" and the analysis is the same. By default each log holds its
+    file's SHA-256."""
+    from analyzer import partitioned
+    from analyzer.ingest.files import sha256_of
+
+    dump = tmp_path / "dump.jsonl"
+    generate(dump, 400, seed=3, concurrency=4)
+    if pieces:
+        monkeypatch.setattr(partitioned, "UNIT_BYTES", dump.stat().st_size // 10)
+        assert partitioned._line_ranges(dump, 1) is not None
+    digest = sha256_of(dump)
+    packs = [load_default_pack()]
+    hashed = analyze_partitioned([dump], partitions=3, jobs=1, packs=packs)
+    bare = analyze_partitioned([dump], partitions=3, jobs=1, packs=packs, digests=False)
+    assert [f.sha256 for f in hashed.ingested.log.files] == [digest]
+    assert [f.sha256 for f in bare.ingested.log.files] == [""]
+    assert_same_analysis(hashed, bare)
+    assert [f.sha256 for f in analyze_paths([dump]).ingested.log.files] == [digest]
+    assert [f.sha256 for f in analyze_paths([dump], digests=False).ingested.log.files] == [""]
+
+
 @pytest.mark.parametrize("jobs", [1, 2, 3])
 def test_a_file_is_cut_in_pieces_of_about_equal_size_a_multiple_of_jobs(
     tmp_path: Path, monkeypatch, jobs: int

@@ -213,6 +213,7 @@ def read_traces(
     *,
     progress: Callable[[str, int], None] | None = None,
     jobs: int | None = None,
+    digests: bool = True,
 ) -> Ingested:
     """Read every trace file under `paths` into one span table.
 
@@ -221,7 +222,8 @@ def read_traces(
     Spans exported twice (same trace and span id) are kept once. The result is sorted by
     trace id, start, end and span id, so it does not depend on the order of the files.
     `jobs` (default: the CPUs this process may run on) is how many threads read a JSON lines
-    file; the result is the same for any value.
+    file; the result is the same for any value. Each file's SHA-256 goes into its log
+    (``FileLog.sha256``) unless `digests` is False (then "": no file is hashed).
     """
     if jobs is None:
         jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
@@ -240,7 +242,7 @@ def read_traces(
                 continue
             file_log = FileLog(path=str(path))
             log.files.append(file_log)
-            batches = _read_salvaging(path, file_log, jobs, hasher)
+            batches = _read_salvaging(path, file_log, jobs, hasher if digests else None)
             if batches:
                 tables.append(pa.Table.from_batches(batches, schema=SPAN_SCHEMA))
             if progress is not None:
@@ -251,11 +253,18 @@ def read_traces(
 
 
 def _read_salvaging(
-    path: Path, file_log: FileLog, jobs: int, hasher: ThreadPoolExecutor
+    path: Path, file_log: FileLog, jobs: int, hasher: ThreadPoolExecutor | None
 ) -> list[pa.RecordBatch]:
-    """All batches of a file (see `iter_salvaging`), its digest taken on `hasher` meanwhile."""
-    digest = hasher.submit(_sha256, path)
-    return list(iter_salvaging(path, file_log, jobs=jobs, digest=digest.result))
+    """All batches of a file (see `iter_salvaging`), its digest taken on `hasher` meanwhile
+    (None: not hashed)."""
+    digest = hasher.submit(_sha256, path).result if hasher is not None else no_digest
+    return list(iter_salvaging(path, file_log, jobs=jobs, digest=digest))
+
+
+def no_digest() -> str:
+    """The ``digest`` of `iter_salvaging` that hashes nothing: the file's log keeps "" (a
+    caller that records no digest need not read every file twice)."""
+    return ""
 
 
 def iter_salvaging(
