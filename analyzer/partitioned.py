@@ -641,6 +641,15 @@ def _write_ipc(table: pa.Table, path: Path) -> None:
         writer.write_table(table)
 
 
+def _read_partition(folder: str) -> pa.Table:
+    """The spans of one spilled partition; in a process that read units before, the C heap
+    their reading grew is handed back first (`analyzer.workers.release_c_heap`)."""
+    if _READ_HEAP.is_set():
+        _READ_HEAP.clear()
+        release_c_heap()
+    return _read_ipc_folder(Path(folder))
+
+
 def _read_ipc_folder(folder: Path) -> pa.Table:
     files = sorted(folder.glob("*.arrow")) if folder.is_dir() else []
     tables = []
@@ -753,10 +762,7 @@ def _analyze_spilled(folder: str, out: str, options: PartitionOptions) -> Partia
     `spill_tables`); the rest. The partition's span files are deleted once read: their page
     cache is freed for the writes that follow, and the parent does not delete them all at the
     end (5M spans: 3.4 s)."""
-    if _READ_HEAP.is_set():  # the first partition after reading: see `release_c_heap`
-        _READ_HEAP.clear()
-        release_c_heap()
-    spans = _read_ipc_folder(Path(folder))
+    spans = _read_partition(folder)
     partial = options.analyze(spans)
     del spans
     shutil.rmtree(folder, ignore_errors=True)
@@ -1202,7 +1208,7 @@ def _ingest_spilled(
     from analyzer.materialized import keep_results
     from analyzer.prebuilt import build_prebuilt, write_prebuilt
 
-    spans = _read_ipc_folder(Path(folder))
+    spans = _read_partition(folder)
     files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
     log = IngestLog(files=[FileLog(path=f) for f in files])
     spans = finalize_spans(spans, log)

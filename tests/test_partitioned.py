@@ -19,6 +19,7 @@ from analyzer.partitioned import (
     analyze_partition,
     analyze_partitioned,
     default_jobs,
+    ingest_partitioned,
     partition_ids,
 )
 from analyzer.pipeline import analyze_paths
@@ -455,6 +456,33 @@ def test_a_file_read_in_pieces_is_read_as_if_whole(tmp_path: Path, monkeypatch) 
     ]
     assert dataclasses.asdict(log) == dataclasses.asdict(whole.ingested.log.files[0])
     assert_same_analysis(whole, split)
+
+
+def test_the_heap_of_reading_is_handed_back_before_the_first_partition(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A process that read units hands back its C heap once, before its next partition, in an
+    analysis and in an ingest (`analyzer.workers.release_c_heap`; ``-j 1``: all in this
+    process)."""
+    from analyzer import partitioned
+
+    events: list[str] = []
+    spill_unit, read_partition = partitioned._spill_unit, partitioned._read_ipc_folder
+    monkeypatch.setattr(partitioned, "release_c_heap", lambda: events.append("release"))
+    monkeypatch.setattr(
+        partitioned, "_spill_unit", lambda *a: events.append("unit") or spill_unit(*a)
+    )
+    monkeypatch.setattr(
+        partitioned, "_read_ipc_folder", lambda *a: events.append("partition") or read_partition(*a)
+    )
+    dumps = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    for seed, dump in enumerate(dumps):
+        generate(dump, 100, seed=seed, concurrency=2)
+    analyze_partitioned(dumps, partitions=3, jobs=1)
+    assert events == ["unit", "unit", "release", "partition", "partition", "partition"]
+    events.clear()
+    ingest_partitioned(dumps, tmp_path / "ds", tool_version="test", partitions=3, jobs=1)
+    assert events == ["unit", "unit", "release", "partition", "partition", "partition"]
 
 
 @pytest.mark.parametrize("pieces", [False, True])
