@@ -80,7 +80,9 @@ def share_cpus(threads: int) -> None:
 def keep_c_heap() -> bool:
     """Apply `C_HEAP_OPTIONS` to this process's glibc malloc; False where the C library has no
     ``mallopt`` or refuses them (not glibc)."""
-    mallopt = _libc_function("mallopt")
+    import ctypes
+
+    mallopt = _libc_function("mallopt", ctypes.c_int, ctypes.c_int)
     if mallopt is None:
         return False
     return all(
@@ -95,19 +97,22 @@ def release_c_heap() -> None:
     kept, added some 70 MB to a worker's peak at 1M spans. (Called before every partition, it
     also handed back what the next partition would reuse: 11-16k page faults a partition
     instead of 3-8k.) Nothing where the C library is not glibc."""
-    trim = _libc_function("malloc_trim")
+    import ctypes
+
+    trim = _libc_function("malloc_trim", ctypes.c_size_t)
     if trim is not None:
         trim(0)
 
 
-def _libc_function(name: str):
-    """`name` of this process's C library, taking and returning C ints; None without it."""
+def _libc_function(name: str, *argtypes: type):
+    """The function `name` of this process's C library, taking `argtypes` and returning a C int;
+    None where there is none."""
     import ctypes
 
     try:
         function = getattr(ctypes.CDLL(None), name)
     except (OSError, AttributeError):
         return None
-    function.argtypes = [ctypes.c_int] * (2 if name == "mallopt" else 1)
+    function.argtypes = list(argtypes)
     function.restype = ctypes.c_int
     return function
