@@ -174,22 +174,27 @@ def test_pool_workers_reuse_the_memory_arrow_freed(default_refaults: tuple[int, 
         assert max(pool.map(arrow_refaults, range(2))) < 200
 
 
-def test_pool_workers_reuse_the_memory_glibc_freed(default_refaults: tuple[int, int]) -> None:
-    from analyzer.partitioned import _pool
-
+@pytest.fixture(scope="module")
+def glibc() -> None:
+    """Skip where `keep_c_heap` cannot apply its options (the C library is not glibc)."""
     if not _fresh_python("from analyzer.workers import keep_c_heap; print(int(keep_c_heap()))"):
         pytest.skip("the C library is not glibc")
+
+
+def test_pool_workers_reuse_the_memory_glibc_freed(
+    default_refaults: tuple[int, int], glibc: None
+) -> None:
+    from analyzer.partitioned import _pool
+
     assert default_refaults[1] > 1000  # the last doublings land in fresh pages, by default
     with _pool(2) as pool:
         assert max(pool.map(c_heap_refaults, range(2))) < 100
 
 
-def test_a_worker_hands_back_the_heap_it_kept_when_told(default_refaults) -> None:
+def test_a_worker_hands_back_the_heap_it_kept_when_told(default_refaults, glibc: None) -> None:
     """`release_c_heap` (before a worker's first partition) gives back what `keep_c_heap` kept:
     the 16 MiB of the freed buffer, some 32 MiB with the copies of its doublings."""
     from analyzer.partitioned import _pool
 
-    if not _fresh_python("from analyzer.workers import keep_c_heap; print(int(keep_c_heap()))"):
-        pytest.skip("the C library is not glibc")
     with _pool(2) as pool:
         assert min(pool.map(c_heap_released, range(2))) > 12 << 20
