@@ -1,9 +1,11 @@
-"""How agenttrace's processes compute: each worker of a pool with its share of the CPUs, and
-no process with threads of a BLAS library it never calls.
+"""How agenttrace's processes compute: each worker of a pool with its share of the CPUs and
+allocators that reuse the memory they free, and no process with threads of a BLAS library it
+never calls.
 
 This module imports neither polars nor pyarrow: polars reads ``POLARS_MAX_THREADS`` once, when
-it is imported, and its allocator reads ``_RJEM_MALLOC_CONF`` at its first allocation, so both
-variables must be set before the worker's first import of polars.
+it is imported, and the jemallocs of polars and Arrow read ``_RJEM_MALLOC_CONF`` and
+``JE_ARROW_MALLOC_CONF`` at their first allocation, so these variables must be set before the
+worker's first import of polars.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ ARROW_WORKER_MALLOC_CONF = "dirty_decay_ms:-1,muzzy_decay_ms:-1"
 #: Python's large objects): blocks under 32 MiB come from the heap, whose free top is handed
 #: back to the system only beyond 1 GiB. With glibc's defaults each piece of 92 MB of JSON
 #: lines faulted in 22-37k pages (buffers moved to fresh memory as they grew, then handed
-#: back); with these 1-8k, and the piece is read in 0.33 s instead of 0.37.
+#: back); with these 1.3-9.8k, and the piece is read in 0.33-0.35 s instead of 0.36-0.39.
 C_HEAP_OPTIONS = {"M_MMAP_THRESHOLD": 32 << 20, "M_TRIM_THRESHOLD": 1 << 30}
 _MALLOPT_PARAMETERS = {"M_TRIM_THRESHOLD": -1, "M_MMAP_THRESHOLD": -3}  # glibc's malloc.h
 #: What ``import polars`` puts first in ``_RJEM_MALLOC_CONF`` (before the user's settings), in
