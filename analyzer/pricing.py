@@ -360,7 +360,7 @@ def price_steps(steps: pl.DataFrame, prices: PriceTable | None = None) -> pl.Dat
     """
     prices = prices if prices is not None else load_prices(None)
     is_model = pl.col("kind") == "model_call"
-    names = steps.filter(is_model).get_column("model")
+    names = steps.select(pl.col("model").filter(is_model)).to_series()
     mapping = match_models(names, prices).rename(
         {"input": "_p_in", "output": "_p_out", "cached_input": "_p_cached"}
     )
@@ -392,7 +392,9 @@ def price_steps(steps: pl.DataFrame, prices: PriceTable | None = None) -> pl.Dat
 
 def price_runs(runs: pl.DataFrame, priced_steps: pl.DataFrame) -> pl.DataFrame:
     """``runs`` plus ``cost_usd``: the sum over the run's model calls, null if any is unknown."""
-    model = priced_steps.filter(pl.col("kind") == "model_call")
+    model = priced_steps.select("run_id", "cost_usd").filter(
+        priced_steps.get_column("kind") == "model_call"
+    )
     totals = model.group_by("run_id").agg(
         pl.when(pl.col("cost_usd").is_null().any())
         .then(pl.lit(None, pl.Float64))

@@ -259,41 +259,49 @@ class _Shared:
             steps = steps.sort("run_id", "index")
         return steps
 
-    def _calls(self, kind: str) -> pl.DataFrame:
-        calls = self._steps.filter(pl.col("kind") == kind)
-        return calls.with_columns(call_no=_ordinal(calls.get_column("run_id")))
+    def _calls(self, kind: str) -> pl.LazyFrame:
+        """The steps of `kind` with ``call_no``, as a plan: only the columns selected are read."""
+        return self._steps.lazy().filter(pl.col("kind") == kind).with_columns(_ordinal())
 
     @cached_property
     def tool_calls(self) -> pl.DataFrame:
         """Tool-call steps with their ordinal in the run and an evidence span id."""
-        return self._calls("tool_call").select(
-            "run_id",
-            "index",
-            "call_no",
-            pl.col("tool_name").alias("tool"),
-            # A requested call that never ran has no span: its requesting model call is
-            # the evidence.
-            pl.coalesce("span_id", "requested_by").alias("span"),
-            "span_id",
-            "executed",
-            "start_ns",
-            "end_ns",
-            "status",
-            "arguments",
-            "has_content",
+        return (
+            self._calls("tool_call")
+            .select(
+                "run_id",
+                "index",
+                "call_no",
+                pl.col("tool_name").alias("tool"),
+                # A requested call that never ran has no span: its requesting model call is
+                # the evidence.
+                pl.coalesce("span_id", "requested_by").alias("span"),
+                "span_id",
+                "executed",
+                "start_ns",
+                "end_ns",
+                "status",
+                "arguments",
+                "has_content",
+            )
+            .collect(engine="in-memory")
         )
 
     @cached_property
     def model_calls(self) -> pl.DataFrame:
-        return self._calls("model_call").select(
-            "run_id",
-            "index",
-            "call_no",
-            "span_id",
-            "start_ns",
-            "end_ns",
-            "status",
-            "output_text",
+        return (
+            self._calls("model_call")
+            .select(
+                "run_id",
+                "index",
+                "call_no",
+                "span_id",
+                "start_ns",
+                "end_ns",
+                "status",
+                "output_text",
+            )
+            .collect(engine="in-memory")
         )
 
     @cached_property
@@ -365,12 +373,13 @@ def _index_ascending(steps: pl.DataFrame) -> bool:
     )
 
 
-def _ordinal(run_ids: pl.Series) -> pl.Series:
-    """0, 1, 2... within each run, for rows already grouped by run (a window would hash)."""
+def _ordinal() -> pl.Expr:
+    """``call_no``: 0, 1, 2... within each run, for rows already grouped by run (a window would
+    hash)."""
+    run_ids = pl.col("run_id")
     start = (run_ids != run_ids.shift(1)).fill_null(True)
-    pos = pl.int_range(0, len(run_ids), eager=True, dtype=pl.Int64)
-    first = pl.select(pl.when(start).then(pos).forward_fill()).to_series()
-    return (pos - first).alias("call_no")
+    pos = pl.int_range(0, pl.len(), dtype=pl.Int64)
+    return (pos - pl.when(start).then(pos).forward_fill()).alias("call_no")
 
 
 class CheckContext:

@@ -243,7 +243,7 @@ def _prev(column: str) -> pl.Expr:
 
 
 def _model_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-    asks = _requests_tools(steps)
+    asks = _requests_tools(steps.lazy()).collect(engine="in-memory")
     rows = steps.select(
         "run_id",
         "index",
@@ -302,15 +302,20 @@ def _canonical(text: str) -> str:
 
 
 def _tool_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
-    calls = steps.filter(pl.col("kind") == "tool_call").select(
-        "run_id",
-        "index",
-        "trace_id",
-        "tool_name",
-        "status",
-        "arguments",
-        "span_id",
-        pl.coalesce("span_id", "requested_by").alias("_span"),
+    calls = (
+        steps.lazy()
+        .filter(pl.col("kind") == "tool_call")
+        .select(
+            "run_id",
+            "index",
+            "trace_id",
+            "tool_name",
+            "status",
+            "arguments",
+            "span_id",
+            pl.coalesce("span_id", "requested_by").alias("_span"),
+        )
+        .collect(engine="in-memory")
     )
     # Only a call of a tool that failed in its run (and trace) can repeat a failed call, or
     # leave unknown whether it does: only those calls are read. Arguments repeat run after
