@@ -96,6 +96,24 @@ def test_workers_compute_with_their_share_of_the_cpus() -> None:
     assert {conf.endswith("," + WORKER_MALLOC_CONF) for _, _, conf in seen} == {True}
 
 
+def test_a_pool_left_takes_no_more_work_and_its_workers_exit() -> None:
+    """Left normally, the pool refuses new work and its workers exit on their own (the caller
+    goes on meanwhile); left by an error, the caller waits until they have exited."""
+    with _pool(2) as pool:
+        assert sorted(pool.map(abs, [-1, -2])) == [1, 2]
+        workers = list(pool._processes.values())  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError):
+        pool.submit(abs, -3)
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    with pytest.raises(ZeroDivisionError), _pool(2) as pool:
+        list(pool.map(abs, [-1, -2]))
+        workers = list(pool._processes.values())  # type: ignore[attr-defined]
+        raise ZeroDivisionError
+    assert workers and not any(worker.is_alive() for worker in workers)
+
+
 def test_duplicates_keep_the_copy_of_the_first_file_in_path_order(tmp_path: Path) -> None:
     lines = (SAMPLES / "kyc" / "traces-0001.jsonl").read_text(encoding="utf-8").splitlines()
     (tmp_path / "z.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
