@@ -141,9 +141,8 @@ def analyze_partition(
 
     files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
     log = IngestLog(files=[FileLog(path=f) for f in files])
-    table = finalize_spans(spans, log)
     analysis = analyze(
-        Ingested(spans=table, log=log),
+        finalize_spans(spans, log),
         run_key=run_key,
         case_key=case_key,
         packs=packs,
@@ -1224,7 +1223,7 @@ def _ingest_spilled(
     spans = _read_partition(folder)
     files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
     log = IngestLog(files=[FileLog(path=f) for f in files])
-    spans = finalize_spans(spans, log)
+    spans = finalize_spans(spans, log).spans
     # the dataset's spans in this partition, with the index of the old part holding each
     old = pl.read_ipc(known) if known is not None else known_spans(Path(out), [], with_part=True)
     if old.height and spans.num_rows:
@@ -1244,7 +1243,7 @@ def _ingest_spilled(
         if straddling.len():
             holding = [old_parts[i] for i in sorted(where.get_column("part").unique())]
             earlier = _spans_of_traces(holding, straddling)
-            whole = finalize_spans(pa.concat_tables([spans, earlier]), IngestLog())
+            whole = finalize_spans(pa.concat_tables([spans, earlier]), IngestLog()).spans
         runset, retries = build_prebuilt(whole)
         del whole, spans
         entry = write_prebuilt(runset, retries, Path(out), name, where)

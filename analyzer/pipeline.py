@@ -62,7 +62,9 @@ def analyze(
     from analyzer.conventions import normalize
 
     normalized = normalize(ingested.spans)
-    runset = build_runs(ingested.spans, normalized, run_key=run_key, case_key=case_key)
+    runset = build_runs(
+        ingested.spans, normalized, run_key=run_key, case_key=case_key, parents=ingested.parents
+    )
     return analyze_runs(
         ingested,
         runset,

@@ -79,13 +79,18 @@ def build_runs(
     *,
     run_key: str | None = None,
     case_key: str | None = None,
+    parents: pa.Array | None = None,
 ) -> RunSet:
-    """Reconstruct every run from the span table and its normalized rows (same order)."""
+    """Reconstruct every run from the span table and its normalized rows (same order).
+
+    `parents`: the row of each span's parent (`Ingested.parents`), else looked up here."""
     frame = pl.from_arrow(calls)
     assert isinstance(frame, pl.DataFrame)
     frame = frame.with_row_index("_i")
-    frame = _roll_up_resends(frame)
-    frame = frame.with_columns(run_id=_run_ids(frame, spans, run_key))
+    if parents is None:
+        parents = _parent_index(frame)
+    frame = _roll_up_resends(frame, parents)
+    frame = frame.with_columns(run_id=_run_ids(frame, parents, spans, run_key))
     frame = frame.filter(
         pl.col("run_id").is_not_null()
         & pl.col("role").is_in(["agent", "model_call", "tool_call"]).any().over("run_id")
@@ -100,9 +105,10 @@ def build_runs(
 # --- run assignment ---------------------------------------------------------------------------
 
 
-def _run_ids(frame: pl.DataFrame, spans: pa.Table, run_key: str | None) -> pl.Series:
+def _run_ids(
+    frame: pl.DataFrame, parent: pa.Array, spans: pa.Table, run_key: str | None
+) -> pl.Series:
     """The run id of every span (null for spans of traces that hold no run)."""
-    parent = _parent_index(frame)
     is_agent = pa.array((frame.get_column("role") == "agent").to_arrow())
     nearest = _nearest_marked_ancestor(parent, is_agent)
     top = _topmost(nearest, is_agent)
@@ -124,7 +130,7 @@ def _run_ids(frame: pl.DataFrame, spans: pa.Table, run_key: str | None) -> pl.Se
     return pl.select(pl.coalesce(per_trace, ids)).to_series().alias("run_id")
 
 
-def _roll_up_resends(frame: pl.DataFrame) -> pl.DataFrame:
+def _roll_up_resends(frame: pl.DataFrame, parent: pa.Array) -> pl.DataFrame:
     """Give each step the HTTP resends recorded below it (``http.request.resend_count``).
 
     HTTP client instrumentations record a resent request as a child span of the model or tool
@@ -134,7 +140,7 @@ def _roll_up_resends(frame: pl.DataFrame) -> pl.DataFrame:
     if frame.get_column("http_resend_count").drop_nulls().is_empty():
         return frame
     is_step = pa.array(frame.get_column("role").is_in(["model_call", "tool_call"]).to_arrow())
-    step = _nearest_marked_ancestor(_parent_index(frame), is_step)
+    step = _nearest_marked_ancestor(parent, is_step)
     below = (
         frame.select(pl.Series("_step", step).cast(pl.UInt32), "http_resend_count", "role")
         .filter(

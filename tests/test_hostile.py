@@ -879,3 +879,32 @@ def test_warnings_reach_summary_json_and_the_terminal(tmp_path: Path):
     ]
     runs = CliRunner().invoke(main, ["runs", str(path)])
     assert runs.stderr.rstrip().endswith("2 warnings (values cut, clock skew, parent cycles)")
+
+
+def test_parents_found_at_ingest_are_the_rows_of_the_parent_spans(tmp_path: Path):
+    """`Ingested.parents` (found while de-duplicating, and read by the run model instead of a
+    second lookup) points each span at its parent's row: across files and duplicates, with
+    children before parents, cycles, orphans, and span ids shared by two traces."""
+    other = "0af7651916cd43dd8448eb211c80319c"
+    first = [
+        span("00000000000000d3", "00000000000000d2", "c", T0 + 5, T0 + 6),  # before its parent
+        span("00000000000000d1", None, "root", T0, T0 + 9),
+        span("00000000000000d2", "00000000000000d1", "b", T0 + 1, T0 + 8),
+        span("00000000000000d4", "00000000000000ff", "orphan", T0 + 2, T0 + 3),
+        span("00000000000000d5", "00000000000000d6", "ring", T0 + 3, T0 + 4),
+        span("00000000000000d6", "00000000000000d5", "ring", T0 + 4, T0 + 5),
+    ]
+    second = [  # a copy of d2 (dropped), and a trace reusing d1 and d2 as its ids
+        span("00000000000000d2", "00000000000000d1", "b", T0 + 1, T0 + 8),
+        {**span("00000000000000d2", "00000000000000d1", "b2", T0 + 1, T0 + 2), "traceId": other},
+        {**span("00000000000000d1", None, "root2", T0, T0 + 3), "traceId": other},
+    ]
+    (tmp_path / "a.jsonl").write_text("".join(line(s) + "\n" for s in first))
+    (tmp_path / "b.jsonl").write_text("".join(line(s) + "\n" for s in second))
+    ingested = read(tmp_path / "b.jsonl", tmp_path / "a.jsonl")
+    rows = ingested.spans.select(["trace_id", "span_id", "parent_span_id"]).to_pylist()
+    where = {(r["trace_id"], r["span_id"]): i for i, r in enumerate(rows)}
+    expected = [where.get((r["trace_id"], r["parent_span_id"])) for r in rows]
+    assert len(rows) == 8
+    assert expected.count(None) == 3  # two roots and the orphan
+    assert ingested.parents.to_pylist() == expected

@@ -45,6 +45,9 @@ class Ingested:
     spans: pa.Table
     log: IngestLog
     skipped: list[str] = field(default_factory=list)  # files skipped by name inside folders
+    #: The row of each span's parent in `spans` (int64; null for a root or an orphan), as
+    #: `finalize_spans` found it; None when not known (the run model then looks it up).
+    parents: pa.Array | None = None
 
 
 def read_file(path: Path, log: FileLog, *, jobs: int = 1) -> Iterator[pa.RecordBatch]:
@@ -248,8 +251,7 @@ def read_traces(
             if progress is not None:
                 progress(str(path), file_log.spans_read)
     spans = pa.concat_tables(tables) if tables else empty_table(SPAN_SCHEMA)
-    spans = finalize_spans(spans, log)
-    return Ingested(spans=spans, log=log, skipped=[str(p) for p in skipped])
+    return finalize_spans(spans, log, skipped=[str(p) for p in skipped])
 
 
 def _read_salvaging(
@@ -338,8 +340,10 @@ def _head(path: Path) -> bytes:
 _KEY_COLUMNS = ["trace_id", "span_id", "parent_span_id", "start_ns", "end_ns", "source_file"]
 
 
-def finalize_spans(spans: pa.Table, log: IngestLog) -> pa.Table:
-    """De-duplicate, count orphans, fill the per-file kept/duplicate counts, and sort.
+def finalize_spans(spans: pa.Table, log: IngestLog, skipped: list[str] | None = None) -> Ingested:
+    """De-duplicate, count orphans, fill the per-file kept/duplicate counts, and sort: the
+    Ingested spans of `log` (and of the `skipped` files), with the row of each span's parent,
+    looked up here to count the orphans (`Ingested.parents`: the run model reads it).
 
     Of the copies of a span, the one from the first file in path order (then the earliest
     position) is kept, so the result does not depend on the order the files were given in.
@@ -376,11 +380,31 @@ def finalize_spans(spans: pa.Table, log: IngestLog) -> pa.Table:
     )
     log.orphans = linked.get_column("_p").null_count()
     _warn_skew(kept, log)
-    _warn_cycles(kept, linked, log)
-    order = kept.sort(SPAN_ORDER)["_row"].to_arrow().cast(pa.int64())
+    parent = (  # kept row -> kept row of its parent
+        pl.Series("_p", [None] * kept.height, dtype=pl.UInt32)
+        .scatter(linked.get_column("_k"), linked.get_column("_p"))
+        .cast(pl.Int64)
+        .to_arrow()
+    )
+    _warn_cycles(kept, parent, log)
+    ordered = kept.sort(SPAN_ORDER)
+    order = ordered.get_column("_row").to_arrow().cast(pa.int64())
+    # the parents in the final order: the final row of each kept row's parent
+    final_k = ordered.get_column("_k")
+    position = (
+        pl.zeros(kept.height, dtype=pl.Int64, eager=True)
+        .scatter(final_k, pl.int_range(0, kept.height, dtype=pl.Int64, eager=True))
+        .to_arrow()
+    )
+    final_k = final_k.to_arrow()
     if spans.schema != SPAN_SCHEMA:
         spans = spans.cast(SPAN_SCHEMA)
-    return _gather(spans, order)
+    return Ingested(
+        spans=_gather(spans, order),
+        log=log,
+        skipped=skipped or [],
+        parents=pc.take(position, pc.take(parent, final_k)),
+    )
 
 
 #: Warnings of one kind kept per file; the rest are counted in one last warning.
@@ -419,7 +443,7 @@ def _warn_skew(kept: pl.DataFrame, log: IngestLog) -> None:
         )
 
 
-def _warn_cycles(kept: pl.DataFrame, linked: pl.DataFrame, log: IngestLog) -> None:
+def _warn_cycles(kept: pl.DataFrame, parent: pa.Array, log: IngestLog) -> None:
     """A warning for each cycle of parent ids (a span its own ancestor), in the log of the file
     of its first span: the cycle's spans and how many spans in or under it have no root.
 
@@ -427,14 +451,8 @@ def _warn_cycles(kept: pl.DataFrame, linked: pl.DataFrame, log: IngestLog) -> No
     so a forest of depth 10 costs 4 takes. Only cycles keep a pointer after n steps.
     """
     n = kept.height
-    if not linked.height:
+    if parent.null_count == n:
         return
-    parent = (
-        pl.Series("_p", [None] * n, dtype=pl.UInt32)
-        .scatter(linked.get_column("_k"), linked.get_column("_p"))
-        .cast(pl.Int64)
-        .to_arrow()
-    )
     jump = parent
     steps = 1
     while jump.null_count < n and steps < n:
