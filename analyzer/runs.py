@@ -91,10 +91,12 @@ def build_runs(
         parents = _parent_index(frame)
     frame = _roll_up_resends(frame, parents)
     frame = frame.with_columns(run_id=_run_ids(frame, parents, spans, run_key))
-    frame = frame.filter(
+    in_run = frame.select(
         pl.col("run_id").is_not_null()
         & pl.col("role").is_in(["agent", "model_call", "tool_call"]).any().over("run_id")
-    )
+    ).to_series()
+    if not in_run.all():  # else no copy: most inputs are runs only
+        frame = frame.filter(in_run)
     steps = _steps(frame)
     sources = _sources(frame, steps)
     runs = _runs(frame, steps, spans, case_key)
@@ -386,11 +388,20 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
     # single-threaded: polars' parallel sort of these keys costs twice the CPU (polars 2.1)
     steps = steps.sort(_STEP_ORDER, nulls_last=True, multithreaded=False)
     steps = steps.with_columns(
-        index=pl.int_range(pl.len()).over("run_id").cast(pl.Int32),
+        index=position_in_run().cast(pl.Int32),
         kind=pl.col("role"),
         name=pl.when(pl.col("role") == "model_call").then("model").otherwise("tool_name"),
     )
     return steps.select(_STEP_COLUMNS)
+
+
+def position_in_run() -> pl.Expr:
+    """0, 1, 2... within each run, for rows already grouped by ``run_id`` (where a window
+    over the run id would hash every row)."""
+    run_ids = pl.col("run_id")
+    start = (run_ids != run_ids.shift(1)).fill_null(True)
+    pos = pl.int_range(0, pl.len(), dtype=pl.Int64)
+    return pos - pl.when(start).then(pos).forward_fill()
 
 
 # --- sources -----------------------------------------------------------------------------------

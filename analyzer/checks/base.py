@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import polars as pl
 import pyarrow as pa
 
-from analyzer.runs import ANSWER_CAP
+from analyzer.runs import ANSWER_CAP, position_in_run
 
 if TYPE_CHECKING:
     from analyzer.checks.retries import RetryScan
@@ -261,7 +261,11 @@ class _Shared:
 
     def _calls(self, kind: str) -> pl.LazyFrame:
         """The steps of `kind` with ``call_no``, as a plan: only the columns selected are read."""
-        return self._steps.lazy().filter(pl.col("kind") == kind).with_columns(_ordinal())
+        return (
+            self._steps.lazy()
+            .filter(pl.col("kind") == kind)
+            .with_columns(call_no=position_in_run())
+        )
 
     @cached_property
     def tool_calls(self) -> pl.DataFrame:
@@ -371,15 +375,6 @@ def _index_ascending(steps: pl.DataFrame) -> bool:
     return bool(
         steps.select((~same_run | (pl.col("index") > pl.col("index").shift(1))).all()).item()
     )
-
-
-def _ordinal() -> pl.Expr:
-    """``call_no``: 0, 1, 2... within each run, for rows already grouped by run (a window would
-    hash)."""
-    run_ids = pl.col("run_id")
-    start = (run_ids != run_ids.shift(1)).fill_null(True)
-    pos = pl.int_range(0, pl.len(), dtype=pl.Int64)
-    return (pos - pl.when(start).then(pos).forward_fill()).alias("call_no")
 
 
 class CheckContext:
