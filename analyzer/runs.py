@@ -54,7 +54,9 @@ class RunSet:
     runs: pl.DataFrame  # one row per run
     steps: pl.DataFrame  # one row per step, ordered by run_id, index
     sources: pl.DataFrame  # run_id, available_ns, origin, span_id, text
-    span_runs: pl.DataFrame  # trace_id, span_id, run_id for every span that belongs to a run
+    #: trace_id, span_id, run_id for every span that belongs to a run, in the span table's
+    #: order (`ingest.reader.SPAN_ORDER`)
+    span_runs: pl.DataFrame
 
     def run(self, run_id: str) -> tuple[dict, pl.DataFrame]:
         """One run's row (as a dict) and its steps."""
@@ -100,7 +102,7 @@ def build_runs(
     steps = _steps(frame)
     sources = _sources(frame, steps)
     runs = _runs(frame, steps, spans, case_key)
-    span_runs = frame.select("trace_id", "span_id", "run_id").sort("trace_id", "span_id")
+    span_runs = frame.select("trace_id", "span_id", "run_id")  # in span order: no sort
     return RunSet(runs=runs, steps=steps, sources=sources, span_runs=span_runs)
 
 
@@ -815,9 +817,13 @@ def _attributes_json(picked: pa.Table) -> tuple[pl.Series, pl.Series, pl.Series]
         | (pl.col("str").is_null() & (pl.col("int").is_not_null() | pl.col("bool").is_not_null()))
     )
     odd_rows = items.filter(~plain.fill_null(False)).get_column("_row").unique().sort()
+    row, key = pl.col("_row"), pl.col("key")
     final = (
-        items.filter(~pl.col("_row").is_in(odd_rows.implode()))
-        .unique(["_row", "key"], keep="last", maintain_order=True)  # the span's own win
+        items.filter(~row.is_in(odd_rows.implode()))
+        # of the items of a key (a stable sort keeps them in reading order), the last wins:
+        # the span's own over its resource's
+        .sort("_row", "key", maintain_order=True)
+        .filter(row.ne_missing(row.shift(-1)) | key.ne_missing(key.shift(-1)))
         .with_columns(
             _json=pl.when(pl.col("str").is_not_null())
             .then(pl.format('"{}"', "str"))
@@ -830,7 +836,6 @@ def _attributes_json(picked: pa.Table) -> tuple[pl.Series, pl.Series, pl.Series]
                 pl.when(pl.col("bool")).then(pl.lit("True")).otherwise(pl.lit("False")),
             ),
         )
-        .sort("_row", "key")
     )
     rows = (
         final.group_by("_row", maintain_order=True)

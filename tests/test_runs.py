@@ -422,11 +422,17 @@ def test_run_attributes_json_columnar_equals_the_python_reference():
         ({"ctl": "a\u0001b", "back": "c:\\dir"}, {"tab": "a\tb"}),
         ({}, {}),
         ({"service.name": "resource"}, {"service.name": "span", "\u2028": "sep"}),
+        # a key given twice in one list (OTLP allows it): the last one
+        ({"d": "r"}, [*attrs_from_mapping({"d": "first"}), *attrs_from_mapping({"d": "2nd"})]),
     ]
+
+    def attrs(given):
+        return given if isinstance(given, list) else attrs_from_mapping(given)
+
     picked = pa.table(
         {
-            "attributes": pa.array([attrs_from_mapping(a) for _, a in rows], ATTRS),
-            "resource_attributes": pa.array([attrs_from_mapping(r) for r, _ in rows], ATTRS),
+            "attributes": pa.array([attrs(a) for _, a in rows], ATTRS),
+            "resource_attributes": pa.array([attrs(r) for r, _ in rows], ATTRS),
         }
     )
     texts, names, versions = _attributes_json(picked)
@@ -434,6 +440,7 @@ def test_run_attributes_json_columnar_equals_the_python_reference():
         map(list, _python_attributes(picked))
     )
     assert texts[0] == '{"a": "x", "b": true, "n": 4, "service.name": "svc", "z": false, "é": "ü"}'
+    assert texts[-1] == '{"d": "2nd"}'
     assert (names.to_list()[:3], versions.to_list()[:3]) == (
         ["svc", "7", "True"],
         [None, "1.0", "2"],
