@@ -225,15 +225,12 @@ def run_groups(
     if not names:
         raise ValueError("by names no column")
     groups = runs.select("run_id", *(_group_expr(runs, name) for name in names), *columns)
-    exploded = False
     for name in names:
         if isinstance(groups.schema[name], pl.List):
-            # A run with an empty list (no model recorded) stays, in the null group.
+            # A run with an empty list (no model recorded) stays, in the null group; a value
+            # the list holds twice counts once.
+            groups = groups.with_columns(pl.col(name).list.unique(maintain_order=True))
             groups = groups.explode(name, empty_as_null=True)
-            exploded = True
-    # one row per run, unless a list held a value twice
-    if exploded:
-        groups = groups.unique(subset=["run_id", *names], maintain_order=True)
     return groups, names
 
 
@@ -849,7 +846,11 @@ def breakdown(
             runs, findings=findings, weights=weights, at_least=at_least, metrics=metrics
         )
     groups, keys = run_groups(runs, by)
-    rows = groups.join(per_run, on="run_id", how="left", maintain_order="left")
+    aligned = groups.height == per_run.height and not set(keys) & set(per_run.columns)
+    if aligned and groups.get_column("run_id").equals(per_run.get_column("run_id")):
+        rows = groups.hstack(per_run.drop("run_id"))  # row for row: no join
+    else:
+        rows = groups.join(per_run, on="run_id", how="left", maintain_order="left")
     out = rows.group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("runs"),
         pl.col("passed").sum().cast(pl.Int64).alias("passed_runs"),
@@ -875,14 +876,16 @@ def breakdown_runs(
     at_least: str = "high",
     metrics: Sequence[str] = TAIL_METRICS,
 ) -> pl.DataFrame:
-    """Per run, what a `breakdown` adds up over its groups: ``run_id``, ``cost_usd``, each
-    metric as ``_m_<metric>``, ``findings``, ``blocking``, ``passed`` and ``score``."""
+    """Per run, in the order of `runs`, what a `breakdown` adds up over its groups: ``run_id``,
+    ``cost_usd``, each metric as ``_m_<metric>``, ``findings``, ``blocking``, ``passed`` and
+    ``score``."""
     values = [
         value.alias(f"_m_{metric}")
         for metric, value in zip(metrics, _metric_values(runs, metrics), strict=True)
     ]
     rows = _with_outcomes(runs.select("run_id", _run_cost(runs), *values), findings, at_least)
-    return rows.join(_lost_points(findings, weights), on="run_id", how="left").with_columns(_SCORE)
+    lost = _lost_points(findings, weights)
+    return rows.join(lost, on="run_id", how="left", maintain_order="left").with_columns(_SCORE)
 
 
 def breakdown_columns(metrics: Sequence[str] = TAIL_METRICS) -> list[str]:

@@ -255,6 +255,13 @@ def test_run_groups_aliases_lists_and_attributes():
         ("r12", None, "1.0"),
         ("r13", "m2", "1.0"),
     ]
+    twice = pl.DataFrame({"run_id": ["a", "b", "c"], "models": [["m2", "m1", "m2"], [], ["m1"]]})
+    assert run_groups(twice, "model")[0].rows() == [
+        ("a", "m2"),
+        ("a", "m1"),
+        ("b", None),
+        ("c", "m1"),
+    ]
     case_type, _ = run_groups(runs, "app.case_type")
     assert case_type.get_column("app.case_type").to_list() == ["kyc"] * 12 + [None]
     with pytest.raises(ValueError, match="no column or attribute"):
@@ -579,6 +586,8 @@ def test_breakdowns_from_the_per_run_figures_computed_once():
     for by in ("model", ["temperature"], "agent", ["agent", "model"]):
         alone = breakdown(runs, by, findings=findings, weights=weights, at_least="medium")
         assert breakdown(runs, by, per_run=per_run).equals(alone)
+        # per_run in the order of the runs is put beside them; in another order, joined
+        assert breakdown(runs, by, per_run=per_run.reverse()).equals(alone)
         assert not alone.equals(breakdown(runs, by, findings=findings))  # the options count
 
 
