@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from collections.abc import Callable, Collection
@@ -15,7 +16,7 @@ from analyzer.errors import AgentTraceError, InputError
 from analyzer.textsafe import clip, json_safe, terminal_lines, terminal_safe
 from analyzer.workers import quiet_blas
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
 
 _PATHS = click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 _RUN_KEY = click.option(
@@ -115,6 +116,18 @@ class _Group(click.Group):
         except AgentTraceError as err:
             click.echo(f"Error: {terminal_lines(err)}", err=True)
             ctx.exit(2)
+
+
+def run() -> None:
+    """The ``agenttrace`` program: `main`, whose exit then skips the garbage collection of
+    what the command left. Every object is frozen (``gc.freeze``) when the command ends, so
+    that the interpreter's collection at exit no longer walks the objects of polars, Arrow
+    and the analysis: 60 ms of a process that imported them (a report of a dataset takes
+    0.8 s). Exit handlers still run (the spill folder is removed)."""
+    try:
+        main()
+    finally:
+        gc.freeze()
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -278,3 +278,26 @@ def test_bad_pack_is_exit_2_before_reading_traces(trace_file: Path, tmp_path: Pa
     result = CliRunner().invoke(main, ["report", str(trace_file), "--rules", str(pack)])
     assert result.exit_code == 2
     assert "unknown rule type 'required_tool'; did you mean required_tools?" in result.stderr
+
+
+def test_the_program_freezes_what_its_command_left_and_exits_with_its_code(monkeypatch, capsys):
+    """`run` (the ``agenttrace`` console script) is `main` followed by ``gc.freeze``: the
+    interpreter's collection at exit skips the command's objects; the exit code is the
+    command's."""
+    import gc
+
+    from analyzer.cli import run
+
+    frozen = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
+    for argv, code in ((["agenttrace", "--version"], 0), (["agenttrace", "nonsense"], 2)):
+        monkeypatch.setattr("sys.argv", argv)
+        with pytest.raises(SystemExit) as exited:
+            run()
+        assert exited.value.code == code
+    assert frozen == [True, True]
+    assert "agenttrace, version" in capsys.readouterr().out
+    from importlib.metadata import entry_points
+
+    (script,) = entry_points(group="console_scripts", name="agenttrace")
+    assert script.value == "analyzer.cli:run"
