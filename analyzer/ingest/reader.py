@@ -396,14 +396,13 @@ def finalize_spans(spans: pa.Table, log: IngestLog, skipped: list[str] | None = 
         .scatter(final_k, pl.int_range(0, kept.height, dtype=pl.Int64, eager=True))
         .to_arrow()
     )
-    final_k = final_k.to_arrow()
     if spans.schema != SPAN_SCHEMA:
         spans = spans.cast(SPAN_SCHEMA)
     return Ingested(
         spans=_gather(spans, order),
         log=log,
         skipped=skipped or [],
-        parents=pc.take(position, pc.take(parent, final_k)),
+        parents=pc.take(position, pc.take(parent, final_k.to_arrow())),
     )
 
 
