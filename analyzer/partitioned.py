@@ -2,7 +2,8 @@
 
 One pass over the input files writes every span into the partition of its trace (a hash of the
 trace id), as Arrow IPC files in a spill folder, so the spans of a run meet in one partition
-even when they sit in different files. Each partition is then analyzed on its own with the very
+even when they sit in different files. Each file holds the attributes of a resource once
+(`SHARED_SCHEMA`), not once a span. Each partition is then analyzed on its own with the very
 functions of the in-process path (`analyze_partition`: de-duplication, conventions, runs,
 prices, checks) and the partial results are merged (`merge_partials`): runs, steps, findings and
 coverage concatenated in the order the in-process path gives them, the ingest accounting summed.
@@ -42,7 +43,14 @@ from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry
 from analyzer.ingest.files import DATASET_MANIFEST, expand_paths
 from analyzer.ingest.reader import Ingested, finalize_spans
 from analyzer.runs import RunSet
-from analyzer.spans import SPAN_SCHEMA, empty_table
+from analyzer.spans import (
+    SHARED_SCHEMA,
+    SPAN_SCHEMA,
+    compact_resources,
+    empty_table,
+    plain_resources,
+    shared_resources,
+)
 from analyzer.workers import release_c_heap, share_cpus
 
 if TYPE_CHECKING:
@@ -133,7 +141,8 @@ def analyze_partition(
     """Analyze the spans of whole runs (not yet de-duplicated), as `pipeline.analyze` does.
 
     `spans` must hold every span of each run it touches (both copies of a duplicate included):
-    a hash partition by trace id (or by run-key value), or one Spark group. The result is the
+    a hash partition by trace id (or by run-key value), or one Spark group; in `SPAN_SCHEMA`
+    or `SHARED_SCHEMA` (a spilled partition). The result is the
     in-process result restricted to these runs; with `case_class`, also the facts a summary
     with that case class reads (`analyzer.report.facts`).
     """
@@ -611,8 +620,8 @@ def _spill_unit(unit: _Unit, spill: str, partitions: int, run_key: str | None) -
     """Read one unit and write its spans to the partition files; its reading counts."""
     _READ_HEAP.set()
     log = FileLog(path=unit.path)
-    batches = list(_read_unit(unit, log))
-    table = pa.Table.from_batches(batches, schema=SPAN_SCHEMA)
+    batches = [shared_resources(batch) for batch in _read_unit(unit, log)]
+    table = pa.Table.from_batches(batches, schema=SHARED_SCHEMA)
     del batches
     _write_partitions(table, Path(spill) / "in", unit.index, partitions)
     if run_key is not None and table.num_rows:
@@ -621,18 +630,22 @@ def _spill_unit(unit: _Unit, spill: str, partitions: int, run_key: str | None) -
 
 
 def _write_partitions(table: pa.Table, folder: Path, unit: int, partitions: int) -> None:
-    if not table.num_rows:
-        return
-    pid = partition_ids(table.column("trace_id"), partitions)
+    if table.num_rows:
+        pid = partition_ids(table.column("trace_id"), partitions)
+        _write_by_partition(table, pid, folder, f"u{unit:06d}.arrow")
+
+
+def _write_by_partition(table: pa.Table, pid: pa.Array, folder: Path, name: str) -> None:
+    """The spans of `table` (`SHARED_SCHEMA`) in file `name` of the folder of their partition
+    (`pid`), each partition's in reading order and with only the resources it uses."""
     order = pc.sort_indices(pid)  # stable: each partition keeps the reading order
-    table = table.take(order)
-    counts = pc.value_counts(pid).to_pylist()
+    table = shared_resources(table).take(order)
     offset = 0
-    for item in sorted(counts, key=lambda c: c["values"]):
+    for item in sorted(pc.value_counts(pid).to_pylist(), key=lambda c: c["values"]):
         part, n = item["values"], item["counts"]
         target = folder / f"p{part:05d}"
         target.mkdir(parents=True, exist_ok=True)
-        _write_ipc(table.slice(offset, n), target / f"u{unit:06d}.arrow")
+        _write_ipc(compact_resources(table.slice(offset, n)), target / name)
         offset += n
 
 
@@ -651,12 +664,14 @@ def _read_partition(folder: str) -> pa.Table:
 
 
 def _read_ipc_folder(folder: Path) -> pa.Table:
+    """The spans of a spill folder's files (`SHARED_SCHEMA`, their resources in one
+    dictionary)."""
     files = sorted(folder.glob("*.arrow")) if folder.is_dir() else []
     tables = []
     for path in files:
         with pa.memory_map(str(path)) as source:
             tables.append(pa.ipc.open_file(source).read_all())
-    return pa.concat_tables(tables) if tables else empty_table(SPAN_SCHEMA)
+    return shared_resources(pa.concat_tables(tables)) if tables else empty_table(SHARED_SCHEMA)
 
 
 def _run_key_candidates(table: pa.Table, run_key: str) -> pl.DataFrame:
@@ -692,15 +707,7 @@ def _regroup(source: int, spill: str, partitions: int, targets_file: str | None)
         frame = pl.DataFrame({"trace_id": pl.Series(table.column("trace_id"))}).with_row_index("_r")
         joined = frame.join(targets, on="trace_id", how="left").sort("_r")
         pid = joined.select(pl.col("_p").fill_null(source).cast(pl.UInt32)).to_series().to_arrow()
-    order = pc.sort_indices(pid)
-    table = table.take(order)
-    offset = 0
-    for item in sorted(pc.value_counts(pid).to_pylist(), key=lambda c: c["values"]):
-        part, n = item["values"], item["counts"]
-        target = Path(spill) / "grouped" / f"p{part:05d}"
-        target.mkdir(parents=True, exist_ok=True)
-        _write_ipc(table.slice(offset, n), target / f"s{source:05d}.arrow")
-        offset += n
+    _write_by_partition(table, pid, Path(spill) / "grouped", f"s{source:05d}.arrow")
 
 
 # --- analysis of the spilled partitions -------------------------------------------------------
@@ -1220,7 +1227,7 @@ def _ingest_spilled(
     from analyzer.materialized import keep_results
     from analyzer.prebuilt import build_prebuilt, write_prebuilt
 
-    spans = _read_partition(folder)
+    spans = plain_resources(_read_partition(folder))  # as the dataset's parts hold them
     files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
     log = IngestLog(files=[FileLog(path=f) for f in files])
     spans = finalize_spans(spans, log).spans

@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analyzer.conventions.semconv import OUTPUT_TOOL_NAMES, OUTPUT_TOOL_PREFIXES
+from analyzer.spans import attribute_lists, is_shared, shared_resources
 
 __all__ = [
     "ANSWER_CAP",
@@ -227,33 +228,38 @@ def _trace_attribute(spans: pa.Table, key: str) -> pl.DataFrame:
 
 def _span_attribute(spans: pa.Table, key: str) -> pl.Series:
     """The value of attribute `key` on each span as text, else on its resource, else null."""
-    out = None
-    for column in ("attributes", "resource_attributes"):
-        lists = spans.column(column).combine_chunks()
-        flat = pc.list_flatten(lists)
-        owner = pc.list_parent_indices(lists)
-        hit = pc.equal(flat.field("key"), key)
-        rows = pc.filter(owner, hit)
-        vals = pc.filter(flat, hit)
-        text = pc.coalesce(
-            vals.field("str"),
-            pc.cast(vals.field("int"), pa.string()),
-            pc.cast(vals.field("float"), pa.string()),
-            pc.cast(vals.field("bool"), pa.string()),
-            vals.field("json"),
-        )
-        found = pl.DataFrame({"_row": pl.Series(rows), "_v": pl.Series(text)}).unique(
-            "_row", keep="first"
-        )
-        series = (
-            pl.DataFrame({"_row": pl.int_range(0, spans.num_rows, eager=True, dtype=pl.Int64)})
-            .join(found.with_columns(pl.col("_row").cast(pl.Int64)), on="_row", how="left")
-            .sort("_row")
-            .get_column("_v")
-        )
-        out = series if out is None else pl.select(pl.coalesce(out, series)).to_series()
-    assert out is not None
-    return out.alias("_value")
+    own = _list_attribute(spans.column("attributes").combine_chunks(), key)
+    if is_shared(spans):  # read once per resource
+        shared = shared_resources(spans).column("resource_attributes").chunk(0)
+        of_resource = _list_attribute(shared.dictionary, key).gather(pl.Series(shared.indices))
+    else:
+        of_resource = _list_attribute(spans.column("resource_attributes").combine_chunks(), key)
+    return pl.select(pl.coalesce(own, of_resource)).to_series().alias("_value")
+
+
+def _list_attribute(lists: pa.Array, key: str) -> pl.Series:
+    """The value of attribute `key` in each list of `lists` (`ATTRS`) as text, else null."""
+    flat = pc.list_flatten(lists)
+    owner = pc.list_parent_indices(lists)
+    hit = pc.equal(flat.field("key"), key)
+    rows = pc.filter(owner, hit)
+    vals = pc.filter(flat, hit)
+    text = pc.coalesce(
+        vals.field("str"),
+        pc.cast(vals.field("int"), pa.string()),
+        pc.cast(vals.field("float"), pa.string()),
+        pc.cast(vals.field("bool"), pa.string()),
+        vals.field("json"),
+    )
+    found = pl.DataFrame({"_row": pl.Series(rows), "_v": pl.Series(text)}).unique(
+        "_row", keep="first"
+    )
+    return (
+        pl.DataFrame({"_row": pl.int_range(0, len(lists), eager=True, dtype=pl.Int64)})
+        .join(found.with_columns(pl.col("_row").cast(pl.Int64)), on="_row", how="left")
+        .sort("_row")
+        .get_column("_v")
+    )
 
 
 # --- steps -------------------------------------------------------------------------------------
@@ -804,7 +810,7 @@ def _attributes_json(picked: pa.Table) -> tuple[pl.Series, pl.Series, pl.Series]
     n = picked.num_rows
     parts = []
     for column in ("resource_attributes", "attributes"):  # the span's own win: read after
-        lists = picked.column(column).combine_chunks()
+        lists = attribute_lists(picked.column(column))
         values = lists.flatten()
         table = pa.table(
             {"_row": pc.list_parent_indices(lists)}
@@ -882,7 +888,7 @@ def _attr_items(column: pa.ChunkedArray) -> Iterator[tuple[int, str, object]]:
     """(row, key, value) of every attribute of an `ATTRS` column, in order; the value is the
     first set of str, int, float, bool, else the parsed json (its text if it does not parse).
     Read field by field: no Python dict per attribute."""
-    lists = column.combine_chunks()
+    lists = attribute_lists(column)
     rows = pc.list_parent_indices(lists).to_pylist()
     attrs = lists.flatten()  # the attributes of every row, in order
     fields = dict(zip((f.name for f in attrs.type), attrs.flatten(), strict=True))

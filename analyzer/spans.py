@@ -1,6 +1,7 @@
 """The span table: one Arrow row per span, whatever file format or convention it came from.
 
-Every reader yields record batches of `SPAN_SCHEMA`. Ids are lowercase hex (32 chars for
+Every reader yields record batches of `SPAN_SCHEMA` (the partitioned path keeps each
+resource's attributes once: `SHARED_SCHEMA`). Ids are lowercase hex (32 chars for
 traces, 16 for spans), times are integer nanoseconds since the epoch, attributes keep their
 OTLP type: exactly one of ``str``/``int``/``float``/``bool``/``json`` is set per attribute,
 ``json`` holding arrays and key-value lists as plain JSON text (bytes as a base64 JSON string).
@@ -9,22 +10,31 @@ OTLP type: exactly one of ``str``/``int``/``float``/``bool``/``json`` is set per
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
+import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = [
     "ATTR",
     "ATTRS",
     "KINDS",
+    "SHARED_ATTRS",
+    "SHARED_SCHEMA",
     "SPAN_SCHEMA",
     "STATUSES",
     "SpanBatchBuilder",
+    "attribute_lists",
     "attrs_from_mapping",
+    "compact_resources",
     "empty_span_table",
     "empty_table",
+    "is_shared",
+    "plain_resources",
+    "shared_resources",
 ]
 
 ATTR = pa.struct(
@@ -67,6 +77,87 @@ SPAN_SCHEMA = pa.schema(
         ("source_pos", pa.int64()),  # line (1-based) for text formats, byte offset for frames
     ]
 )
+
+
+#: ``resource_attributes`` stored once per resource: a dictionary whose values are the
+#: resources' lists and whose indices are the spans'. The native reader gives it and the spill
+#: keeps it (a resource's list is a third of a span's bytes); a span's list is the same.
+SHARED_ATTRS = pa.dictionary(pa.int32(), ATTRS)
+_RESOURCE = SPAN_SCHEMA.get_field_index("resource_attributes")
+#: `SPAN_SCHEMA` with ``resource_attributes`` shared (`SHARED_ATTRS`).
+SHARED_SCHEMA = SPAN_SCHEMA.set(_RESOURCE, pa.field("resource_attributes", SHARED_ATTRS))
+
+Spans = TypeVar("Spans", pa.Table, pa.RecordBatch)
+
+
+def attribute_lists(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The lists of an attributes column, shared or not, as one `ATTRS` array."""
+    if isinstance(column, pa.ChunkedArray):
+        column = (
+            _one_dictionary(column.chunks, column.type)
+            if pa.types.is_dictionary(column.type)
+            else column.combine_chunks()
+        )
+    if pa.types.is_dictionary(column.type):
+        return column.dictionary.take(column.indices)
+    return column
+
+
+def is_shared(spans: pa.Table | pa.RecordBatch) -> bool:
+    """Whether the resource attributes of `spans` are shared (`SHARED_ATTRS`)."""
+    return pa.types.is_dictionary(spans.schema.field(_RESOURCE).type)
+
+
+def shared_resources(spans: Spans) -> Spans:
+    """`spans` in `SHARED_SCHEMA`, their resource attributes in one dictionary (plain lists
+    become their own: one entry a span)."""
+    column = spans.column(_RESOURCE)
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    if not is_shared(spans):
+        chunks = [pa.DictionaryArray.from_arrays(_arange(len(c)), c) for c in chunks]
+    elif len(chunks) == 1:
+        return spans
+    return spans.set_column(_RESOURCE, SHARED_SCHEMA.field(_RESOURCE), _one_dictionary(chunks))
+
+
+def plain_resources(spans: Spans) -> Spans:
+    """`spans` in `SPAN_SCHEMA`: each span's resource attributes as its own list."""
+    if not is_shared(spans):
+        return spans
+    lists = attribute_lists(spans.column(_RESOURCE))
+    return spans.set_column(_RESOURCE, SPAN_SCHEMA.field(_RESOURCE), lists)
+
+
+def compact_resources(spans: pa.Table) -> pa.Table:
+    """`spans` (shared, in one dictionary) whose dictionary keeps only the entries they use."""
+    column = spans.column(_RESOURCE).chunk(0) if spans.num_rows else None
+    if column is None:
+        return spans
+    used = pc.unique(column.indices)
+    if len(used) == len(column.dictionary):
+        return spans
+    used = used.take(pc.sort_indices(used))
+    indices = pc.index_in(column.indices, value_set=used).cast(pa.int32())
+    compact = pa.DictionaryArray.from_arrays(indices, column.dictionary.take(used))
+    return spans.set_column(_RESOURCE, SHARED_SCHEMA.field(_RESOURCE), compact)
+
+
+def _one_dictionary(chunks: list[pa.DictionaryArray], typ: pa.DataType = SHARED_ATTRS) -> pa.Array:
+    """Dictionary chunks as one array: their dictionaries concatenated, the indices shifted."""
+    if not chunks:
+        return pa.DictionaryArray.from_arrays(_arange(0), pa.array([], typ.value_type))
+    if len(chunks) == 1:
+        return chunks[0]
+    indices, start = [], 0
+    for chunk in chunks:
+        indices.append(pc.add(chunk.indices, pa.scalar(start, pa.int32())))
+        start += len(chunk.dictionary)
+    dictionary = pa.concat_arrays([chunk.dictionary for chunk in chunks])
+    return pa.DictionaryArray.from_arrays(pa.concat_arrays(indices), dictionary)
+
+
+def _arange(n: int) -> pa.Array:
+    return pa.array(np.arange(n, dtype=np.int32))
 
 
 def empty_span_table() -> pa.Table:

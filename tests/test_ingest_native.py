@@ -18,7 +18,7 @@ from test_ingest_otlp import _ABSENT, S1, S2, T1, span  # the reader tests' span
 
 from analyzer.ingest import otlp_json
 from analyzer.ingest.accounting import FileLog
-from analyzer.spans import SPAN_SCHEMA
+from analyzer.spans import SHARED_SCHEMA, SPAN_SCHEMA
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
@@ -236,6 +236,35 @@ def test_a_refused_line_leaves_nothing_behind(monkeypatch):
     assert refused == [1, 3] and spans == 5
     table = _same_as_robust(text, monkeypatch)
     assert table.column("source_pos").to_pylist() == [1, 1, 2, 3, 3, 5, 6]
+
+
+def test_each_resource_is_read_once_and_its_spans_point_at_it(monkeypatch):
+    def block(name: str, *spans: dict) -> dict:
+        tags = {"arrayValue": {"values": [{"stringValue": name}]}}  # converted after parsing
+        attributes = _attrs(("service.name", {"stringValue": name}), ("tags", tags))
+        return {"resource": {"attributes": attributes}, "scopeSpans": [{"spans": list(spans)}]}
+
+    def request(*blocks: dict) -> bytes:
+        return orjson.dumps({"resourceSpans": list(blocks)})
+
+    text = b"\n".join(
+        [
+            # a resource without spans gives no entry; a refused line's resource is rolled back
+            request(block("a", span(), span(spanId=S2)), block("none"), block("b", span())),
+            request(block("refused", span(kind=True))),
+            request(block("c", span(), span(spanId=S2), span(spanId="eee19b7ec3c1b172"))),
+        ]
+    )
+    native, refused, _ = otlp_json._native_lines(text.split(b"\n"), [1, 2, 3], [0, 1, 2], "f")
+    assert refused == [1] and native.schema == SHARED_SCHEMA
+    shared = native.column("resource_attributes")
+    assert [r[0]["str"] for r in shared.dictionary.to_pylist()] == ["a", "b", "c"]
+    assert [r[1]["json"] for r in shared.dictionary.to_pylist()] == ['["a"]', '["b"]', '["c"]']
+    assert shared.indices.to_pylist() == [0, 0, 1, 2, 2, 2]
+    table = _same_as_robust(text, monkeypatch)  # read_lines gives each span its own list
+    assert table.schema == SPAN_SCHEMA
+    names = [r[0]["str"] for r in table.column("resource_attributes").to_pylist()]
+    assert names == ["a", "a", "b", "refused", "c", "c", "c"]
 
 
 def test_generated_dump_is_read_natively_and_equals_the_msgspec_path(tmp_path, monkeypatch):

@@ -480,6 +480,43 @@ def test_a_file_read_in_pieces_is_read_as_if_whole(tmp_path: Path, monkeypatch) 
     assert_same_analysis(whole, split)
 
 
+@pytest.mark.parametrize("run_key", [None, "service.name"])
+def test_read_in_pieces_each_resource_is_spilled_once_a_partition(
+    tmp_path: Path, monkeypatch, run_key: str | None
+) -> None:
+    """Pieces read by the native reader keep each resource's attributes once through the spill:
+    every spill file holds the resources of its spans and no others. The analysis (run
+    attributes, a run key read from the resource) is the in-process one."""
+    import pyarrow.compute as pc
+
+    from analyzer import partitioned
+
+    dump = tmp_path / "dump.jsonl"
+    generate(dump, 600, seed=8, concurrency=4)
+    reference = analyze_paths([dump], run_key=run_key, packs=[load_default_pack()])
+    written: list[pa.Table] = []
+    write = partitioned._write_ipc
+
+    def recording(table: pa.Table, path: Path) -> None:
+        written.append(table)
+        write(table, path)
+
+    monkeypatch.setattr(partitioned, "_write_ipc", recording)
+    monkeypatch.setattr(partitioned, "UNIT_BYTES", dump.stat().st_size // 6)
+    result = analyze_partitioned(
+        [dump], partitions=3, jobs=1, run_key=run_key, packs=[load_default_pack()]
+    )
+    assert_same_analysis(reference, result)
+    assert len(written) >= 3 * 3
+    resources = 0
+    for table in written:
+        (column,) = table.column("resource_attributes").chunks
+        used = pc.unique(column.indices)
+        assert sorted(used.to_pylist()) == list(range(len(column.dictionary)))
+        resources += len(column.dictionary)
+    assert resources * 5 < sum(t.num_rows for t in written)  # each resource of many spans once
+
+
 def test_the_heap_of_reading_is_handed_back_before_the_first_partition(
     tmp_path: Path, monkeypatch
 ) -> None:

@@ -44,7 +44,7 @@ static inline int buf_reserve(Buf *b, Py_ssize_t extra) {
     return 0;
 }
 
-enum { C_STR, C_I64, C_F64, C_BOOL, C_U8, C_LIST };
+enum { C_STR, C_I64, C_F64, C_BOOL, C_U8, C_I32, C_LIST };
 
 /* One column: validity bitmap, offsets (strings and lists, int32) and data. */
 typedef struct {
@@ -81,7 +81,8 @@ typedef struct {
     int64_t line_no;
     /* spans */
     Col trace, span, parent, name, kind, start, stop, code, message, line;
-    Col scope_name, scope_version, attrs, res_attrs, events, links;
+    Col scope_name, scope_version, attrs, events, links;
+    Col res_attrs, res_index; /* one list per resource; each span's index into them */
     /* events, links */
     Col ev_time, ev_name, ev_attrs;
     Col lk_trace, lk_span, lk_attrs;
@@ -183,13 +184,16 @@ static inline void null_put(St *st, Col *c) {
         break;
     case C_I64:
     case C_F64:
-        if (buf_reserve(&c->data, 8) < 0) {
+    case C_I32: {
+        int size = c->type == C_I32 ? 4 : 8;
+        if (buf_reserve(&c->data, size) < 0) {
             st->oom = 1;
             return;
         }
-        memset(c->data.p + c->data.len, 0, 8);
-        c->data.len += 8;
+        memset(c->data.p + c->data.len, 0, (size_t)size);
+        c->data.len += size;
         break;
+    }
     case C_BOOL: bit_put(st, &c->data, c->n, 0); break;
     }
     valid_put(st, c, 0);
@@ -210,6 +214,7 @@ static inline void fixed_put(St *st, Col *c, const void *v, int size) {
 static inline void i64_put(St *st, Col *c, int64_t v) { fixed_put(st, c, &v, 8); }
 static inline void f64_put(St *st, Col *c, double v) { fixed_put(st, c, &v, 8); }
 static inline void u8_put(St *st, Col *c, uint8_t v) { fixed_put(st, c, &v, 1); }
+static inline void i32_put(St *st, Col *c, int32_t v) { fixed_put(st, c, &v, 4); }
 
 static inline void bool_put(St *st, Col *c, int v) {
     bit_put(st, &c->data, c->n, v);
@@ -1210,11 +1215,12 @@ static int resource_spans(St *st) {
         }
     }
     TRY(r);
-    /* the resource's attributes on each of its spans */
-    for (Py_ssize_t k = first_span; k < st->trace.n; k++) {
-        pool_copy(st, &st->RS, &st->R);
-        list_close(st, &st->res_attrs, st->RS.key.n);
-    }
+    /* the resource's attributes once, each of its spans pointing at them */
+    if (st->trace.n == first_span) return 0;
+    int32_t index = (int32_t)st->res_attrs.n;
+    pool_copy(st, &st->RS, &st->R);
+    list_close(st, &st->res_attrs, st->RS.key.n);
+    for (Py_ssize_t k = first_span; k < st->trace.n; k++) i32_put(st, &st->res_index, index);
     return 0;
 }
 
@@ -1275,6 +1281,7 @@ static void st_init(St *st) {
     col_init(st, &st->scope_name, "scope_name", C_STR);
     col_init(st, &st->scope_version, "scope_version", C_STR);
     col_init(st, &st->res_attrs, "resource_attributes", C_LIST);
+    col_init(st, &st->res_index, "resource_index", C_I32);
     col_init(st, &st->ev_time, "event_time", C_I64);
     col_init(st, &st->ev_name, "event_name", C_STR);
     col_init(st, &st->ev_attrs, "event_attributes", C_LIST);
@@ -1383,6 +1390,7 @@ PyDoc_STRVAR(parse_doc,
              "`numbers` are their line numbers (source_pos). `columns` maps each column to\n"
              "(length, null_count, validity, offsets, data); the attribute pools are dicts\n"
              "under 'span_attrs', 'resource_attrs', 'event_attrs' and 'link_attrs'.\n"
+             "'resource_attributes' holds one list per resource, 'resource_index' each span's.\n"
              "`refused` lists the indices of lines left to the robust path. The lines are\n"
              "read without the GIL. Raises OverflowError when a column outgrows 32-bit offsets.");
 

@@ -46,7 +46,18 @@ from analyzer.ingest.otlp_objects import (
     enum_name,
     json_slot,
 )
-from analyzer.spans import ATTR, ATTRS, EVENT, KINDS, LINK, SPAN_SCHEMA, STATUSES, SpanBatchBuilder
+from analyzer.spans import (
+    ATTR,
+    ATTRS,
+    EVENT,
+    KINDS,
+    LINK,
+    SHARED_SCHEMA,
+    SPAN_SCHEMA,
+    STATUSES,
+    SpanBatchBuilder,
+    plain_resources,
+)
 
 try:
     from analyzer.ingest import _otlp_lines as _native
@@ -674,7 +685,8 @@ def _pool_lists(pool: dict[str, tuple], spec: tuple) -> pa.Array:
 def _native_lines(
     lines: list[memoryview | bytes], numbers: list[int], todo: list[int], path: str
 ) -> tuple[pa.RecordBatch | None, list[int], int]:
-    """The native fast path over ``lines[i] for i in todo``: (rows, lines refused, spans read)."""
+    """The native fast path over ``lines[i] for i in todo``: (rows, lines refused, spans read);
+    the rows in `SHARED_SCHEMA` (each resource's attributes once)."""
     try:
         cols, refused, spans = _native.parse([lines[i] for i in todo], [numbers[i] for i in todo])
     except OverflowError:  # more than 2 GiB of text in one group: the msgspec path copes
@@ -712,13 +724,18 @@ def _native_lines(
         "scope_name": _column(cols["scope_name"], pa.string()),
         "scope_version": _column(cols["scope_version"], pa.string()),
         "attributes": _pool_lists(cols["span_attrs"], cols["attributes"]),
-        "resource_attributes": _pool_lists(cols["resource_attrs"], cols["resource_attributes"]),
+        "resource_attributes": pa.DictionaryArray.from_arrays(
+            _column(cols["resource_index"], pa.int32()),
+            _pool_lists(cols["resource_attrs"], cols["resource_attributes"]),
+        ),
         "events": _lists(cols["events"], events, pa.list_(EVENT)),
         "links": _lists(cols["links"], links, pa.list_(LINK)),
         "source_file": pa.repeat(pa.scalar(path, pa.string()), n),
         "source_pos": _column(cols["source_pos"], pa.int64()),
     }
-    batch = pa.RecordBatch.from_arrays([columns[f.name] for f in SPAN_SCHEMA], schema=SPAN_SCHEMA)
+    batch = pa.RecordBatch.from_arrays(
+        [columns[f.name] for f in SHARED_SCHEMA], schema=SHARED_SCHEMA
+    )
     return batch, refused, spans
 
 
@@ -806,7 +823,8 @@ _fast_lines = _typed_lines if _native is None else _native_lines
 def _process_lines(
     lines: list[memoryview | bytes], numbers: list[int], log: FileLog, utf8: bool
 ) -> Iterator[pa.RecordBatch]:
-    """Rows of `lines` (without their newlines), whose line numbers are `numbers`."""
+    """Rows of `lines` (without their newlines), whose line numbers are `numbers`; in
+    `SHARED_SCHEMA` or `SPAN_SCHEMA` (`read_lines` gives the latter)."""
     enabled = gc.isenabled()
     gc.disable()  # millions of young containers: collections would cost more than the work
     try:
@@ -845,7 +863,7 @@ def _process_lines(
     if batch is None:
         yield extra
         return
-    table = pa.Table.from_batches([batch, extra])
+    table = pa.Table.from_batches([plain_resources(batch), extra])
     order = pc.sort_indices(table, [("source_pos", "ascending")])  # stable: keeps span order
     yield from table.take(order).combine_chunks().to_batches()
 
@@ -975,6 +993,8 @@ def _map(stream: BinaryIO) -> mmap.mmap | None:
 def _read_lines(
     stream: BinaryIO, log: FileLog, first_line: int, limit: int | None, jobs: int = 1
 ) -> Iterator[pa.RecordBatch]:
+    """Rows of the lines from the stream's position on (at most `limit` bytes), the first
+    numbered `first_line`; in `SHARED_SCHEMA` or `SPAN_SCHEMA`, batch by batch."""
     cursor = [first_line]
     mm = _map(stream)
     if mm is None:
@@ -1044,7 +1064,8 @@ def read_lines(stream: BinaryIO, log: FileLog, *, jobs: int = 1) -> Iterator[pa.
     Groups of lines are read on `jobs` threads; rows, counts and quarantine are the same for
     any value.
     """
-    yield from _read_lines(stream, log, 1, None, jobs)
+    for batch in _read_lines(stream, log, 1, None, jobs):
+        yield plain_resources(batch)
 
 
 def _robust_lines(stream: BinaryIO, log: FileLog) -> Iterator[pa.RecordBatch]:

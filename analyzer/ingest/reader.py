@@ -23,7 +23,16 @@ from analyzer.ingest.accounting import FileLog, IngestLog
 from analyzer.ingest.detect import open_decompressed, sniff, stream_break
 from analyzer.ingest.files import DATASET_MANIFEST, expand_paths, sha256_of
 from analyzer.ingest.limits import truncate_text
-from analyzer.spans import ATTR, ATTRS, EVENT, SPAN_SCHEMA, empty_table
+from analyzer.spans import (
+    ATTR,
+    ATTRS,
+    EVENT,
+    SHARED_SCHEMA,
+    SPAN_SCHEMA,
+    empty_table,
+    is_shared,
+    shared_resources,
+)
 
 __all__ = [
     "Ingested",
@@ -42,7 +51,7 @@ SPAN_ORDER = ["trace_id", "start_ns", "end_ns", "span_id"]
 class Ingested:
     """A de-duplicated span table and the accounting of how it was read."""
 
-    spans: pa.Table
+    spans: pa.Table  # `SPAN_SCHEMA`, or `SHARED_SCHEMA` from a spill (`analyzer.partitioned`)
     log: IngestLog
     skipped: list[str] = field(default_factory=list)  # files skipped by name inside folders
     #: The row of each span's parent in `spans` (int64; null for a root or an orphan), as
@@ -141,6 +150,19 @@ def _cap_attrs(lists: pa.Array) -> tuple[pa.Array, list[tuple[int, str, int]]]:
     return out, list(zip(owner, keys, sizes, strict=True))
 
 
+def _cap_resources(column: pa.Array) -> tuple[pa.Array, list[tuple[int, str, int]]]:
+    """`_cap_attrs` of resource attributes, plain or shared (then each value cut is reported
+    at the first span of each resource that holds it)."""
+    if not pa.types.is_dictionary(column.type):
+        return _cap_attrs(column)
+    capped, cut = _cap_attrs(column.dictionary)
+    if not cut:
+        return column, cut
+    rows = {e: pc.index(column.indices, e).as_py() for e in {entry for entry, _, _ in cut}}
+    spans = sorted((rows[e], key, size) for e, key, size in cut if rows[e] >= 0)
+    return pa.DictionaryArray.from_arrays(column.indices, capped), spans
+
+
 def cap_values(batch: pa.RecordBatch, log: FileLog) -> pa.RecordBatch:
     """`batch` with attribute values (of spans, resources and events) cut at
     `MAX_ATTRIBUTE_BYTES` and marked; a warning in `log` names each value cut."""
@@ -164,7 +186,7 @@ def cap_values(batch: pa.RecordBatch, log: FileLog) -> pa.RecordBatch:
     if cut:
         columns["attributes"], changed = attrs, True
         warn(cut, "attribute")
-    resource, cut = _cap_attrs(batch.column("resource_attributes"))
+    resource, cut = _cap_resources(batch.column("resource_attributes"))
     if cut:
         columns["resource_attributes"], changed = resource, True
         # the resource is repeated on each of its spans: one warning per line or frame
@@ -396,7 +418,9 @@ def finalize_spans(spans: pa.Table, log: IngestLog, skipped: list[str] | None = 
         .scatter(final_k, pl.int_range(0, kept.height, dtype=pl.Int64, eager=True))
         .to_arrow()
     )
-    if spans.schema != SPAN_SCHEMA:
+    if is_shared(spans):
+        spans = shared_resources(spans.cast(SHARED_SCHEMA))
+    elif spans.schema != SPAN_SCHEMA:
         spans = spans.cast(SPAN_SCHEMA)
     return Ingested(
         spans=_gather(spans, order),
