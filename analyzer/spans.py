@@ -130,9 +130,9 @@ def plain_resources(spans: Spans) -> Spans:
 
 def compact_resources(spans: pa.Table) -> pa.Table:
     """`spans` (shared, in one dictionary) whose dictionary keeps only the entries they use."""
-    column = spans.column(_RESOURCE).chunk(0) if spans.num_rows else None
-    if column is None:
+    if not spans.num_rows:
         return spans
+    column = shared_resources(spans).column(_RESOURCE).chunk(0)
     used = pc.unique(column.indices)
     if len(used) == len(column.dictionary):
         return spans
@@ -148,12 +148,23 @@ def _one_dictionary(chunks: list[pa.DictionaryArray], typ: pa.DataType = SHARED_
         return pa.DictionaryArray.from_arrays(_arange(0), pa.array([], typ.value_type))
     if len(chunks) == 1:
         return chunks[0]
+    first = chunks[0].dictionary
+    if all(_same_array(chunk.dictionary, first) for chunk in chunks[1:]):  # slices of one
+        return pa.DictionaryArray.from_arrays(pa.concat_arrays([c.indices for c in chunks]), first)
     indices, start = [], 0
     for chunk in chunks:
         indices.append(pc.add(chunk.indices, pa.scalar(start, pa.int32())))
         start += len(chunk.dictionary)
     dictionary = pa.concat_arrays([chunk.dictionary for chunk in chunks])
     return pa.DictionaryArray.from_arrays(pa.concat_arrays(indices), dictionary)
+
+
+def _same_array(a: pa.Array, b: pa.Array) -> bool:
+    """Whether `a` and `b` view the same memory (not a comparison of values)."""
+    address = [None if buf is None else (buf.address, buf.size) for buf in a.buffers()]
+    return (len(a), a.offset) == (len(b), b.offset) and address == [
+        None if buf is None else (buf.address, buf.size) for buf in b.buffers()
+    ]
 
 
 def _arange(n: int) -> pa.Array:

@@ -251,20 +251,29 @@ def test_each_resource_is_read_once_and_its_spans_point_at_it(monkeypatch):
         [
             # a resource without spans gives no entry; a refused line's resource is rolled back
             request(block("a", span(), span(spanId=S2)), block("none"), block("b", span())),
-            request(block("refused", span(kind=True))),
+            request(block("refused", span()), block("x", span(kind=True))),
             request(block("c", span(), span(spanId=S2), span(spanId="eee19b7ec3c1b172"))),
+            # a resource met before is listed once; the refused line's is listed anew
+            request(block("refused", span()), block("a", span(spanId=S2))),
         ]
     )
-    native, refused, _ = otlp_json._native_lines(text.split(b"\n"), [1, 2, 3], [0, 1, 2], "f")
+    lines = text.split(b"\n")
+    native, refused, _ = otlp_json._native_lines(lines, [1, 2, 3, 4], [0, 1, 2, 3], "f")
     assert refused == [1] and native.schema == SHARED_SCHEMA
     shared = native.column("resource_attributes")
-    assert [r[0]["str"] for r in shared.dictionary.to_pylist()] == ["a", "b", "c"]
-    assert [r[1]["json"] for r in shared.dictionary.to_pylist()] == ['["a"]', '["b"]', '["c"]']
-    assert shared.indices.to_pylist() == [0, 0, 1, 2, 2, 2]
+    listed = shared.dictionary.to_pylist()
+    assert [r[0]["str"] for r in listed] == ["a", "b", "c", "refused"]
+    assert [r[1]["json"] for r in listed] == ['["a"]', '["b"]', '["c"]', '["refused"]']
+    assert shared.indices.to_pylist() == [0, 0, 1, 2, 2, 2, 3, 0]
     table = _same_as_robust(text, monkeypatch)  # read_lines gives each span its own list
     assert table.schema == SPAN_SCHEMA
     names = [r[0]["str"] for r in table.column("resource_attributes").to_pylist()]
-    assert names == ["a", "a", "b", "refused", "c", "c", "c"]
+    assert names == ["a", "a", "b", "refused", "x", "c", "c", "c", "refused", "a"]
+    # past the first 32 resources of a call, a resource is listed at each meeting
+    many = request(*(block(f"r{k}", span()) for k in range(40)))
+    native, _, _ = otlp_json._native_lines([many, many], [1, 2], [0, 1], "f")
+    assert len(native.column("resource_attributes").dictionary) == 32 + 8 + 8
+    _same_as_robust(many + b"\n" + many, monkeypatch)
 
 
 def test_generated_dump_is_read_natively_and_equals_the_msgspec_path(tmp_path, monkeypatch):

@@ -74,6 +74,15 @@ typedef struct { /* a scanned JSON token */
 enum { T_NONE = 0, T_NULL, T_TRUE, T_FALSE, T_NUM, T_STR, T_OBJ, T_ARR };
 
 #define NCOLS 64
+#define RES_SEEN 32
+
+/* A resource already listed in this call, by its JSON text (which the lines hold meanwhile). */
+typedef struct {
+    const char *s;
+    Py_ssize_t len;
+    uint64_t hash;
+    int32_t index;
+} Res;
 
 typedef struct {
     const char *p, *end;
@@ -88,6 +97,8 @@ typedef struct {
     Col lk_trace, lk_span, lk_attrs;
     Pool A, RS, E, L; /* attributes of spans, their resources, events, links */
     Pool R;           /* the current resource's own attributes (not returned) */
+    Res res[RES_SEEN]; /* the first resources listed: the same text is listed once */
+    int nres;
     Col *all[NCOLS];
     Mark marks[NCOLS];
     int ncols;
@@ -255,6 +266,7 @@ static void rollback_all(St *st) {
         c->data.len = st->marks[k].data_len;
         if (c->type == C_STR || c->type == C_LIST) c->off.len = 4 * (c->n + 1);
     }
+    while (st->nres && st->res[st->nres - 1].index >= st->res_attrs.n) st->nres--;
 }
 
 /* --- JSON scanning ------------------------------------------------------------------------ */
@@ -1195,18 +1207,37 @@ static int scope_spans(St *st) {
     return 0;
 }
 
+/* The index of the resource list of the current resource (in `R`), whose JSON text is
+ * [s, s + len): a text met before in this call gives the list made then. */
+static int32_t resource_index(St *st, const char *s, Py_ssize_t len) {
+    uint64_t hash = 1469598103934665603ULL; /* FNV-1a */
+    for (Py_ssize_t i = 0; i < len; i++) hash = (hash ^ (unsigned char)s[i]) * 1099511628211ULL;
+    for (int k = 0; k < st->nres; k++) {
+        const Res *seen = &st->res[k];
+        if (seen->hash == hash && seen->len == len && (len == 0 || !memcmp(seen->s, s, len)))
+            return seen->index;
+    }
+    int32_t index = (int32_t)st->res_attrs.n;
+    pool_copy(st, &st->RS, &st->R);
+    list_close(st, &st->res_attrs, st->RS.key.n);
+    if (st->nres < RES_SEEN) st->res[st->nres++] = (Res){s, len, hash, index};
+    return index;
+}
+
 static int resource_spans(St *st) {
     Py_ssize_t first_span = st->trace.n;
     pool_clear(&st->R);
     unsigned seen = 0;
     int first = 1, r;
-    const char *key;
-    Py_ssize_t len;
+    const char *key, *text = NULL;
+    Py_ssize_t len, text_len = 0;
     TRY(obj_begin(st));
     while ((r = obj_next(st, &first, &key, &len)) == 1) {
         if (IS("resource")) {
             ONCE(1);
+            text = st->p;
             TRY(fields(st, 1, NULL, NULL, NULL, NULL, &st->R));
+            text_len = st->p - text;
         } else if (IS("scopeSpans")) {
             ONCE(2);
             TRY(each(st, scope_spans));
@@ -1217,9 +1248,7 @@ static int resource_spans(St *st) {
     TRY(r);
     /* the resource's attributes once, each of its spans pointing at them */
     if (st->trace.n == first_span) return 0;
-    int32_t index = (int32_t)st->res_attrs.n;
-    pool_copy(st, &st->RS, &st->R);
-    list_close(st, &st->res_attrs, st->RS.key.n);
+    int32_t index = resource_index(st, text, text_len);
     for (Py_ssize_t k = first_span; k < st->trace.n; k++) i32_put(st, &st->res_index, index);
     return 0;
 }
@@ -1390,7 +1419,8 @@ PyDoc_STRVAR(parse_doc,
              "`numbers` are their line numbers (source_pos). `columns` maps each column to\n"
              "(length, null_count, validity, offsets, data); the attribute pools are dicts\n"
              "under 'span_attrs', 'resource_attrs', 'event_attrs' and 'link_attrs'.\n"
-             "'resource_attributes' holds one list per resource, 'resource_index' each span's.\n"
+             "'resource_attributes' holds one list per resource (a resource's JSON text met again\n"
+             "gives the same list), 'resource_index' each span's.\n"
              "`refused` lists the indices of lines left to the robust path. The lines are\n"
              "read without the GIL. Raises OverflowError when a column outgrows 32-bit offsets.");
 
