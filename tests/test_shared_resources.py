@@ -75,6 +75,21 @@ def test_shared_and_plain_give_each_span_the_same_list():
     assert plain_resources(part).equals(plain_resources(one.slice(2, 3)).combine_chunks())
 
 
+def test_chunks_of_one_dictionary_are_compacted_without_repeating_it():
+    first = _native([_block("a", span(), span(spanId=S2)), _block("b", span(spanId=S3))])
+    second = _native([_block("c", span())])
+    table = shared_resources(pa.Table.from_batches([first, second]))
+    # a filter cuts the shared column where the other columns' chunks end: two slices of one
+    kept = table.filter(pa.array([True, False, False, True]))
+    assert kept.column("resource_attributes").num_chunks == 2
+    (one,) = shared_resources(kept).column("resource_attributes").chunks
+    assert len(one.dictionary) == 3
+    part = compact_resources(kept)
+    (column,) = part.column("resource_attributes").chunks
+    assert _services(column.dictionary) == [["a"], ["c"]]
+    assert _services(attribute_lists(column)) == [["a"], ["c"]]
+
+
 def test_a_resource_value_over_the_cap_is_cut_and_warned_as_in_plain_lists(monkeypatch):
     monkeypatch.setattr(limits, "MAX_ATTRIBUTE_BYTES", 8)
     long = "x" * 20
