@@ -1085,12 +1085,13 @@ def _analyze_prebuilt_dataset(
     # a part none of whose runs started in the window adds nothing: not read (nightly windows
     # of a dataset of many nights read that night's parts)
     parts = [p for p in parts if p.may_start_in(options.since_ns, options.until_ns)]
-    if read_as_kept(parts, options):
-        jobs = 1  # a few small files per part: less than starting a process takes
+    kept = read_as_kept(parts, options)
     folder = Path(tempfile.mkdtemp(prefix="agenttrace-spill-", dir=spill))
     try:
         outs = [str(folder / f"part-{p:05d}") for p in range(len(parts))]
-        with _pool(jobs) as pool:
+        # kept results are a few small files per part: read on threads (a process takes
+        # longer to start)
+        with ThreadPoolExecutor(jobs) if kept else _pool(jobs) as pool:
             run = itertools.repeat(_analyze_prebuilt)
             futures = list(map(pool.submit, run, parts, outs, itertools.repeat(options)))
             results = [f.result() for f in futures]

@@ -1698,3 +1698,20 @@ def test_summary_read_part_by_part_is_the_in_memory_one(pack, monkeypatch):
         assert other == build_summary(
             analyze_paths([SAMPLES], packs=packs), case_class="service.name"
         )
+
+
+def test_sections_computed_side_by_side_are_those_computed_one_by_one(monkeypatch):
+    """The summary's sections run on a thread per CPU, and its facts' parts are read side by
+    side: the same summary on one thread, and with more threads than sections."""
+    from analyzer import partitioned
+    from analyzer.partitioned import analyze_partitioned
+
+    analysis = analyze_partitioned([SAMPLES], partitions=4, jobs=1, packs=(load_default_pack(),))
+    summaries = []
+    for threads in (1, 2, 32):
+        monkeypatch.setattr(partitioned, "default_jobs", lambda threads=threads: threads)
+        summaries.append(json.dumps(build_summary(analysis), sort_keys=True))
+    assert summaries[0] == summaries[1] == summaries[2]
+    assert summaries[0] == json.dumps(
+        build_summary(analyze_paths([SAMPLES], packs=(load_default_pack(),))), sort_keys=True
+    )
