@@ -147,6 +147,33 @@ def _progress() -> Callable[[str, int], None] | None:
     return show
 
 
+def _early_pool(paths: tuple[Path, ...], jobs: int | None, partitions: str, engine: str):
+    """Worker processes started now (`analyzer.workers.start_pool`) when the command will read
+    `paths` partitioned on several processes: trace files (not a dataset) whose span table
+    would reach `AUTO_MIN_BYTES` (or a partition count given). They import while the command
+    does; they are shut down when the command ends, used or not. None otherwise, and when the
+    paths are not readable (the command reports that as it would)."""
+    from analyzer.ingest.files import AUTO_MIN_BYTES, estimate_bytes, expand_paths
+    from analyzer.workers import default_jobs, start_pool
+
+    jobs = jobs or default_jobs()
+    mode = partitions.strip().lower()
+    partitioned = mode == "auto" or (mode.isdigit() and int(mode) > 0)
+    if engine != "inprocess" or jobs < 2 or not partitioned:
+        return None
+    try:
+        files, _ = expand_paths(list(paths))
+        if any(f.is_dir() for f in files) or (
+            mode == "auto" and estimate_bytes(files) < AUTO_MIN_BYTES
+        ):
+            return None
+    except (AgentTraceError, OSError):
+        return None
+    pool = start_pool(jobs)
+    click.get_current_context().call_on_close(lambda: pool.shutdown(wait=False))
+    return pool
+
+
 def _analyze(
     paths: tuple[Path, ...],
     run_key: str | None = None,
@@ -162,17 +189,18 @@ def _analyze(
     case_class: str | None = None,
     tables: Collection[str] | None = None,
     digests: bool = True,
+    pool=None,
 ):
     """In process (`partitions` 0) or in N partitions; None (auto): partitioned when the input
     is big or is a dataset with prebuilt runs, else in process. `tables`: the per-run tables
     the command reads (see `analyze_partitioned`; None: all); `digests`: the input files are
-    hashed (their SHA-256 in the log)."""
+    hashed (their SHA-256 in the log); `pool`: the workers `_early_pool` started."""
     from analyzer.pipeline import analyze_paths
 
     if not paths:
         raise InputError("no input: give at least one trace file or folder")
     if partitions is None:  # auto: partitioned for big inputs and for prebuilt runs
-        from analyzer.partitioned import AUTO_MIN_BYTES, estimate_bytes
+        from analyzer.ingest.files import AUTO_MIN_BYTES, estimate_bytes
         from analyzer.prebuilt import prebuilt_dataset
 
         big = estimate_bytes(list(paths)) >= AUTO_MIN_BYTES
@@ -196,6 +224,7 @@ def _analyze(
             case_class=case_class,
             tables=tables,
             digests=digests,
+            pool=pool,
         )
     else:
         analysis = analyze_paths(
@@ -588,6 +617,7 @@ def report(
     redact_salt: str | None,
 ) -> None:
     """Analyze trace files: accounting, runs, findings (the main job)."""
+    pool = _early_pool(paths, jobs, partitions, engine)  # before the imports below
     from analyzer.pricing import load_prices
     from analyzer.report import build_summary, write_outputs
 
@@ -643,6 +673,7 @@ def report(
             case_class=case_class,
             tables=None if reads_tables else (),
             digests=out is not None,
+            pool=pool,
         )
     analysis, redaction = _redacted(analysis, redact, redact_salt)
     summary = build_summary(analysis, labels, case_class=case_class)

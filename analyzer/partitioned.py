@@ -21,14 +21,12 @@ import dataclasses
 import functools
 import itertools
 import math
-import multiprocessing
-import os
 import shutil
 import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +38,7 @@ import pyarrow.compute as pc
 
 from analyzer.checks import Evaluation
 from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry
-from analyzer.ingest.files import DATASET_MANIFEST, expand_paths
+from analyzer.ingest.files import AUTO_MIN_BYTES, DATASET_MANIFEST, estimate_bytes, expand_paths
 from analyzer.ingest.reader import Ingested, finalize_spans
 from analyzer.runs import RunSet
 from analyzer.spans import (
@@ -51,7 +49,7 @@ from analyzer.spans import (
     plain_resources,
     shared_resources,
 )
-from analyzer.workers import release_c_heap, share_cpus
+from analyzer.workers import default_jobs, process_pool, release_c_heap
 
 if TYPE_CHECKING:
     from analyzer.checks import CheckError
@@ -86,22 +84,8 @@ __all__ = [
 #: Span-table bytes (estimated) per partition when the count is chosen automatically.
 #: A partition of about 150k spans peaks near 1 GB in the process that analyzes it.
 PARTITION_BYTES = 128 << 20
-#: `report` takes the partitioned path by itself when the input's span table would reach this.
-AUTO_MIN_BYTES = 512 << 20
 #: A plain JSON lines file is read in pieces of about this many bytes, one process each.
 UNIT_BYTES = 96 << 20
-#: Estimated span-table bytes per byte of input, by kind of input (JSON is about the size of the
-#: table it gives; compressed files expand; a dataset part is zstd-compressed Parquet).
-_EXPANSION = {"plain": 1.2, "compressed": 10.0, "dataset": 8.0}
-
-
-def default_jobs() -> int:
-    """The CPUs this process may run on (its affinity), at least 1."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
 
 # --- the pure core: one partition ------------------------------------------------------------
 
@@ -432,20 +416,6 @@ class _Unit:
     stop: int = 0
     first_line: int = 1
     hashed: bool = True  # its file's SHA-256 is taken
-
-
-def estimate_bytes(paths: Sequence[str | Path]) -> int:
-    """About how large the span table of `paths` would be in memory (to choose a path)."""
-    files, _ = expand_paths(list(paths))
-    total = 0.0
-    for path in files:
-        if path.is_dir():
-            total += sum(p.stat().st_size for p in path.rglob("*.parquet")) * _EXPANSION["dataset"]
-            continue
-        size = path.stat().st_size
-        compressed = path.suffix.lower() in (".gz", ".zst", ".zstd")
-        total += size * _EXPANSION["compressed" if compressed else "plain"]
-    return int(total)
 
 
 def choose_partitions(estimated: int, jobs: int) -> int:
@@ -948,21 +918,17 @@ def _common_schema(frames: list[pl.DataFrame]) -> dict[str, pl.DataType]:
 
 
 @contextmanager
-def _pool(jobs: int) -> Iterator[Executor]:
-    """A pool of `jobs` worker processes (one thread for 1). On leaving, the workers exit in
-    the background, handing their memory back while the caller merges what they returned
-    (1M spans: 0.09 s the caller no longer waits); on an error the caller waits for them."""
-    if jobs <= 1:
-        pool: Executor = ThreadPoolExecutor(1)  # one worker thread: the same code, no process
+def _pool(jobs: int, started: Executor | None = None) -> Iterator[Executor]:
+    """A pool of `jobs` worker processes (one thread for 1), or the one `started` already. On
+    leaving, the workers exit in the background, handing their memory back while the caller
+    merges what they returned (1M spans: 0.09 s the caller no longer waits); on an error the
+    caller waits for them."""
+    if started is not None:
+        pool = started
+    elif jobs <= 1:
+        pool = ThreadPoolExecutor(1)  # one worker thread: the same code, no process
     else:
-        # spawn: a fresh interpreter per worker (forking a process running polars threads can
-        # hang)
-        pool = ProcessPoolExecutor(
-            jobs,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=share_cpus,
-            initargs=(max(1, default_jobs() // jobs),),
-        )
+        pool = process_pool(jobs)
     try:
         yield pool
     except BaseException:
@@ -987,6 +953,7 @@ def analyze_partitioned(
     case_class: str | None = None,
     tables: Collection[str] | None = None,
     digests: bool = True,
+    pool: Executor | None = None,
 ) -> Analysis:
     """`pipeline.analyze_paths` in bounded memory: the same result, computed partition by
     partition (see the module docstring).
@@ -1010,6 +977,10 @@ def analyze_partitioned(
     `digests`: each file's SHA-256 goes into its log (``FileLog.sha256``); False: no file is
     hashed (the logs keep ""), for a caller that records no digest (a `report` without
     ``--out``).
+
+    `pool`: `jobs` worker processes the caller started (`analyzer.workers.start_pool`), used
+    instead of new ones and shut down as they would be; a dataset's prebuilt runs leave it
+    unused (the caller shuts it down).
     """
     from analyzer.prebuilt import prebuilt_dataset
     from analyzer.pricing import load_prices
@@ -1040,7 +1011,7 @@ def analyze_partitioned(
         (folder / "keys").mkdir()
         log = IngestLog()
         units, owners = _plan_units(files, log, jobs, digests)
-        with _pool(jobs) as pool:
+        with _pool(jobs, pool) as pool:
             _spill_all(pool, units, owners, folder, partitions, run_key, progress)
             source = folder / "in"
             if run_key is not None:

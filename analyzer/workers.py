@@ -10,7 +10,9 @@ worker's first import of polars.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 
 #: The allocator settings of polars (jemalloc) in a worker.
 #:
@@ -43,6 +45,45 @@ _MALLOPT_PARAMETERS = {"M_TRIM_THRESHOLD": -1, "M_MMAP_THRESHOLD": -3}  # glibc'
 #: What ``import polars`` puts first in ``_RJEM_MALLOC_CONF`` (before the user's settings), in
 #: the parent process too, whose environment a worker inherits.
 _POLARS_MALLOC_CONF = "dirty_decay_ms:500,muzzy_decay_ms:1000"
+
+
+def default_jobs() -> int:
+    """The CPUs this process may run on (its affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def process_pool(jobs: int) -> ProcessPoolExecutor:
+    """A pool of `jobs` worker processes, each computing with its share of the CPUs
+    (`share_cpus`). Spawned: a fresh interpreter per worker (forking a process running polars
+    threads can hang)."""
+    return ProcessPoolExecutor(
+        jobs,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=share_cpus,
+        initargs=(max(1, default_jobs() // jobs),),
+    )
+
+
+def start_pool(jobs: int) -> ProcessPoolExecutor:
+    """`process_pool` with its workers started now, each importing the partitioned path
+    (polars, Arrow, the native reader) while the caller goes on with its own imports.
+
+    A command that will read a big input calls it first thing: the workers' imports then run
+    beside the command's instead of after them (``report`` of 1M spans, four pairs: medians
+    7.71 -> 7.47 s). The caller hands the pool to `analyzer.partitioned.analyze_partitioned`,
+    and shuts it down when it went unused.
+    """
+    pool = process_pool(jobs)
+    for _ in range(jobs):
+        pool.submit(_preload)
+    return pool
+
+
+def _preload() -> None:
+    import analyzer.partitioned  # noqa: F401
 
 
 def quiet_blas() -> None:

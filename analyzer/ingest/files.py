@@ -1,13 +1,22 @@
-"""Expand the PATH arguments into the trace files to read, sorted, with their digests."""
+"""Expand the PATH arguments into the trace files to read, sorted, with their digests; and
+estimate the span table they would make (polars and Arrow are not imported here)."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 
 from analyzer.errors import InputError
 
-__all__ = ["DATASET_MANIFEST", "NOT_TRACE_SUFFIXES", "expand_paths", "sha256_of"]
+__all__ = [
+    "AUTO_MIN_BYTES",
+    "DATASET_MANIFEST",
+    "NOT_TRACE_SUFFIXES",
+    "estimate_bytes",
+    "expand_paths",
+    "sha256_of",
+]
 
 #: The file that marks a folder as a dataset written by `agenttrace ingest`.
 DATASET_MANIFEST = "agenttrace-dataset.json"
@@ -17,6 +26,12 @@ DATASET_MANIFEST = "agenttrace-dataset.json"
 NOT_TRACE_SUFFIXES = frozenset(
     {".md", ".rst", ".txt", ".py", ".sh", ".yaml", ".yml", ".toml", ".html", ".css", ".js", ".ini"}
 )
+
+#: `report` takes the partitioned path by itself when the input's span table would reach this.
+AUTO_MIN_BYTES = 512 << 20
+#: Estimated span-table bytes per byte of input, by kind of input (JSON is about the size of the
+#: table it gives; compressed files expand; a dataset part is zstd-compressed Parquet).
+_EXPANSION = {"plain": 1.2, "compressed": 10.0, "dataset": 8.0}
 
 
 def expand_paths(paths: list[str | Path]) -> tuple[list[Path], list[Path]]:
@@ -73,3 +88,17 @@ def sha256_of(path: Path) -> str:
         while chunk := fh.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def estimate_bytes(paths: Sequence[str | Path]) -> int:
+    """About how large the span table of `paths` would be in memory (to choose a path)."""
+    files, _ = expand_paths(list(paths))
+    total = 0.0
+    for path in files:
+        if path.is_dir():
+            total += sum(p.stat().st_size for p in path.rglob("*.parquet")) * _EXPANSION["dataset"]
+            continue
+        size = path.stat().st_size
+        compressed = path.suffix.lower() in (".gz", ".zst", ".zstd")
+        total += size * _EXPANSION["compressed" if compressed else "plain"]
+    return int(total)
