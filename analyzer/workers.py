@@ -1,6 +1,6 @@
 """How agenttrace's processes compute: each worker of a pool with its share of the CPUs and
-allocators that reuse the memory they free, and no process with threads of a BLAS library it
-never calls.
+allocators that reuse the memory they free, pools started before the command's own imports
+(`start_pool`), and no process with threads of a BLAS library it never calls.
 
 This module imports neither polars nor pyarrow: polars reads ``POLARS_MAX_THREADS`` once, when
 it is imported, and the jemallocs of polars and Arrow read ``_RJEM_MALLOC_CONF`` and
