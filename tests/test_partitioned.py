@@ -339,6 +339,31 @@ def test_partitioned_ingest_reads_back_as_the_in_memory_ingest(
     assert manifest["orphan_spans"] == 0
 
 
+def test_a_file_ingested_in_pieces_writes_the_dataset_read_whole(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Pieces read by the native reader spill each resource once; the dataset's parts hold
+    each span's own list, byte for byte the dataset of the file read whole."""
+    from analyzer import partitioned
+    from analyzer.ingest import read_traces
+    from analyzer.partitioned import ingest_partitioned
+
+    dump = tmp_path / "dump.jsonl"
+    generate(dump, 500, seed=9, concurrency=4)
+    trees = []
+    for pieces in (False, True):
+        if pieces:
+            monkeypatch.setattr(partitioned, "UNIT_BYTES", dump.stat().st_size // 8)
+            assert partitioned._line_ranges(dump, 2) is not None
+        out = tmp_path / f"ds-{pieces}"
+        ingest_partitioned([dump], out, tool_version="t", jobs=2, partitions=3)
+        trees.append(
+            {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+        )
+    assert trees[0] == trees[1]
+    assert read_traces([tmp_path / "ds-True"]).spans.equals(read_traces([dump]).spans)
+
+
 def test_merged_unpriced_models_equal_those_of_all_steps(generated: dict, tmp_path: Path) -> None:
     from analyzer.pricing import load_prices, unpriced_models
 
