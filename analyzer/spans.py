@@ -129,10 +129,9 @@ def plain_resources(spans: Spans) -> Spans:
 
 
 def compact_resources(spans: pa.Table) -> pa.Table:
-    """`spans` (shared, in one dictionary) whose dictionary keeps only the entries they use."""
-    if not spans.num_rows:
-        return spans
-    column = shared_resources(spans).column(_RESOURCE).chunk(0)
+    """`spans` (shared) in one dictionary that keeps only the entries they use."""
+    spans = shared_resources(spans)
+    column = spans.column(_RESOURCE).chunk(0)
     used = pc.unique(column.indices)
     if len(used) == len(column.dictionary):
         return spans

@@ -88,6 +88,14 @@ def test_chunks_of_one_dictionary_are_compacted_without_repeating_it():
     (column,) = part.column("resource_attributes").chunks
     assert _services(column.dictionary) == [["a"], ["c"]]
     assert _services(attribute_lists(column)) == [["a"], ["c"]]
+    # chunks of different dictionaries, every entry used: one dictionary still (a spill file
+    # holds one)
+    whole = compact_resources(pa.Table.from_batches([first, second]))
+    assert whole.column("resource_attributes").num_chunks == 1
+    assert _services(attribute_lists(whole.column("resource_attributes"))) == [["a"]] * 2 + [
+        ["b"],
+        ["c"],
+    ]
 
 
 def test_a_resource_value_over_the_cap_is_cut_and_warned_as_in_plain_lists(monkeypatch):
