@@ -147,24 +147,23 @@ def _progress() -> Callable[[str, int], None] | None:
     return show
 
 
-def _early_pool(paths: tuple[Path, ...], jobs: int | None, partitions: str, engine: str):
+def _early_pool(paths: tuple[Path, ...], jobs: int | None, partitions: int | None, engine: str):
     """Worker processes started now (`analyzer.workers.start_pool`) when the command will read
     `paths` partitioned on several processes: trace files (not a dataset) whose span table
-    would reach `AUTO_MIN_BYTES` (or a partition count given). They import while the command
-    does; they are shut down when the command ends, used or not. None otherwise, and when the
-    paths are not readable (the command reports that as it would)."""
+    would reach `AUTO_MIN_BYTES` (`partitions` None: auto), or a partition count given. They
+    import while the command does; they are shut down when the command ends, used or not.
+    None otherwise, and when the paths are not readable (the command reports that as it
+    would)."""
     from analyzer.ingest.files import AUTO_MIN_BYTES, estimate_bytes, expand_paths
     from analyzer.workers import default_jobs, start_pool
 
     jobs = jobs or default_jobs()
-    mode = partitions.strip().lower()
-    partitioned = mode == "auto" or (mode.isdigit() and int(mode) > 0)
-    if engine != "inprocess" or jobs < 2 or not partitioned:
+    if engine != "inprocess" or jobs < 2 or partitions == 0:
         return None
     try:
         files, _ = expand_paths(list(paths))
         if any(f.is_dir() for f in files) or (
-            mode == "auto" and estimate_bytes(files) < AUTO_MIN_BYTES
+            partitions is None and estimate_bytes(files) < AUTO_MIN_BYTES
         ):
             return None
     except (AgentTraceError, OSError):
@@ -617,17 +616,6 @@ def report(
     redact_salt: str | None,
 ) -> None:
     """Analyze trace files: accounting, runs, findings (the main job)."""
-    pool = _early_pool(paths, jobs, partitions, engine)  # before the imports below
-    from analyzer.pricing import load_prices
-    from analyzer.report import build_summary, write_outputs
-
-    packs = _packs(rule_packs, allow_plugins)
-    prices = load_prices(prices_file)
-    labels = None
-    if labels_file is not None:
-        from analyzer.labels import load_labels
-
-        labels = load_labels(labels_file)  # before the traces: a bad file fails fast
     if partitions.strip().lower() == "auto":
         parts: int | None = None
     else:
@@ -640,6 +628,17 @@ def report(
                 f"{partitions!r} is neither a count of partitions nor auto",
                 param_hint="--partitions",
             )
+    pool = _early_pool(paths, jobs, parts, engine)  # before the imports below
+    from analyzer.pricing import load_prices
+    from analyzer.report import build_summary, write_outputs
+
+    packs = _packs(rule_packs, allow_plugins)
+    prices = load_prices(prices_file)
+    labels = None
+    if labels_file is not None:
+        from analyzer.labels import load_labels
+
+        labels = load_labels(labels_file)  # before the traces: a bad file fails fast
     since_ns, until_ns = _time_ns(since, "--since"), _time_ns(until, "--until")
     if engine == "spark":
         from analyzer.spark import analyze_spark

@@ -72,8 +72,8 @@ def start_pool(jobs: int) -> ProcessPoolExecutor:
     (polars, Arrow, the native reader) while the caller goes on with its own imports.
 
     A command that will read a big input calls it first thing: the workers' imports then run
-    beside the command's instead of after them (``report`` of 1M spans, four pairs: medians
-    7.71 -> 7.47 s). The caller hands the pool to `analyzer.partitioned.analyze_partitioned`,
+    beside the command's instead of after them (``report`` of 1M spans, twelve pairs: medians
+    8.90 -> 8.56 s). The caller hands the pool to `analyzer.partitioned.analyze_partitioned`,
     and shuts it down when it went unused.
     """
     pool = process_pool(jobs)
