@@ -129,7 +129,7 @@ class SummaryFacts:
     def runs(self) -> pl.DataFrame:
         """All the runs, in one frame (the parts read side by side and put together: for small
         inputs)."""
-        from analyzer.partitioned import default_jobs
+        from analyzer.workers import default_jobs
 
         with ThreadPoolExecutor(default_jobs(), thread_name_prefix="agenttrace-facts") as pool:
             frames = list(pool.map(RunsPart.read, self.parts))

@@ -327,7 +327,7 @@ def _side_by_side(tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
     of the GIL, so sections side by side keep every core busy (1M spans' runs on two cores:
     0.205 -> 0.174 s). Each section reads only frames that nothing writes: the same result
     however they interleave."""
-    from analyzer.partitioned import default_jobs
+    from analyzer.workers import default_jobs
 
     with ThreadPoolExecutor(default_jobs(), thread_name_prefix="agenttrace-summary") as pool:
         futures = {name: pool.submit(task) for name, task in tasks.items()}
