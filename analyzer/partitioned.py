@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from analyzer.checks import Evaluation
 from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry
 from analyzer.ingest.files import AUTO_MIN_BYTES, DATASET_MANIFEST, estimate_bytes, expand_paths
-from analyzer.ingest.reader import Ingested, finalize_spans
+from analyzer.ingest.reader import Ingested, finalize_spans, gather
 from analyzer.runs import RunSet
 from analyzer.spans import (
     SHARED_SCHEMA,
@@ -609,7 +609,7 @@ def _write_by_partition(table: pa.Table, pid: pa.Array, folder: Path, name: str)
     """The spans of `table` (`SHARED_SCHEMA`) in file `name` of the folder of their partition
     (`pid`), each partition's in reading order and with only the resources it uses."""
     order = pc.sort_indices(pid)  # stable: each partition keeps the reading order
-    table = shared_resources(table).take(order)
+    table = gather(shared_resources(table), order)
     offset = 0
     for item in sorted(pc.value_counts(pid).to_pylist(), key=lambda c: c["values"]):
         part, n = item["values"], item["counts"]
