@@ -89,9 +89,10 @@ def _worker_blas_threads(_: int) -> int | None:
     return openblas_threads()
 
 
-def arrow_refaults(_: int = 0) -> int:
-    """Page faults of a second 64 MiB buffer of Arrow's jemalloc, the first one freed (the
-    gather of `finalize_spans`, partition after partition); -1 without jemalloc."""
+def arrow_refaults(_: int = 0, default_pool: bool = False) -> int:
+    """Page faults of a second 64 MiB buffer of Arrow's jemalloc (or of pyarrow's default pool:
+    `default_pool`), the first one freed (the gather of `finalize_spans`, partition after
+    partition); -1 without jemalloc."""
     import numpy as np
     import pyarrow as pa
 
@@ -99,6 +100,8 @@ def arrow_refaults(_: int = 0) -> int:
         pool = pa.jemalloc_memory_pool()
     except NotImplementedError:
         return -1
+    if default_pool:
+        pool = pa.default_memory_pool()
 
     def once() -> None:
         buffer = pa.allocate_buffer(64 << 20, memory_pool=pool)
@@ -172,6 +175,27 @@ def test_pool_workers_reuse_the_memory_arrow_freed(default_refaults: tuple[int, 
     assert default_refaults[0] > 8000  # about every one of the 16,384 pages, by default
     with _pool(2) as pool:
         assert max(pool.map(arrow_refaults, range(2))) < 200
+
+
+def default_pool_refaults(_: int = 0) -> tuple[str, int]:
+    """The backend of pyarrow's default pool, and `arrow_refaults` in it (what every Arrow call
+    without a pool allocates from: the pieces' takes, the partitions' compute)."""
+    import pyarrow as pa
+
+    return pa.default_memory_pool().backend_name, arrow_refaults(default_pool=True)
+
+
+def test_pool_workers_compute_arrow_in_the_pool_that_keeps_its_pages(
+    default_refaults: tuple[int, int],
+) -> None:
+    from analyzer.partitioned import _pool
+
+    if arrow_refaults() < 0:
+        pytest.skip("this pyarrow has no jemalloc")
+    with _pool(2) as pool:
+        found = list(pool.map(default_pool_refaults, range(2)))
+    assert {b for b, _ in found} == {"jemalloc"}
+    assert max(f for _, f in found) < 200
 
 
 @pytest.fixture(scope="module")
