@@ -22,15 +22,19 @@ from concurrent.futures import ProcessPoolExecutor
 #:   handing the pages back and faulting them in again cost half of the worker's page faults and
 #:   a quarter of its system time (10 partitions of 1M spans: 0.93M -> 0.47M faults, 4.0-4.9 ->
 #:   2.9-3.5 s system), for some 60 MB more resident per worker.
-#: - Its memory comes in huge pages where the system gives them on request (Linux's
-#:   ``transparent_hugepage`` in ``madvise`` mode): a worker's first partition faults in some
-#:   250 MB for polars, while the other worker does the same, and the two contend in the kernel
-#:   (94k faults and 0.56-0.87 s of system time, against 0.2 s for one process alone; with huge
-#:   pages 37-40k faults and 0.28-0.57 s).
+#: - Not in huge pages (jemalloc's ``thp:always``, tried and dropped). A worker's first
+#:   partition faults in some 250 MB for polars; in 4 kB pages the kernel hands back pages the
+#:   reading of the pieces just freed, while each huge page needs 2 MB of contiguous memory,
+#:   which on this virtual machine was memory never touched before, zeroed at the cost of the
+#:   host's faults too. With huge pages, ``report`` of 1M spans: first partitions 1.49-1.55 s
+#:   with 0.5-0.6 s of system time (the others 0.90-0.98 s), ``clear_page_erms`` 29% of the
+#:   samples meanwhile; without, 1.07 s with 0.1 s; five pairs, 7.82-8.23 -> 7.43-7.63 s,
+#:   system time 2.0-2.2 -> 1.2-1.3 s. (An earlier measurement had found them faster: 37-40k
+#:   faults and 0.28-0.57 s of system time against 94k and 0.56-0.87 s, memory then warmer.)
 #:
 #: Settings the user gave in ``_RJEM_MALLOC_CONF`` come after these (the last setting of an
-#: option wins).
-WORKER_MALLOC_CONF = "dirty_decay_ms:30000,muzzy_decay_ms:30000,thp:always"
+#: option wins): ``thp:always`` brings huge pages back.
+WORKER_MALLOC_CONF = "dirty_decay_ms:30000,muzzy_decay_ms:30000"
 #: The settings of Arrow's jemalloc in a worker (``JE_ARROW_MALLOC_CONF``, the user's after
 #: them): freed pages are never handed back. `finalize_spans` gathers each partition's columns
 #: in it, about 75 MB; with Arrow's own settings the pages went back to the system as soon as
