@@ -198,6 +198,31 @@ def test_pool_workers_compute_arrow_in_the_pool_that_keeps_its_pages(
     assert max(f for _, f in found) < 200
 
 
+def polars_huge_pages(_: int = 0) -> int:
+    """kB of this process's memory in transparent huge pages after polars wrote 128 MiB."""
+    import polars as pl
+
+    values = pl.int_range(0, 1 << 24, dtype=pl.Int64, eager=True) * 2
+    assert values.len() == 1 << 24
+    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_pool_workers_take_no_huge_pages_for_polars() -> None:
+    """Huge pages are given here only on request (``madvise``); polars' jemalloc in a worker
+    does not ask (`WORKER_MALLOC_CONF`): on this machine each came from memory never touched
+    before, and the first partitions spent half a second of system time zeroing them."""
+    from analyzer.partitioned import _pool
+
+    mode = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not mode.is_file() or "[madvise]" not in mode.read_text():
+        pytest.skip("transparent huge pages are not given on request only here")
+    with _pool(2) as pool:
+        assert set(pool.map(polars_huge_pages, range(2))) == {0}
+
+
 @pytest.fixture(scope="module")
 def glibc() -> None:
     """Skip where `keep_c_heap` cannot apply its options (the C library is not glibc)."""
