@@ -1199,10 +1199,11 @@ def _ingest_spilled(
     from analyzer.materialized import keep_results
     from analyzer.prebuilt import build_prebuilt, write_prebuilt
 
-    spans = plain_resources(_read_partition(folder))  # as the dataset's parts hold them
+    spans = _read_partition(folder)
     files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
     log = IngestLog(files=[FileLog(path=f) for f in files])
-    spans = finalize_spans(spans, log).spans
+    # each span's own resource list, as the dataset's parts hold them: decoded once gathered
+    spans = plain_resources(finalize_spans(spans, log).spans)
     # the dataset's spans in this partition, with the index of the old part holding each
     old = pl.read_ipc(known) if known is not None else known_spans(Path(out), [], with_part=True)
     if old.height and spans.num_rows:
