@@ -160,10 +160,12 @@ def _one_dictionary(chunks: list[pa.DictionaryArray], typ: pa.DataType = SHARED_
 
 def _same_array(a: pa.Array, b: pa.Array) -> bool:
     """Whether `a` and `b` view the same memory (not a comparison of values)."""
-    address = [None if buf is None else (buf.address, buf.size) for buf in a.buffers()]
-    return (len(a), a.offset) == (len(b), b.offset) and address == [
-        None if buf is None else (buf.address, buf.size) for buf in b.buffers()
-    ]
+
+    def view(array: pa.Array) -> tuple:
+        buffers = [None if buf is None else (buf.address, buf.size) for buf in array.buffers()]
+        return len(array), array.offset, buffers
+
+    return view(a) == view(b)
 
 
 def _arange(n: int) -> pa.Array:

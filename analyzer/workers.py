@@ -30,7 +30,8 @@ from concurrent.futures import ProcessPoolExecutor
 #:   with 0.5-0.6 s of system time (the others 0.90-0.98 s), ``clear_page_erms`` 29% of the
 #:   samples meanwhile; without, 1.07 s with 0.1 s; five pairs, 7.82-8.23 -> 7.43-7.63 s,
 #:   system time 2.0-2.2 -> 1.2-1.3 s. (An earlier measurement had found them faster: 37-40k
-#:   faults and 0.28-0.57 s of system time against 94k and 0.56-0.87 s; memory then warmer.)
+#:   faults and 0.28-0.57 s of system time against 94k and 0.56-0.87 s; perhaps the memory
+#:   was warmer then.)
 #:
 #: Settings the user gave in ``_RJEM_MALLOC_CONF`` come after these (the last setting of an
 #: option wins): ``thp:always`` brings huge pages back.
