@@ -159,7 +159,6 @@ def _restricted(
     folder: Path, document: dict, part: PrebuiltPart, out: str, options: PartitionOptions
 ) -> PartialResult:
     """The kept results of the runs `options` and `part` take, their facts computed again."""
-    from analyzer.conventions import NORMALIZED_SCHEMA
     from analyzer.partitioned import (
         empty_sources,
         empty_span_runs,
@@ -184,7 +183,6 @@ def _restricted(
     errors = [CheckError(**e) for e in document["errors"] if e["run_id"] in taken]
     analysis = Analysis(
         ingested=Ingested(spans=empty_table(SPAN_SCHEMA), log=IngestLog(runs=runs.height)),
-        normalized=empty_table(NORMALIZED_SCHEMA),
         runs=RunSet(
             runs=runs,
             steps=kept(frames["steps"]),

@@ -315,12 +315,9 @@ def merge_partials(
             evaluation = Evaluation(findings=findings, errors=errors, coverage=coverage)
         else:
             evaluation = SpilledEvaluation(spilled["findings"](), errors, spilled["coverage"])
-    from analyzer.conventions import NORMALIZED_SCHEMA
-
     unpriced = [p.unpriced for p in partials if p.unpriced is not None]
     return Analysis(
         ingested=Ingested(spans=empty_table(SPAN_SCHEMA), log=log, skipped=list(skipped)),
-        normalized=empty_table(NORMALIZED_SCHEMA),
         runs=runset,
         packs=tuple(packs),
         evaluation=evaluation,

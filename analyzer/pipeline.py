@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import polars as pl
-import pyarrow as pa
 
 from analyzer.ingest import Ingested, read_traces
 from analyzer.runs import RunSet, build_runs
@@ -29,7 +28,6 @@ class Analysis:
     """Everything reconstructed from a batch of trace files."""
 
     ingested: Ingested
-    normalized: pa.Table
     runs: RunSet
     packs: tuple[Pack, ...] = ()
     evaluation: Evaluation | None = None  # None when no pack was applied
@@ -61,14 +59,16 @@ def analyze(
     """
     from analyzer.conventions import normalize
 
-    normalized = normalize(ingested.spans)
     runset = build_runs(
-        ingested.spans, normalized, run_key=run_key, case_key=case_key, parents=ingested.parents
+        ingested.spans,
+        normalize(ingested.spans),
+        run_key=run_key,
+        case_key=case_key,
+        parents=ingested.parents,
     )
     return analyze_runs(
         ingested,
         runset,
-        normalized=normalized,
         packs=packs,
         prices=prices,
         since_ns=since_ns,
@@ -81,7 +81,6 @@ def analyze_runs(
     runset: RunSet,
     *,
     retries: RetryScan | None = None,
-    normalized: pa.Table | None = None,
     packs: Sequence[Pack] = (),
     prices: PriceTable | None = None,
     since_ns: int | None = None,
@@ -90,9 +89,7 @@ def analyze_runs(
     """`analyze` from runs already rebuilt (and their retries, when scanned already): the
     time window, prices, retries and rule packs; what a dataset's prebuilt runs go through."""
     from analyzer.checks.retries import scan_retries
-    from analyzer.conventions import NORMALIZED_SCHEMA
     from analyzer.pricing import apply_prices, load_prices
-    from analyzer.spans import empty_table
 
     if since_ns is not None or until_ns is not None:
         runset = runs_in_window(runset, since_ns, until_ns)
@@ -112,7 +109,6 @@ def analyze_runs(
         runset = _with_findings(runset, evaluation, packs)
     return Analysis(
         ingested=ingested,
-        normalized=normalized if normalized is not None else empty_table(NORMALIZED_SCHEMA),
         runs=runset,
         packs=tuple(packs),
         evaluation=evaluation,

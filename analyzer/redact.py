@@ -322,21 +322,6 @@ def _redact_spans(spans: pa.Table, r: Redactor) -> pa.Table:
     return pa.table([columns[n] for n in spans.column_names], schema=spans.schema)
 
 
-def _redact_normalized(table: pa.Table, r: Redactor) -> pa.Table:
-    columns = {name: table.column(name) for name in table.column_names}
-    for name, fn in (
-        ("arguments", r.json_text),
-        ("result", r.json_text),
-        ("output_text", r.json_text),
-    ):
-        if name in columns:
-            columns[name] = _arrow_strings(columns[name].combine_chunks(), fn)
-    for name, field in (("input_messages", "content"), ("requested_calls", "arguments")):
-        if name in columns:
-            columns[name] = _map_list_field(columns[name], field, r.json_text)
-    return pa.table([columns[n] for n in table.column_names], schema=table.schema)
-
-
 # --- the analysis -----------------------------------------------------------------------------
 
 
@@ -403,7 +388,6 @@ def redact_analysis(analysis, salt: str):
     return dataclasses.replace(
         analysis,
         ingested=ingested,
-        normalized=_redact_normalized(analysis.normalized, r),
         runs=runset,
         evaluation=evaluation,
         facts=None,  # they hold content (answers, attributes): summaries read the redacted runs

@@ -78,18 +78,17 @@ def sources_before(sources: pl.DataFrame, run_id: str, at_ns: int) -> list[str]:
 
 def build_runs(
     spans: pa.Table,
-    calls: pa.Table,
+    normalized: pl.DataFrame,
     *,
     run_key: str | None = None,
     case_key: str | None = None,
     parents: pa.Array | None = None,
 ) -> RunSet:
-    """Reconstruct every run from the span table and its normalized rows (same order).
+    """Reconstruct every run from the span table and its normalized rows (same order:
+    `analyzer.conventions.normalize`).
 
     `parents`: the row of each span's parent (`Ingested.parents`), else looked up here."""
-    frame = pl.from_arrow(calls)
-    assert isinstance(frame, pl.DataFrame)
-    frame = frame.with_row_index("_i")
+    frame = normalized.with_row_index("_i")
     if parents is None:
         parents = _parent_index(frame)
     frame = _roll_up_resends(frame, parents)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 
 from analyzer.conventions.schema import NORMALIZED_SCHEMA
@@ -14,7 +15,7 @@ TRACE = "0af7651916cd43dd8448eb211c80319c"
 _SPAN_KEYS = {"trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "status"}
 
 
-def tables(rows: list[dict[str, Any]]) -> tuple[pa.Table, pa.Table]:
+def tables(rows: list[dict[str, Any]]) -> tuple[pa.Table, pl.DataFrame]:
     """A span table and its normalized table from rows of normalized fields.
 
     Each row needs span_id, start_ns, end_ns; `attrs` / `resource` give raw span attributes.
@@ -50,7 +51,7 @@ def tables(rows: list[dict[str, Any]]) -> tuple[pa.Table, pa.Table]:
         out["has_content"] = row.get("has_content", True)
         normalized.append(out)
     spans = pa.Table.from_batches([builder.flush()])
-    return spans, pa.Table.from_pylist(normalized, schema=NORMALIZED_SCHEMA)
+    return spans, pl.DataFrame(pa.Table.from_pylist(normalized, schema=NORMALIZED_SCHEMA))
 
 
 def msg(role: str, content: str, tool_call_id: str | None = None) -> dict[str, Any]:

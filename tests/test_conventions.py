@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analyzer.conventions import NORMALIZED_SCHEMA, ROLES, normalize
+from analyzer.conventions import NORMALIZED_COLUMNS, ROLES, normalize
 from analyzer.conventions import content as ct
 from analyzer.spans import SpanBatchBuilder, attrs_from_mapping, empty_span_table
 
@@ -67,8 +67,8 @@ def table(*spans: dict[str, Any]) -> pa.Table:
 
 def rows(*spans: dict[str, Any]) -> list[dict[str, Any]]:
     out = normalize(table(*spans))
-    assert out.schema == NORMALIZED_SCHEMA
-    return out.to_pylist()
+    assert out.schema == NORMALIZED_COLUMNS
+    return out.to_dicts()
 
 
 def one(name: str, attrs: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
@@ -1602,7 +1602,7 @@ def test_one_row_per_span_in_input_order_across_slices(monkeypatch):
 
 def test_empty_table_gives_an_empty_normalized_table():
     out = normalize(empty_span_table())
-    assert out.num_rows == 0 and out.schema == NORMALIZED_SCHEMA
+    assert out.height == 0 and out.schema == NORMALIZED_COLUMNS
 
 
 def test_roles_are_the_schema_roles():
@@ -1800,7 +1800,7 @@ def real(name: str) -> dict[str, dict[str, Any]]:
     if not path.is_file():
         pytest.skip(f"{path} not available")
     batches = list(documents.read_json_document(path.read_bytes(), FileLog(path=str(path))))
-    out = normalize(pa.Table.from_batches(batches)).to_pylist()
+    out = normalize(pa.Table.from_batches(batches)).to_dicts()
     return {r["span_id"]: r for r in out}
 
 
@@ -2063,8 +2063,8 @@ def test_many_small_batches_give_the_same_rows_as_one_batch():
     whole = table(*spans)
     chunked = pa.Table.from_batches(whole.to_batches(max_chunksize=1))
     assert chunked.column("attributes").num_chunks == 3
-    assert normalize(chunked).to_pylist() == normalize(whole).to_pylist()
-    assert [r["output_tokens"] for r in normalize(chunked).to_pylist()] == [7, None, None]
+    assert normalize(chunked).equals(normalize(whole))
+    assert normalize(chunked).get_column("output_tokens").to_list() == [7, None, None]
 
 
 def test_chunks_too_big_to_concatenate_are_read_one_by_one(monkeypatch):
@@ -2080,8 +2080,8 @@ def test_chunks_too_big_to_concatenate_are_read_one_by_one(monkeypatch):
     whole = table(*spans)
     chunked = pa.Table.from_batches(whole.to_batches(max_chunksize=1))
     monkeypatch.setattr(normalize_module, "COMBINE_MAX_BYTES", 0)
-    out = normalize(chunked).to_pylist()
-    assert out == normalize(whole).to_pylist()
+    out = normalize(chunked).to_dicts()
+    assert out == normalize(whole).to_dicts()
     assert [r["role"] for r in out] == ["model_call", "tool_call", "model_call"]
     assert out[0]["input_messages"] == [msg("user", "x")]
     assert (out[1]["status"], out[2]["input_tokens"]) == ("error", 3)

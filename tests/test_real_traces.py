@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
+import polars as pl
 import pytest
 
 from analyzer.conventions import normalize
@@ -212,7 +212,7 @@ EXPECTED: dict[str, Expected] = {
 FILES = sorted(EXPECTED)
 
 
-def rebuild(names: list[str]) -> tuple[Ingested, pa.Table, RunSet]:
+def rebuild(names: list[str]) -> tuple[Ingested, pl.DataFrame, RunSet]:
     """The pipeline of analyzer.pipeline.analyze, step by step: read, normalize, build runs."""
     ingested = read_traces([REAL / name for name in names])
     normalized = normalize(ingested.spans)
@@ -239,7 +239,7 @@ def test_ingest_accounting(name: str):
     assert log.balanced()
     assert log.spans_read == log.spans_kept + log.duplicates + log.spans_quarantined
     assert log.orphans == exp.orphans
-    assert normalized.num_rows == ingested.spans.num_rows == exp.spans
+    assert normalized.height == ingested.spans.num_rows == exp.spans
 
 
 @pytest.mark.parametrize("name", FILES)

@@ -179,7 +179,7 @@ def test_tool_spans_record_their_own_schema_when_it_looks_like_one():
         ("screen", "TOOL", {"tool.name": "screen", "tool.json_schema": json.dumps(definition)}),
         ("chat", "LLM", {"tool.parameters": json.dumps(LOOKUP_SCHEMA)}),  # not a tool span
     )
-    defs = normalize(table).column("tool_definitions").to_pylist()
+    defs = normalize(table).get_column("tool_definitions").to_list()
     assert defs == [
         None,
         '[{"description":null,"name":"lookup_account","parameters":{"properties":{"account_id":'

@@ -1,6 +1,7 @@
 """Span table -> normalized-span table: what each span is, and its canonical fields.
 
-`normalize(spans)` returns one `NORMALIZED_SCHEMA` row per input span, in the same order.
+`normalize(spans)` returns one `NORMALIZED_SCHEMA` row per input span, in the same order, as a
+polars frame: the run model reads it in polars, and an Arrow table there was converted twice.
 
 How: the attribute lists are flattened once; only keys `semconv` knows are kept (keys are
 classified once per distinct key, not per attribute); each kept key is scattered into one column;
@@ -25,8 +26,12 @@ import pyarrow.compute as pc
 
 from analyzer.conventions import content as ct
 from analyzer.conventions import semconv as sc
-from analyzer.conventions.schema import MESSAGE, NORMALIZED_SCHEMA, REQUESTED_CALL
-from analyzer.spans import empty_table
+from analyzer.conventions.schema import (
+    MESSAGE,
+    NORMALIZED_COLUMNS,
+    NORMALIZED_SCHEMA,
+    REQUESTED_CALL,
+)
 
 __all__ = ["normalize"]
 
@@ -955,9 +960,11 @@ _PASSTHROUGH = {
     "start_ns": "start_ns",
     "end_ns": "end_ns",
 }
+#: Normalized columns built as Arrow list arrays by `_content`.
+_FROM_CONTENT = ("input_messages", "requested_calls")
 
 
-def _normalize_slice(table: pa.Table) -> pa.Table:
+def _normalize_slice(table: pa.Table) -> pl.DataFrame:
     n = table.num_rows
     columns, prefixed = _pivot(table.column("attributes"), n)
     has_exc, exc_type, content_events = _events(table.column("events"), n)
@@ -1008,29 +1015,30 @@ def _normalize_slice(table: pa.Table) -> pa.Table:
     )
     df = df.with_columns(has_content.alias("has_content"))
 
-    out_cols: list[pa.Array | pa.ChunkedArray] = []
-    for fld in NORMALIZED_SCHEMA:
-        if fld.name in _PASSTHROUGH:
-            out_cols.append(table.column(_PASSTHROUGH[fld.name]).cast(fld.type))
-        elif fld.name in ("input_messages", "requested_calls"):
-            out_cols.append(found[fld.name])
-        else:
-            out_cols.append(df.get_column(fld.name).to_arrow().cast(fld.type))
-    return pa.Table.from_arrays(out_cols, schema=NORMALIZED_SCHEMA)
+    passthrough = pl.DataFrame(table.select(list(_PASSTHROUGH.values())))
+    content = pl.DataFrame({name: found[name] for name in _FROM_CONTENT})
+    columns = [
+        passthrough.get_column(_PASSTHROUGH[name]).alias(name)
+        if name in _PASSTHROUGH
+        else (content if name in _FROM_CONTENT else df).get_column(name)
+        for name in NORMALIZED_SCHEMA.names
+    ]
+    return pl.DataFrame(columns).cast(NORMALIZED_COLUMNS)  # type: ignore[arg-type]
 
 
-def normalize(spans: pa.Table) -> pa.Table:
-    """The normalized-span table of a span table: one row per span, same order.
+def normalize(spans: pa.Table) -> pl.DataFrame:
+    """The normalized spans of a span table: one row per span, same order, the columns of
+    `NORMALIZED_SCHEMA` (`NORMALIZED_COLUMNS`).
 
     Each span is classified (model_call, tool_call, agent, other) by the first convention family
     that recognises it, and its canonical fields are read from every family's attributes in
     precedence order (see `semconv`). Bad content never raises: what cannot be parsed is left out.
     """
     if spans.num_rows == 0:
-        return empty_table(NORMALIZED_SCHEMA)
+        return pl.DataFrame(schema=NORMALIZED_COLUMNS)
     with _collector_paused():
         parts = [
             _normalize_slice(spans.slice(off, SLICE_ROWS))
             for off in range(0, spans.num_rows, SLICE_ROWS)
         ]
-    return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+    return pl.concat(parts) if len(parts) > 1 else parts[0]

@@ -1,15 +1,17 @@
 """The normalized-span table: every span mapped to one canonical shape, whatever its convention.
 
 `analyzer.conventions.normalize(span_table)` returns one row per span of the input, in the same
-order, with this schema. Downstream code (runs, checks, metrics) reads only these columns and
-never an attribute name: attribute names live in `analyzer.conventions.semconv`.
+order, with this schema (a polars frame: `NORMALIZED_COLUMNS`). Downstream code (runs, checks,
+metrics) reads only these columns and never an attribute name: attribute names live in
+`analyzer.conventions.semconv`.
 """
 
 from __future__ import annotations
 
+import polars as pl
 import pyarrow as pa
 
-__all__ = ["MESSAGE", "NORMALIZED_SCHEMA", "REQUESTED_CALL", "ROLES"]
+__all__ = ["MESSAGE", "NORMALIZED_COLUMNS", "NORMALIZED_SCHEMA", "REQUESTED_CALL", "ROLES"]
 
 #: What a span is in an agent run.
 ROLES = ("model_call", "tool_call", "agent", "other")
@@ -70,3 +72,6 @@ NORMALIZED_SCHEMA = pa.schema(
         ("has_content", pa.bool_()),  # the span recorded message content or tool arguments
     ]
 )
+
+#: `NORMALIZED_SCHEMA` as polars types: the columns of the frame `normalize` returns.
+NORMALIZED_COLUMNS = pl.DataFrame(NORMALIZED_SCHEMA.empty_table()).schema
