@@ -49,7 +49,7 @@ from analyzer.spans import (
     plain_resources,
     shared_resources,
 )
-from analyzer.workers import default_jobs, process_pool, release_c_heap
+from analyzer.workers import computes_inline, default_jobs, process_pool, release_c_heap
 
 if TYPE_CHECKING:
     from analyzer.checks import CheckError
@@ -583,6 +583,7 @@ def _read_unit(unit: _Unit, log: FileLog) -> Iterator[pa.RecordBatch]:
 _READ_HEAP = threading.Event()
 
 
+@computes_inline
 def _spill_unit(unit: _Unit, spill: str, partitions: int, run_key: str | None) -> dict[str, Any]:
     """Read one unit and write its spans to the partition files; its reading counts."""
     _READ_HEAP.set()
@@ -659,6 +660,7 @@ def _best_candidates(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+@computes_inline
 def _regroup(source: int, spill: str, partitions: int, targets_file: str | None) -> None:
     """Move the spans of trace partition `source` to the partitions of their run-key value
     (its files deleted once read)."""
@@ -731,6 +733,7 @@ def _write_ipc_batches(table: pa.Table, path: str, compression: str | None = Non
         writer.write_table(table, max_chunksize=_STEP_BATCH)
 
 
+@computes_inline
 def _analyze_spilled(folder: str, out: str, options: PartitionOptions) -> PartialResult:
     """Analyze one spilled partition; write its per-run tables to `out`.<table>.arrow (see
     `spill_tables`); the rest. The partition's span files are deleted once read: their page
@@ -743,6 +746,7 @@ def _analyze_spilled(folder: str, out: str, options: PartitionOptions) -> Partia
     return spill_facts(spill_tables(partial, out, tables=options.tables), out)
 
 
+@computes_inline
 def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -> PartialResult:
     """`_analyze_spilled` of a dataset part's prebuilt runs (no span is read), from the rule
     results kept with them when they are for these packs and prices (`analyzer.materialized`)."""
@@ -1181,6 +1185,7 @@ class _IngestPart:
     warnings: dict[str, list[QuarantineEntry]]
 
 
+@computes_inline
 def _ingest_spilled(
     folder: str,
     known: str | None,

@@ -1,7 +1,8 @@
 """No agenttrace process runs OpenBLAS threads (`analyzer.workers.quiet_blas`): the command
 line and each pool worker, with the user's own setting kept. A pool worker reuses the memory
 Arrow's jemalloc and glibc's malloc freed instead of faulting in fresh pages
-(`analyzer.workers.share_cpus`)."""
+(`analyzer.workers.share_cpus`), and computes polars' operations in its own thread
+(`analyzer.workers.polars_inline`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from analyzer.workers import computes_inline
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_traces" / "kyc" / "traces-0001.jsonl"
@@ -221,6 +224,85 @@ def test_pool_workers_take_no_huge_pages_for_polars() -> None:
         pytest.skip("transparent huge pages are not given on request only here")
     with _pool(2) as pool:
         assert set(pool.map(polars_huge_pages, range(2))) == {0}
+
+
+def filter_switches(count: int = 200) -> int:
+    """This thread's voluntary context switches while polars filters a small frame `count`
+    times (each eager operation a query of its own)."""
+    import resource
+
+    import polars as pl
+
+    frame = pl.DataFrame({"a": list(range(100))})
+    before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+    for _ in range(count):
+        assert frame.filter(pl.col("a") > 49).height == 50
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
+
+
+@computes_inline
+def inline_filter_switches(count: int = 200) -> tuple[int, int]:
+    """polars' threads in this process, and `filter_switches` through `polars_inline`."""
+    import polars as pl
+
+    return pl.thread_pool_size(), filter_switches(count)
+
+
+def _switches(code: str, threads: int) -> int:
+    """The number `code` prints last, run in a fresh process whose polars has `threads`
+    threads."""
+    env = dict(os.environ, POLARS_MAX_THREADS=str(threads))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tests"), env.get("PYTHONPATH")]))
+    script = f"from analyzer.workers import polars_inline\nfrom test_workers import *\n{code}"
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    return int(out.stdout.split()[-1])
+
+
+@pytest.fixture(scope="module")
+def linux() -> None:
+    if not sys.platform.startswith("linux"):
+        pytest.skip("context switches counted per thread on Linux only")
+
+
+_VALUE_OR_ERROR = """
+class Boom(Exception):
+    pass
+
+def boom():
+    raise Boom("from inside")
+
+assert polars_inline(lambda: 42) == 42
+assert polars_inline(lambda: polars_inline(lambda: "nested")) == "nested"
+try:
+    polars_inline(boom)
+except Boom as err:
+    print(len(str(err)))
+"""
+
+
+def test_polars_inline_gives_the_value_or_raises_the_error() -> None:
+    for threads in (1, 2):
+        assert _switches(_VALUE_OR_ERROR, threads) == len("from inside")
+
+
+def test_with_one_thread_polars_computes_in_the_calling_thread_inline_only(linux) -> None:
+    # handed to the pool's one thread and waited for: a sleep (or more) per operation
+    assert _switches("print(filter_switches())", threads=1) >= 200
+    assert _switches("print(polars_inline(filter_switches))", threads=1) < 20
+
+
+def test_with_more_threads_polars_inline_leaves_polars_its_threads(linux) -> None:
+    assert _switches("print(polars_inline(filter_switches))", threads=2) >= 200
+
+
+def test_pool_workers_compute_polars_operations_in_their_own_thread(linux) -> None:
+    from analyzer.partitioned import _pool
+
+    with _pool(2) as pool:
+        for threads, switches in pool.map(inline_filter_switches, [200, 200]):
+            assert switches < 20 if threads == 1 else switches >= 200
 
 
 @pytest.fixture(scope="module")
