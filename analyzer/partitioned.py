@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from analyzer.checks import Evaluation
 from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry
 from analyzer.ingest.files import AUTO_MIN_BYTES, DATASET_MANIFEST, estimate_bytes, expand_paths
-from analyzer.ingest.reader import Ingested, finalize_spans, gather
+from analyzer.ingest.reader import Ingested, finalize_spans, gather, kept_order, readable
 from analyzer.runs import RunSet
 from analyzer.spans import (
     SHARED_SCHEMA,
@@ -130,14 +130,29 @@ def analyze_partition(
     in-process result restricted to these runs; with `case_class`, also the facts a summary
     with that case class reads (`analyzer.report.facts`).
     """
-    from analyzer.pipeline import analyze
+    from analyzer.conventions import normalize
+    from analyzer.pipeline import analyze_runs
+    from analyzer.runs import build_runs
 
     files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
     log = IngestLog(files=[FileLog(path=f) for f in files])
-    analysis = analyze(
-        finalize_spans(spans, log),
+    # `pipeline.analyze` of the `finalize_spans` of the spans, without gathering them: the
+    # spans are normalized as read (duplicates included) and only their normalized rows are
+    # put in the final order, most of the bytes of spans being attributes that normalizing
+    # reads once (100k spans: the gather of the attributes 68 ms, of the normalized rows 18).
+    order, parents = kept_order(spans, log)
+    spans = readable(spans)
+    runset = build_runs(
+        spans,
+        normalize(spans).gather(pl.Series(order)),
         run_key=run_key,
         case_key=case_key,
+        parents=parents,
+        span_rows=order,
+    )
+    analysis = analyze_runs(
+        Ingested(spans=empty_table(SPAN_SCHEMA), log=log),
+        runset,
         packs=packs,
         prices=prices,
         since_ns=since_ns,

@@ -83,11 +83,18 @@ def build_runs(
     run_key: str | None = None,
     case_key: str | None = None,
     parents: pa.Array | None = None,
+    span_rows: pa.Array | None = None,
 ) -> RunSet:
     """Reconstruct every run from the span table and its normalized rows (same order:
     `analyzer.conventions.normalize`).
 
-    `parents`: the row of each span's parent (`Ingested.parents`), else looked up here."""
+    `parents`: the row of each span's parent (`Ingested.parents`), else looked up here.
+    `span_rows`: the row of `spans` of each normalized row, when `spans` are in another order
+    (a partition's spans as read, duplicates included: `analyzer.partitioned`)."""
+    if span_rows is not None and run_key is not None:  # the run key is read from every span
+        from analyzer.ingest.reader import gather
+
+        spans, span_rows = gather(spans, span_rows), None
     frame = normalized.with_row_index("_i")
     if parents is None:
         parents = _parent_index(frame)
@@ -101,7 +108,7 @@ def build_runs(
         frame = frame.filter(in_run)
     steps = _steps(frame)
     sources = _sources(frame, steps)
-    runs = _runs(frame, steps, spans, case_key)
+    runs = _runs(frame, steps, spans, case_key, span_rows)
     span_runs = frame.select("trace_id", "span_id", "run_id")  # in span order: no sort
     return RunSet(runs=runs, steps=steps, sources=sources, span_runs=span_runs)
 
@@ -623,7 +630,11 @@ def _top_agent(frame: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _runs(
-    frame: pl.DataFrame, steps: pl.DataFrame, spans: pa.Table, case_key: str | None
+    frame: pl.DataFrame,
+    steps: pl.DataFrame,
+    spans: pa.Table,
+    case_key: str | None,
+    span_rows: pa.Array | None,
 ) -> pl.DataFrame:
     # One plan, run by the in-memory engine: each filter reads only the columns used after it,
     # and what two parts share (the top agent, the calls that asked for tools) runs once. The
@@ -706,7 +717,7 @@ def _runs(
         ).round(9),
         answer=pl.col("answer").str.slice(0, ANSWER_CAP),
     ).collect(engine="in-memory")
-    attrs = _run_attributes(frame, spans, runs)
+    attrs = _run_attributes(frame, spans, runs, span_rows)
     runs = runs.join(attrs, on="run_id", how="left")
     runs = runs.with_columns(
         agent=pl.coalesce("agent", "_service"),
@@ -751,7 +762,9 @@ def _runs(
     ).sort("run_id")
 
 
-def _run_attributes(frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame) -> pl.DataFrame:
+def _run_attributes(
+    frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame, span_rows: pa.Array | None
+) -> pl.DataFrame:
     """run_id -> attributes (JSON object: resource attributes overlaid by the root span's)."""
     roots = (
         frame.select("run_id", "parent_span_id", "start_ns", "span_id", "_i")
@@ -771,8 +784,10 @@ def _run_attributes(frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame) ->
         .then(pl.coalesce("_ai", "_i"))
         .otherwise("_i")
     )
-    indices = roots.get_column("_row").to_list()
-    picked = spans.select(["attributes", "resource_attributes"]).take(pa.array(indices, pa.int64()))
+    indices = pa.array(roots.get_column("_row").to_list(), pa.int64())
+    if span_rows is not None:
+        indices = pc.take(span_rows, indices)
+    picked = spans.select(["attributes", "resource_attributes"]).take(indices)
     attributes, names, versions = _attributes_json(picked)
     return pl.DataFrame(
         {

@@ -446,3 +446,53 @@ def test_run_attributes_json_columnar_equals_the_python_reference():
         [None, "1.0", "2"],
     )
     assert names[9] == "span" and texts[8] == "{}"
+
+
+def _spans_as_read() -> tuple[pa.Table, pa.Table]:
+    """The sample KYC spans as `finalize_spans` gives them, and the same spans as a partition
+    holds them before: shuffled, with a copy of every tenth span exported again by a later file
+    (its attributes and conversation id changed: the first copy must win)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from analyzer.ingest.accounting import IngestLog
+    from analyzer.ingest.reader import finalize_spans, read_traces
+
+    root = Path(__file__).resolve().parents[1] / "sample_traces" / "kyc"
+    spans = read_traces([root / "traces-0001.jsonl"]).spans
+    again = spans.take(pa.array(range(0, spans.num_rows, 10)))
+    changed = pa.array([[{"key": "gen_ai.conversation.id", "str": "later"}]] * again.num_rows)
+    again = again.set_column(
+        again.schema.get_field_index("attributes"),
+        "attributes",
+        changed.cast(spans.schema.field("attributes").type),
+    ).set_column(
+        again.schema.get_field_index("source_file"),
+        "source_file",
+        pc.binary_join_element_wise(again.column("source_file"), "-again", ""),
+    )
+    raw = pa.concat_tables([spans, again])
+    raw = raw.take(pa.array(np.random.default_rng(7).permutation(raw.num_rows)))
+    return finalize_spans(raw, IngestLog()).spans, raw
+
+
+def test_runs_from_spans_as_read_through_their_rows_are_the_runs_of_the_final_spans():
+    from analyzer.conventions import normalize
+    from analyzer.ingest.accounting import IngestLog
+    from analyzer.ingest.reader import kept_order
+
+    final, raw = _spans_as_read()
+    order, parents = kept_order(raw, IngestLog())
+    for run_key in (None, "gen_ai.conversation.id"):
+        expected = build_runs(final, normalize(final), run_key=run_key, case_key="case.id")
+        got = build_runs(
+            raw,
+            normalize(raw).gather(pl.Series(order)),
+            run_key=run_key,
+            case_key="case.id",
+            parents=parents,
+            span_rows=order,
+        )
+        assert got.runs.height > 0
+        for name in ("runs", "steps", "sources", "span_runs"):
+            assert getattr(got, name).equals(getattr(expected, name)), (run_key, name)

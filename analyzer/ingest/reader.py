@@ -39,8 +39,10 @@ __all__ = [
     "cap_values",
     "finalize_spans",
     "iter_salvaging",
+    "kept_order",
     "read_file",
     "read_traces",
+    "readable",
 ]
 
 #: Order of the span table handed downstream: by trace, then time, then id.
@@ -370,8 +372,18 @@ def finalize_spans(spans: pa.Table, log: IngestLog, skipped: list[str] | None = 
     Of the copies of a span, the one from the first file in path order (then the earliest
     position) is kept, so the result does not depend on the order the files were given in.
     """
+    order, parents = kept_order(spans, log)
+    return Ingested(
+        spans=gather(readable(spans), order), log=log, skipped=skipped or [], parents=parents
+    )
+
+
+def kept_order(spans: pa.Table, log: IngestLog) -> tuple[pa.Array, pa.Array]:
+    """What `finalize_spans` does but the gather: the row of `spans` of each kept span in the
+    final order (int64), and the row in that order of each kept span's parent (null for a root
+    or an orphan); the counts, orphans and warnings go to `log`."""
     # Only the key columns go through polars; the nested columns (attributes are most of the
-    # bytes) are gathered once, at the end, straight into their final order.
+    # bytes) are gathered by the caller, straight into their final order, if at all.
     keys = pl.from_arrow(spans.select([*_KEY_COLUMNS, "source_pos"]))
     assert isinstance(keys, pl.DataFrame)
     keys = keys.with_row_index("_row")
@@ -418,16 +430,15 @@ def finalize_spans(spans: pa.Table, log: IngestLog, skipped: list[str] | None = 
         .scatter(final_k, pl.int_range(0, kept.height, dtype=pl.Int64, eager=True))
         .to_arrow()
     )
+    return order, pc.take(position, pc.take(parent, final_k.to_arrow()))
+
+
+def readable(spans: pa.Table) -> pa.Table:
+    """`spans` in `SHARED_SCHEMA` with its resources in one dictionary (a spilled partition),
+    else in `SPAN_SCHEMA`."""
     if is_shared(spans):
-        spans = shared_resources(spans.cast(SHARED_SCHEMA))
-    elif spans.schema != SPAN_SCHEMA:
-        spans = spans.cast(SPAN_SCHEMA)
-    return Ingested(
-        spans=gather(spans, order),
-        log=log,
-        skipped=skipped or [],
-        parents=pc.take(position, pc.take(parent, final_k.to_arrow())),
-    )
+        return shared_resources(spans.cast(SHARED_SCHEMA))
+    return spans if spans.schema == SPAN_SCHEMA else spans.cast(SPAN_SCHEMA)
 
 
 #: Warnings of one kind kept per file; the rest are counted in one last warning.
