@@ -1,6 +1,6 @@
 """How agenttrace's processes compute: each worker of a pool with its share of the CPUs and
-allocators that reuse the memory they free, polars' operations computed in the worker's own
-thread when it has one (`polars_inline`), pools started before the command's own imports
+allocators that reuse the memory they free, polars' operations computed in the calling thread
+where they are many and small (`polars_inline`), pools started before the command's own imports
 (`start_pool`), and no process with threads of a BLAS library it never calls.
 
 This module imports neither polars nor pyarrow: polars reads ``POLARS_MAX_THREADS`` once, when
@@ -16,7 +16,7 @@ import functools
 import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
@@ -140,27 +140,26 @@ def share_cpus(threads: int) -> None:
 
 
 def polars_inline(function: Callable[[], _T]) -> _T:
-    """``function()``: its value, or the exception it raised. Where polars computes with one
-    thread (a pool worker's share of two CPUs: `share_cpus`), ``function`` is called from
-    inside a polars streaming query, as the Python function of its plan, and polars computes
-    each of its operations in the calling thread.
+    """``function()`` (its value, or the exception it raised), called from inside a polars
+    streaming query, as the Python function of its plan: polars then computes each of its
+    operations in the calling thread alone.
 
     Called from an ordinary thread, polars hands every operation (an eager filter, a join, a
-    query) to its thread pool and waits for it, however small the data: with one thread in
-    the pool, that thread woken and the caller put to sleep each time, for nothing. Inside the
-    Python function of a streaming query, polars runs its operations on a pool of the calling
-    thread alone (so that the function never blocks polars' pool). With more threads, the
-    function is simply called: its operations keep their threads.
+    query) to its thread pool and waits for it, however small the data: a thread woken and the
+    caller put to sleep each time. Inside the Python function of a streaming query, polars runs
+    its operations on a pool of the calling thread alone (so that the function never blocks
+    polars' pool). Worth it where the operations are many and small, or polars has one thread
+    anyway; a query big enough to share out loses its other threads.
 
     Measured here: 6,000 eager filters of a 100-row frame, 0.70 s and 14k context switches
     against 0.14 s and 36; a partition of 100k spans (one thread), 0.86-1.03 s against
-    0.74-0.79 s; one of 2k spans, 0.17-0.22 s against 0.075 s. (polars 2.1; a version that
-    hands the operations over anyway gives the same results, as slowly as before.)
+    0.74-0.79 s; one of 2k spans, 0.17-0.22 s against 0.075 s. (polars 2.1, which also leaves
+    the thread computing alone after some queries nested in the function: a thread that
+    computes more afterwards calls this from a thread of its own, `in_own_thread`. A polars
+    that hands the operations over anyway gives the same results, as slowly as before.)
     """
     import polars as pl
 
-    if pl.thread_pool_size() > 1:
-        return function()
     outcome: dict[str, Any] = {}
 
     def call(frame: pl.DataFrame) -> pl.DataFrame:
@@ -176,11 +175,23 @@ def polars_inline(function: Callable[[], _T]) -> _T:
     return outcome["value"]
 
 
+def in_own_thread(function: Callable[[], _T]) -> _T:
+    """`polars_inline` of ``function``, from a thread of its own (what polars leaves of the way
+    it computed dies with that thread)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="agenttrace-inline") as thread:
+        return thread.submit(polars_inline, function).result()
+
+
 def computes_inline(function: Callable[..., _T]) -> Callable[..., _T]:
-    """`function`, called through `polars_inline`: for the functions a pool's workers run."""
+    """`function`, called through `polars_inline` where polars computes with one thread (a
+    pool worker's share of two CPUs: `share_cpus`): for the functions a pool's workers run."""
 
     @functools.wraps(function)
     def inline(*args: Any, **kwargs: Any) -> _T:
+        import polars as pl
+
+        if pl.thread_pool_size() > 1:
+            return function(*args, **kwargs)
         return polars_inline(lambda: function(*args, **kwargs))
 
     return inline

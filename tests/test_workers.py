@@ -242,7 +242,7 @@ def filter_switches(count: int = 200) -> int:
 
 @computes_inline
 def inline_filter_switches(count: int = 200) -> tuple[int, int]:
-    """polars' threads in this process, and `filter_switches` through `polars_inline`."""
+    """polars' threads in this process, and `filter_switches` through `computes_inline`."""
     import polars as pl
 
     return pl.thread_pool_size(), filter_switches(count)
@@ -287,14 +287,24 @@ def test_polars_inline_gives_the_value_or_raises_the_error() -> None:
         assert _switches(_VALUE_OR_ERROR, threads) == len("from inside")
 
 
-def test_with_one_thread_polars_computes_in_the_calling_thread_inline_only(linux) -> None:
-    # handed to the pool's one thread and waited for: a sleep (or more) per operation
-    assert _switches("print(filter_switches())", threads=1) >= 200
-    assert _switches("print(polars_inline(filter_switches))", threads=1) < 20
+def test_polars_inline_computes_polars_operations_in_the_calling_thread(linux) -> None:
+    for threads in (1, 2):
+        # handed to the pool and waited for: a sleep (or more) per operation
+        assert _switches("print(filter_switches())", threads) >= 200
+        assert _switches("print(polars_inline(filter_switches))", threads) < 20
 
 
-def test_with_more_threads_polars_inline_leaves_polars_its_threads(linux) -> None:
-    assert _switches("print(polars_inline(filter_switches))", threads=2) >= 200
+def test_in_own_thread_computes_inline_and_leaves_the_caller_as_it_was(linux) -> None:
+    nested = "from analyzer.workers import in_own_thread\n"
+    nested += "inner = in_own_thread(lambda: polars_inline(filter_switches))\n"
+    nested += "assert inner < 20, inner\n"
+    nested += "print(filter_switches())"
+    assert _switches(nested, threads=1) >= 200
+
+
+def test_computes_inline_leaves_polars_its_threads_where_it_has_several(linux) -> None:
+    assert _switches("print(inline_filter_switches()[1])", threads=1) < 20
+    assert _switches("print(inline_filter_switches()[1])", threads=2) >= 200
 
 
 def test_pool_workers_compute_polars_operations_in_their_own_thread(linux) -> None:

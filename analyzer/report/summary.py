@@ -85,7 +85,16 @@ def build_summary(
     ``labels`` (from `analyzer.labels.load_labels`) makes a run correct when all its label
     fields are right; without them, when it has no finding at or above ``high``.
     ``case_class`` is the run attribute the ``case_class`` breakdown groups by.
+
+    Computed in a thread of its own, where polars computes each of its many small queries
+    (`analyzer.workers.in_own_thread`; 5M spans from a dataset: 3.4-3.5 -> 3.1 s).
     """
+    from analyzer.workers import in_own_thread
+
+    return in_own_thread(lambda: _summary(analysis, labels, case_class))
+
+
+def _summary(analysis, labels: LabelSet | None, case_class: str) -> dict[str, Any]:
     from analyzer import __version__
 
     facts = facts_of(analysis, case_class)
