@@ -87,7 +87,7 @@ def build_summary(
     ``case_class`` is the run attribute the ``case_class`` breakdown groups by.
 
     Computed in a thread of its own, where polars computes each of its many small queries
-    (`analyzer.workers.in_own_thread`; 5M spans from a dataset: 3.4-3.5 -> 3.1 s).
+    (`analyzer.workers.in_own_thread`; 5M spans from a dataset: 3.4-3.6 -> 3.1-3.4 s).
     """
     from analyzer.workers import in_own_thread
 
