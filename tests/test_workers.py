@@ -50,10 +50,17 @@ print(openblas_threads())
 """
 
 
-def _fresh_python(code: str, blas_setting: str | None = None) -> int | None:
+def _fresh_python(
+    code: str, blas_setting: str | None = None, polars_threads: int | None = None
+) -> int | None:
+    """The number `code` prints last (None: None), run in a fresh process with the user's
+    OpenBLAS setting `blas_setting` (None: none) and `polars_threads` polars threads (None:
+    polars' default)."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     if blas_setting is not None:
         env["OPENBLAS_NUM_THREADS"] = blas_setting
+    if polars_threads is not None:
+        env["POLARS_MAX_THREADS"] = str(polars_threads)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tests"), env.get("PYTHONPATH")]))
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
@@ -248,16 +255,11 @@ def inline_filter_switches(count: int = 200) -> tuple[int, int]:
     return pl.thread_pool_size(), filter_switches(count)
 
 
-def _switches(code: str, threads: int) -> int:
-    """The number `code` prints last, run in a fresh process whose polars has `threads`
-    threads."""
-    env = dict(os.environ, POLARS_MAX_THREADS=str(threads))
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tests"), env.get("PYTHONPATH")]))
-    script = f"from analyzer.workers import polars_inline\nfrom test_workers import *\n{code}"
-    out = subprocess.run(
-        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
-    )
-    return int(out.stdout.split()[-1])
+def _inline(code: str, threads: int) -> int | None:
+    """`_fresh_python` of `code` with polars' `threads`, the functions above imported."""
+    imports = "from analyzer.workers import in_own_thread, polars_inline\n"
+    imports += "from test_workers import filter_switches, inline_filter_switches\n"
+    return _fresh_python(imports + code, polars_threads=threads)
 
 
 @pytest.fixture(scope="module")
@@ -284,27 +286,26 @@ except Boom as err:
 
 def test_polars_inline_gives_the_value_or_raises_the_error() -> None:
     for threads in (1, 2):
-        assert _switches(_VALUE_OR_ERROR, threads) == len("from inside")
+        assert _inline(_VALUE_OR_ERROR, threads) == len("from inside")
 
 
 def test_polars_inline_computes_polars_operations_in_the_calling_thread(linux) -> None:
     for threads in (1, 2):
         # handed to the pool and waited for: a sleep (or more) per operation
-        assert _switches("print(filter_switches())", threads) >= 200
-        assert _switches("print(polars_inline(filter_switches))", threads) < 20
+        assert _inline("print(filter_switches())", threads) >= 200
+        assert _inline("print(polars_inline(filter_switches))", threads) < 20
 
 
 def test_in_own_thread_computes_inline_and_leaves_the_caller_as_it_was(linux) -> None:
-    nested = "from analyzer.workers import in_own_thread\n"
-    nested += "inner = in_own_thread(lambda: polars_inline(filter_switches))\n"
+    nested = "inner = in_own_thread(lambda: polars_inline(filter_switches))\n"
     nested += "assert inner < 20, inner\n"
     nested += "print(filter_switches())"
-    assert _switches(nested, threads=1) >= 200
+    assert _inline(nested, threads=1) >= 200
 
 
 def test_computes_inline_leaves_polars_its_threads_where_it_has_several(linux) -> None:
-    assert _switches("print(inline_filter_switches()[1])", threads=1) < 20
-    assert _switches("print(inline_filter_switches()[1])", threads=2) >= 200
+    assert _inline("print(inline_filter_switches()[1])", threads=1) < 20
+    assert _inline("print(inline_filter_switches()[1])", threads=2) >= 200
 
 
 def test_pool_workers_compute_polars_operations_in_their_own_thread(linux) -> None:

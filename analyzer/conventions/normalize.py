@@ -1,7 +1,7 @@
 """Span table -> normalized-span table: what each span is, and its canonical fields.
 
 `normalize(spans)` returns one `NORMALIZED_SCHEMA` row per input span, in the same order, as a
-polars frame: the run model reads it in polars, and an Arrow table there was converted twice.
+polars frame (what the run model reads).
 
 How: the attribute lists are flattened once; only keys `semconv` knows are kept (keys are
 classified once per distinct key, not per attribute); each kept key is scattered into one column;
