@@ -841,17 +841,19 @@ class _StepCursor:
         self.schema = self._reader.schema
         self._batch = 0
         self._offset = 0
+        self._current: pa.RecordBatch | None = None
 
     def take(self, n: int) -> list[pa.RecordBatch]:
         out = []
         while n > 0:
-            batch = self._reader.get_batch(self._batch)
-            piece = batch.slice(self._offset, n)
+            if self._current is None:  # each batch read once, however many takes it serves
+                self._current = self._reader.get_batch(self._batch)
+            piece = self._current.slice(self._offset, n)
             out.append(piece)
             n -= piece.num_rows
             self._offset += piece.num_rows
-            if self._offset >= batch.num_rows:
-                self._batch, self._offset = self._batch + 1, 0
+            if self._offset >= self._current.num_rows:
+                self._batch, self._offset, self._current = self._batch + 1, 0, None
         return out
 
     def close(self) -> None:

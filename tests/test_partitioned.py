@@ -17,6 +17,8 @@ from analyzer.cli import main
 from analyzer.pack import load_default_pack
 from analyzer.partitioned import (
     _pool,
+    _StepCursor,
+    _write_ipc_batches,
     analyze_partition,
     analyze_partitioned,
     default_jobs,
@@ -617,3 +619,27 @@ def test_a_file_is_cut_in_pieces_of_about_equal_size_a_multiple_of_jobs(
     longest = max(len(x) for x in data.splitlines(keepends=True))
     sizes = [stop - start for start, stop in pieces]
     assert max(sizes) - min(sizes) <= 2 * longest  # each end within a line of its mark
+
+
+def test_the_ordered_merge_reads_each_batch_of_a_file_once(tmp_path: Path) -> None:
+    """The merge takes a partition's rows a few hundred at a time, fewer than a batch holds:
+    each batch is read from the file once, not once a take (three times as many bytes read
+    when the runs of 1M spans were merged)."""
+    table = pa.table({"run_id": [f"r{i:05d}" for i in range(9000)], "n": list(range(9000))})
+    path = str(tmp_path / "steps.arrow")
+    _write_ipc_batches(table, path)  # batches of 4096, 4096 and 808 rows
+    cursor = _StepCursor(path)
+    reader, read = cursor._reader, []
+
+    class Counting:
+        schema = reader.schema
+
+        def get_batch(self, i: int) -> pa.RecordBatch:
+            read.append(i)
+            return reader.get_batch(i)
+
+    cursor._reader = Counting()
+    taken = [batch for _ in range(9) for batch in cursor.take(1000)]
+    cursor.close()
+    assert read == [0, 1, 2]
+    assert pa.Table.from_batches(taken).equals(table)
