@@ -631,6 +631,9 @@ def report(
     pool = _early_pool(paths, jobs, parts, engine)  # before the imports below
     from analyzer.pricing import load_prices
     from analyzer.report import build_summary, write_outputs
+    from analyzer.workers import arrow_jemalloc
+
+    arrow_jemalloc()
 
     packs = _packs(rule_packs, allow_plugins)
     prices = load_prices(prices_file)

@@ -208,6 +208,24 @@ def test_pool_workers_compute_arrow_in_the_pool_that_keeps_its_pages(
     assert max(f for _, f in found) < 200
 
 
+_COMMAND_LINE_POOL = f"""
+import pyarrow as pa
+from click.testing import CliRunner
+from analyzer.cli import main
+result = CliRunner().invoke(main, ["report", {str(SAMPLE)!r}, "--format", "json", "-j", "1"])
+assert result.exit_code == 0, result.output
+print(int(pa.default_memory_pool().backend_name == "jemalloc"))
+"""
+
+
+def test_the_command_line_computes_arrow_in_the_pool_that_keeps_its_pages() -> None:
+    """`report` merges the partitions' tables itself (``--out``): in Arrow's jemalloc, as the
+    workers compute (`analyzer.workers.arrow_jemalloc`), not in pyarrow's default mimalloc."""
+    if arrow_refaults() < 0:
+        pytest.skip("this pyarrow has no jemalloc")
+    assert _fresh_python(_COMMAND_LINE_POOL) == 1
+
+
 def polars_huge_pages(_: int = 0) -> int:
     """kB of this process's memory in transparent huge pages after polars wrote 128 MiB."""
     import polars as pl
