@@ -8,11 +8,13 @@ import os
 import time
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 from split_dumps import assert_same_analysis, generate, span_count, split_dump
 
+from analyzer import partitioned
 from analyzer.cli import main
 from analyzer.pack import load_default_pack
 from analyzer.partitioned import (
@@ -77,6 +79,23 @@ def test_partitioned_equals_in_process_on_generated_set(
     kept = {Path(f.path).name: (f.spans_kept, f.duplicates) for f in log.files}
     # the resent file sorts last: all its spans are the duplicates
     assert kept["c-resent.jsonl"] == (0, generated["duplicates"])
+
+
+def test_tables_merged_in_ranges_of_runs_are_the_in_process_ones(
+    generated: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runs, steps and coverage of the partitions merged in two ranges of runs at once
+    (`_MERGE_THREADS`), each in pieces of a few steps: as one merge would give them."""
+    monkeypatch.setattr(partitioned, "_MERGE_RANGE_MIN", 10)
+    monkeypatch.setattr(partitioned, "_MERGE_STEPS", 7)
+    packs = [load_default_pack()]
+    reference = analyze_paths([generated["folder"]], packs=packs)
+    result = analyze_partitioned([generated["folder"]], partitions=5, jobs=1, packs=packs)
+    assert_same_analysis(reference, result)
+    spill = result.facts.keep.folder
+    for name in ("runs", "steps", "coverage"):
+        assert (spill / f"{name}.arrow.0").stat().st_size > 0
+        assert (spill / f"{name}.arrow.1").stat().st_size > 0
 
 
 def _threads(_: int) -> tuple[int, int, str | None]:
@@ -188,7 +207,13 @@ def test_partition_ids_are_stable_and_in_range() -> None:
     assert partition_ids(keys, 1).to_pylist() == [0] * 1000
 
 
-def test_report_cli_partitioned_writes_the_same_outputs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("range_rows", [None, 7])
+def test_report_cli_partitioned_writes_the_same_outputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, range_rows: int | None
+) -> None:
+    """Byte for byte; also when the partitions' tables are merged in ranges of runs."""
+    if range_rows is not None:
+        monkeypatch.setattr(partitioned, "_MERGE_RANGE_MIN", range_rows)
     runner = CliRunner()
     outs = {}
     for name, extra in {"mem": ["--partitions", "0"], "part": ["--partitions", "3"]}.items():
@@ -196,8 +221,32 @@ def test_report_cli_partitioned_writes_the_same_outputs(tmp_path: Path) -> None:
         result = runner.invoke(main, ["report", str(SAMPLES), "--out", str(out), "-j", "1", *extra])
         assert result.exit_code == 0, result.output
         outs[name] = out
-    for file in ("summary.json", "findings.jsonl", "runs.parquet", "steps.parquet"):
+    files = ("summary.json", "findings.jsonl", "runs.parquet", "steps.parquet", "coverage.parquet")
+    for file in files:
         assert (outs["mem"] / file).read_bytes() == (outs["part"] / file).read_bytes(), file
+
+
+def test_parquet_outputs_do_not_depend_on_how_the_frame_is_chunked(tmp_path: Path) -> None:
+    """Past one row group (262,144 rows), polars' default row groups follow the frame's chunks:
+    the steps merged in one range of runs or in two (a chunk cut short where they meet) would
+    be written as different bytes."""
+    from analyzer.report.outputs import _parquet
+
+    n = 300_000
+    frame = pl.DataFrame(
+        {
+            "run_id": [f"run-{i // 10:06d}" for i in range(n)],
+            "index": range(n),
+            "text": [f"t{i % 977}" for i in range(n)],
+        }
+    )
+    even = [*range(0, n, 4096), n]
+    cut = sorted({*range(0, 150_001, 4096), 150_001, *range(150_001, n, 4096), n})
+    for name, bounds in (("even", even), ("cut", cut)):
+        chunks = [frame.slice(a, b - a) for a, b in itertools.pairwise(bounds)]
+        _parquet(pl.concat(chunks, rechunk=False), tmp_path / f"{name}.parquet")
+    assert (tmp_path / "even.parquet").read_bytes() == (tmp_path / "cut.parquet").read_bytes()
+    assert pl.read_parquet(tmp_path / "cut.parquet").equals(frame)
 
 
 def test_only_the_tables_asked_for_are_written(monkeypatch: pytest.MonkeyPatch) -> None:
