@@ -900,26 +900,19 @@ def _merge_ordered(
     )
     total = int(order.get_column("_n").sum() or 0)
     ranges = max(1, min(_MERGE_THREADS, total // _MERGE_RANGE_MIN))
-    parts = order.with_columns(_range=(pl.col("_start") * ranges // max(total, 1)).cast(pl.Int64))
+    ranged = order.with_columns(_range=pl.col("_start").cast(pl.Int64) * ranges // max(total, 1))
+    parts = [ranged.filter(pl.col("_range") == k) for k in range(ranges)]
     outs = [f"{out}.{k}" for k in range(ranges)]
     cursor_sets = []
     try:
-        for k in range(ranges):
-            part = parts.filter(pl.col("_range") == k)
+        for part in parts:
             # a range's rows of each file follow each other, from the first of its runs there
             skips = dict(part.group_by("_p").agg(pl.col("_skip").min()).iter_rows())
             cursor_sets.append([_StepCursor(f, skips.get(i, 0)) for i, f in enumerate(files)])
         target = _common_schema([pl.from_arrow(empty_table(c.schema)) for c in cursor_sets[0]])
         merge = functools.partial(_write_merged, target=target)
         with ThreadPoolExecutor(ranges, thread_name_prefix="agenttrace-merge") as threads:
-            list(
-                threads.map(
-                    merge,
-                    [parts.filter(pl.col("_range") == k) for k in range(ranges)],
-                    cursor_sets,
-                    outs,
-                )
-            )
+            list(threads.map(merge, parts, cursor_sets, outs))
     finally:
         for cursors in cursor_sets:
             for cursor in cursors:
