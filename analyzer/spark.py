@@ -86,12 +86,14 @@ def spark_session(master: str | None = None) -> SparkSession:
     master = master or DEFAULT_MASTER
     builder = builder.master(master)
     if master.startswith("local"):
-        # the Python workers must be this interpreter (its environment holds agenttrace)
-        python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+        # The Python workers must be this interpreter (its environment holds agenttrace). A
+        # driver started in Python takes their interpreter from PYSPARK_PYTHON, else "python3"
+        # on the PATH (the conf spark.pyspark.python is spark-submit's): an agenttrace of a
+        # virtual environment not activated ran its workers on another Python, without pyarrow.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # read when the JVM starts
         builder = (
-            builder.config("spark.pyspark.python", python)
-            .config("spark.driver.host", "127.0.0.1")
+            builder.config("spark.driver.host", "127.0.0.1")
             .config("spark.driver.bindAddress", "127.0.0.1")
             .config("spark.ui.enabled", "false")
         )

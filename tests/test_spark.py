@@ -41,10 +41,10 @@ def spark():
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master("local[2]").appName("agenttrace-tests")
-    builder = builder.config("spark.pyspark.python", sys.executable)
     for key, value in LOOPBACK.items():
         builder = builder.config(key, value)
     with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYSPARK_PYTHON", sys.executable)  # the workers' Python, read by PySpark
         patch.setenv("SPARK_LOCAL_IP", "127.0.0.1")  # the JVM, when it starts, binds there
         patch.delenv("SPARK_REMOTE", raising=False)  # else PySpark would connect to it
         session = builder.getOrCreate()
@@ -207,6 +207,35 @@ def test_spark_submit_runs_the_entry_point(tmp_path: Path) -> None:
     reference = build_summary(analyze_paths([SAMPLES / "realestate"], packs=[load_default_pack()]))
     assert json.loads(done.stdout) == json.loads(json.dumps(reference))
     assert json.loads((out / "summary.json").read_text(encoding="utf-8"))["ingest"]["runs"] == 12
+
+
+_SESSION_PYTHON = """
+import sys
+from analyzer.spark import spark_session
+session = spark_session("local[1]")
+print(session.sparkContext.pythonExec == sys.executable)
+session.stop()
+"""
+
+
+def test_a_local_session_runs_its_python_workers_on_this_interpreter() -> None:
+    """Not on the first ``python3`` of the PATH: that of a virtual environment not activated is
+    another Python, without agenttrace's dependencies (its workers failed on ``import
+    pyarrow``)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "SPARK_REMOTE")}
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if Path(p) != Path(sys.executable).parent
+    )
+    env.pop("VIRTUAL_ENV", None)
+    done = subprocess.run(
+        [sys.executable, "-c", _SESSION_PYTHON],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-1] == "True"
 
 
 def test_report_engine_spark_without_pyspark_says_what_to_install(
