@@ -40,7 +40,7 @@ from analyzer.checks import Evaluation
 from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry
 from analyzer.ingest.files import AUTO_MIN_BYTES, DATASET_MANIFEST, estimate_bytes, expand_paths
 from analyzer.ingest.reader import Ingested, finalize_spans, gather, kept_order, readable
-from analyzer.runs import RunSet
+from analyzer.runs import RunSet, RunTables
 from analyzer.spans import (
     SHARED_SCHEMA,
     SPAN_SCHEMA,
@@ -210,20 +210,25 @@ def _by_run(frames: Iterable[pl.DataFrame]) -> pl.DataFrame | None:
 
 
 class _Lazy:
-    """Frames read from the spill when first used, by name (they are the bulk of a result)."""
+    """Tables of a result's spill, loaded whole when first used as frames (by name); until
+    then read a batch at a time or narrowly from the spill."""
 
-    def __init__(self, loaders: dict[str, Callable[[], pl.DataFrame]]) -> None:
-        self._loaders = loaders
+    def __init__(self, spill: _Spill, names: Collection[str]) -> None:
+        self.spill = spill
+        self._names = set(names)
         self._frames: dict[str, pl.DataFrame] = {}
 
     def frame(self, name: str) -> pl.DataFrame:
         if name not in self._frames:
-            self._frames[name] = self._loaders.pop(name)()
+            self._frames[name] = self.spill.load(name)
         return self._frames[name]
 
     def set(self, name: str, value: pl.DataFrame) -> None:
-        self._loaders.pop(name, None)
         self._frames[name] = value
+
+    def unread(self, name: str) -> bool:
+        """Whether table `name` is still only in the spill (not loaded, nor set)."""
+        return name in self._names and name not in self._frames
 
 
 class _SpilledFrame:
@@ -239,7 +244,29 @@ class _SpilledFrame:
         obj._lazy.set(self.name, value)
 
 
-class SpilledRunSet(RunSet):
+class _ReadsSpill(RunTables):
+    """`RunTables` whose tables not yet loaded are read from the spill (`_Spill`): a batch at
+    a time from their merged files, or narrowly from each partition's."""
+
+    _lazy: _Lazy
+
+    def batches(self, name: str) -> pa.RecordBatchReader:
+        if self._lazy.unread(name):
+            return self._lazy.spill.batches(name)
+        return super().batches(name)
+
+    def select(
+        self,
+        name: str,
+        columns: Sequence[str] | None = None,
+        run_ids: Sequence[str] | None = None,
+    ) -> pl.DataFrame:
+        if self._lazy.unread(name):
+            return self._lazy.spill.select(name, columns, run_ids)
+        return super().select(name, columns, run_ids)
+
+
+class SpilledRunSet(_ReadsSpill, RunSet):
     """A RunSet whose runs and steps are read from the spill when first used.
 
     ``sources`` and ``span_runs`` are empty: they served the checks, which ran per partition.
@@ -248,26 +275,21 @@ class SpilledRunSet(RunSet):
     runs = _SpilledFrame()  # type: ignore[assignment]
     steps = _SpilledFrame()  # type: ignore[assignment]
 
-    def __init__(self, runs: Callable[[], pl.DataFrame], steps: Callable[[], pl.DataFrame]) -> None:
-        self._lazy = _Lazy({"runs": runs, "steps": steps})
+    def __init__(self, spill: _Spill) -> None:
+        self._lazy = _Lazy(spill, ("runs", "steps"))
         self.sources = empty_sources()
         self.span_runs = empty_span_runs()
 
 
-class SpilledEvaluation(Evaluation):
+class SpilledEvaluation(_ReadsSpill, Evaluation):
     """An Evaluation whose coverage is read from the spill when first used."""
 
     coverage = _SpilledFrame()  # type: ignore[assignment]
 
-    def __init__(
-        self,
-        findings: pl.DataFrame,
-        errors: list[CheckError],
-        coverage: Callable[[], pl.DataFrame],
-    ) -> None:
+    def __init__(self, findings: pl.DataFrame, errors: list[CheckError], spill: _Spill) -> None:
         self.findings = findings
         self.errors = errors
-        self._lazy = _Lazy({"coverage": coverage})
+        self._lazy = _Lazy(spill, ("coverage",))
 
 
 def merge_partials(
@@ -277,16 +299,16 @@ def merge_partials(
     packs: Sequence[Pack] = (),
     prices: PriceTable | None = None,
     skipped: Sequence[str] = (),
-    spilled: dict[str, Callable[[], pl.DataFrame]] | None = None,
+    spill: _Spill | None = None,
 ) -> Analysis:
     """One `Analysis` from the partial results of disjoint partitions (any order).
 
     The partials' runs, findings and coverage are emptied as they are merged (memory).
     `log` holds the per-file read counts and quarantine of the whole input (as the readers left
     them); the kept and duplicate counts, orphans and runs are filled in from the partials.
-    `spilled`, when given, loads each per-run table (runs, steps, findings, coverage) merged
-    instead: the findings now, the others when first used. The partials' facts, when they all
-    have them, are merged into the Analysis's.
+    `spill`, when given, holds the per-run tables (runs, steps, findings, coverage) instead:
+    the findings are loaded now, the others read from it as used. The partials' facts, when
+    they all have them, are merged into the Analysis's.
     """
     from analyzer.pipeline import Analysis
     from analyzer.report.facts import merge_facts
@@ -303,7 +325,7 @@ def merge_partials(
             p.facts = None  # released as merged
         facts = merge_facts(parts)
     runset: RunSet
-    if spilled is None:
+    if spill is None:
         runs = _take_by_run(partials, "runs") if partials else empty().runs
         steps = _by_run([p.steps for p in partials] or [empty().steps])
         assert runs is not None and steps is not None
@@ -313,7 +335,7 @@ def merge_partials(
         count = runs.height
     else:
         assert facts is not None, "a spilled result is merged from its partitions' facts"
-        runset = SpilledRunSet(spilled["runs"], spilled["steps"])
+        runset = SpilledRunSet(spill)
         count = facts.height
     _fill_log(log, partials, count)
     evaluation = None
@@ -321,7 +343,7 @@ def merge_partials(
         errors = sorted(
             (e for p in partials for e in p.errors), key=lambda e: (e.run_id, e.rule_id, e.pack)
         )
-        if spilled is None:
+        if spill is None:
             findings = _take_by_run(partials, "findings")
             coverage = _take_by_run(partials, "coverage")
             findings = findings if findings is not None else empty().findings
@@ -329,7 +351,7 @@ def merge_partials(
             assert findings is not None and coverage is not None
             evaluation = Evaluation(findings=findings, errors=errors, coverage=coverage)
         else:
-            evaluation = SpilledEvaluation(spilled["findings"](), errors, spilled["coverage"])
+            evaluation = SpilledEvaluation(spill.load("findings"), errors, spill)
     unpriced = [p.unpriced for p in partials if p.unpriced is not None]
     return Analysis(
         ingested=Ingested(spans=empty_table(SPAN_SCHEMA), log=log, skipped=list(skipped)),
@@ -740,12 +762,16 @@ def _write_batches(frame: pl.DataFrame, path: str, compression: str | None = Non
 
 
 def _write_ipc_batches(table: pa.Table, path: str, compression: str | None = None) -> None:
+    """Write `table` as an IPC file of batches of about `_BATCH_BYTES` (at most `_STEP_BATCH`
+    rows, at least 64)."""
+    per_row = table.nbytes / max(table.num_rows, 1)
+    rows = max(64, min(_STEP_BATCH, int(_BATCH_BYTES / max(per_row, 1.0))))
     options = pa.ipc.IpcWriteOptions(compression=compression)
     with (
         pa.OSFile(path, "wb") as sink,
         pa.ipc.new_file(sink, table.schema, options=options) as writer,
     ):
-        writer.write_table(table, max_chunksize=_STEP_BATCH)
+        writer.write_table(table, max_chunksize=rows)
 
 
 @computes_inline
@@ -827,8 +853,14 @@ def spill_facts(partial: PartialResult, out: str) -> PartialResult:
     return partial
 
 
-#: Rows per record batch of the spilled steps, and steps per piece of the ordered merge.
+#: The most rows a record batch of a spilled per-run table holds, and about the most bytes:
+#: the ordered merge holds one batch of each partition's file at a time (`_StepCursor`), for
+#: each of its ranges and of the tables merged at once. With 4096 rows a batch, the runs and
+#: steps of 5M spans (50 partitions) took 700 MB in the parent this way; `report --out` of 5M
+#: spans peaked at 1.2 GB, 0.93 GB with batches of 1 MB, 0.85 GB with these (1M: 0.65 GB).
 _STEP_BATCH = 4096
+_BATCH_BYTES = 1 << 18
+#: Rows per piece of the ordered merge.
 _MERGE_STEPS = 1 << 14
 
 
@@ -873,20 +905,21 @@ _MERGE_THREADS = 2
 _MERGE_RANGE_MIN = 1 << 16
 
 
-def _merge_ordered(
-    files: list[str], rows_per_run: list[pl.DataFrame], out: str | None = None
-) -> pl.DataFrame:
-    """The rows of all partitions' files in the in-process order (by run, stable), given each
-    file's rows per run (run_id, _n, in its order). Written to `out` and mapped back when given
-    (the frame's memory is then the file's), merged piece by piece: only small batches of the
-    inputs are in memory at a time; the runs cut in ranges of about equal rows merged in
-    threads of their own, one file each (polars and Arrow compute without the GIL: the steps
-    of 1M spans 1.9 -> 1.5 s). Else read whole and sorted (the findings: 3x faster so)."""
-    if out is None:
-        frames = [read_ipc_file(path) for path in files]
-        target = _common_schema(frames)
-        merged = pl.concat([f.cast(target) for f in frames], how="vertical", rechunk=False)
-        return merged.sort("run_id", maintain_order=True)
+def _sorted_by_run(files: list[str]) -> pl.DataFrame:
+    """The rows of all partitions' files in the in-process order (by run, stable), read whole
+    and sorted: for a small table (the findings), 3x faster than `_merge_ordered`."""
+    frames = [read_ipc_file(path) for path in files]
+    target = _common_schema(frames)
+    merged = pl.concat([f.cast(target) for f in frames], how="vertical", rechunk=False)
+    return merged.sort("run_id", maintain_order=True)
+
+
+def _merge_ordered(files: list[str], rows_per_run: list[pl.DataFrame], out: str) -> list[str]:
+    """Merge the rows of all partitions' files in the in-process order (by run, stable), given
+    each file's rows per run (run_id, _n, in its order), into IPC files `out`.0, `out`.1, ...
+    (returned; their rows follow each other in that order). Merged piece by piece: one batch
+    of each input is in memory at a time; the runs cut in ranges of about equal rows merged in
+    threads of their own, one file each (Arrow computes without the GIL)."""
     order = (
         pl.concat(
             [
@@ -909,16 +942,22 @@ def _merge_ordered(
             # a range's rows of each file follow each other, from the first of its runs there
             skips = dict(part.group_by("_p").agg(pl.col("_skip").min()).iter_rows())
             cursor_sets.append([_StepCursor(f, skips.get(i, 0)) for i, f in enumerate(files)])
-        target = _common_schema([pl.from_arrow(empty_table(c.schema)) for c in cursor_sets[0]])
-        merge = functools.partial(_write_merged, target=target)
+        empties = [pl.from_arrow(empty_table(c.schema)) for c in cursor_sets[0]]
+        schema = pl.DataFrame(schema=_common_schema(empties)).to_arrow().schema
+        merge = functools.partial(_write_merged, schema=schema)
         with ThreadPoolExecutor(ranges, thread_name_prefix="agenttrace-merge") as threads:
             list(threads.map(merge, parts, cursor_sets, outs))
     finally:
         for cursors in cursor_sets:
             for cursor in cursors:
                 cursor.close()
+    return outs
+
+
+def _mapped_frame(paths: list[str]) -> pl.DataFrame:
+    """The frame of the IPC files `paths`, one after the other, mapped."""
     tables = []
-    for path in outs:
+    for path in paths:
         with pa.memory_map(path) as source:
             tables.append(pa.ipc.open_file(source).read_all())
     merged = pl.from_arrow(pa.concat_tables([t for t in tables if t.num_rows] or tables[:1]))
@@ -926,25 +965,42 @@ def _merge_ordered(
     return merged
 
 
+def _read_batches(paths: list[str]) -> pa.RecordBatchReader:
+    """The record batches of the IPC files `paths` (one schema), one after the other, each
+    read when reached (read, not mapped: the pages read are not kept)."""
+    with pa.OSFile(paths[0], "rb") as first:
+        schema = pa.ipc.open_file(first).schema
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for path in paths:
+            with pa.OSFile(path, "rb") as source:
+                reader = pa.ipc.open_file(source)
+                for i in range(reader.num_record_batches):
+                    yield reader.get_batch(i)
+
+    return pa.RecordBatchReader.from_batches(schema, batches())
+
+
 def _write_merged(
-    order: pl.DataFrame, cursors: list[_StepCursor], out: str, target: dict[str, pl.DataType]
+    order: pl.DataFrame, cursors: list[_StepCursor], out: str, schema: pa.Schema
 ) -> None:
     """Write the rows of `order`'s runs (run_id, _n, _p: the file, in the merged order) to the
-    IPC file `out`, read from the `cursors` of the files, piece by piece."""
+    IPC file `out` (`schema`), read from the `cursors` of the files, piece by piece: each piece
+    gathered with Arrow's take (the steps of 1M spans: 0.5 s of CPU; 1.7 s through polars,
+    converting every string there and back)."""
     order = order.with_columns(_piece=(pl.col("_n").cum_sum() - pl.col("_n")) // _MERGE_STEPS)
-    writer = None
-    with pa.OSFile(out, "wb") as sink:
+    with pa.OSFile(out, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
         for (_,), piece in order.group_by("_piece", maintain_order=True):
-            frames = []
+            tables = []
             base = {}
             rows = 0
             need = piece.group_by("_p", maintain_order=True).agg(pl.col("_n").sum())
             for part, n in sorted(need.iter_rows()):
                 base[part] = rows
                 rows += n
-                frame = pl.from_arrow(pa.Table.from_batches(cursors[part].take(n)))
-                frames.append(frame.cast(target))
-            if not frames:
+                table = pa.Table.from_batches(cursors[part].take(n))
+                tables.append(table if table.schema == schema else table.cast(schema))
+            if not tables:
                 continue
             rows_of = piece.with_columns(
                 _start=pl.col("_p").replace_strict(base, return_dtype=pl.Int64)
@@ -954,15 +1010,7 @@ def _write_merged(
             index = rows_of.select(
                 pl.int_ranges("_start", pl.col("_start") + pl.col("_n")).explode()
             ).to_series()
-            table = pl.concat(frames)[index].to_arrow()
-            if writer is None:
-                writer = pa.ipc.new_file(sink, table.schema)
-            writer.write_table(table, max_chunksize=_STEP_BATCH)
-        if writer is None:
-            empty = pl.DataFrame(schema=target).to_arrow()
-            writer = pa.ipc.new_file(sink, empty.schema)
-            writer.write_table(empty)
-        writer.close()
+            writer.write_table(pa.concat_tables(tables).take(index.to_arrow()), _STEP_BATCH)
 
 
 def _common_schema(frames: list[pl.DataFrame]) -> dict[str, pl.DataType]:
@@ -1133,19 +1181,87 @@ def _analyze_prebuilt_dataset(
 
 
 class _Spill:
-    """The spill folder of a result, removed once no table of the result can be read from it."""
+    """The per-run tables of a partitioned result in its spill folder: each partition's file
+    of each table `kept`, with its rows per run. The folder is removed once no table of the
+    result can be read from it."""
 
-    def __init__(self, folder: Path, outs: list[str]) -> None:
+    def __init__(self, folder: Path, outs: list[str], kept: Collection[str]) -> None:
         self.folder = folder
         self.outs = outs
+        self.kept = set(kept)
+        self._merged_files: dict[str, list[str]] = {}
         weakref.finalize(self, shutil.rmtree, folder, True)
 
+    def _files(self, name: str) -> list[str]:
+        if name not in self.kept:
+            raise RuntimeError(
+                f"the {name} of this result were not kept: "
+                "analyze_partitioned(tables=...) left them out"
+            )
+        return [f"{o}.{name}.arrow" for o in self.outs]
+
+    def merged(self, name: str) -> list[str]:
+        """The files of table `name` merged in order (`_merge_ordered`), when first asked."""
+        if name not in self._merged_files:
+            files = self._files(name)
+            rows = [read_ipc_file(f"{f}.runs") for f in files]
+            self._merged_files[name] = _merge_ordered(
+                files, rows, str(self.folder / f"{name}.arrow")
+            )
+        return self._merged_files[name]
+
     def load(self, name: str) -> pl.DataFrame:
-        """The merged table `name`: the findings read whole; the others merged into a file of
-        the spill, piece by piece, and mapped (their memory is then the file's)."""
-        files = [f"{o}.{name}.arrow" for o in self.outs]
-        out = None if name == "findings" else str(self.folder / f"{name}.arrow")
-        return _merge_ordered(files, [read_ipc_file(f"{f}.runs") for f in files], out)
+        """Table `name` whole: the findings read and sorted; the others merged into files of
+        the spill, piece by piece, and mapped."""
+        if name == "findings":
+            return _sorted_by_run(self._files(name))
+        return _mapped_frame(self.merged(name))
+
+    def batches(self, name: str) -> pa.RecordBatchReader:
+        """Table `name` in order, a batch at a time, from its merged files."""
+        return _read_batches(self.merged(name))
+
+    def select(
+        self,
+        name: str,
+        columns: Sequence[str] | None = None,
+        run_ids: Sequence[str] | None = None,
+    ) -> pl.DataFrame:
+        """`RunTables.select` of table `name`, read from each partition's file (only those
+        columns; only the batches holding the rows of `run_ids`) and put in order: no merge."""
+        frames = []
+        for path in self._files(name):
+            if run_ids is None:
+                scan = pl.scan_ipc(path)
+                if columns is not None:
+                    names = scan.collect_schema().names()
+                    others = [c for c in columns if c in names and c != "run_id"]
+                    scan = scan.select("run_id", *others)
+                frames.append(scan.collect())
+            else:
+                frames.append(_rows_of_runs(path, run_ids))
+        merged = _by_run(frames)
+        assert merged is not None
+        if columns is None:
+            return merged
+        return merged.select(c for c in columns if c in merged.columns)
+
+
+def _rows_of_runs(path: str, run_ids: Sequence[str]) -> pl.DataFrame:
+    """The rows of `run_ids` in the spilled table `path` (in run order), located from its rows
+    per run: the file is mapped, and only the pages of those rows are read."""
+    runs = read_ipc_file(f"{path}.runs").with_columns(_start=pl.col("_n").cum_sum() - pl.col("_n"))
+    wanted = runs.filter(pl.col("run_id").is_in(list(run_ids))).select("_start", "_n").rows()
+    with pa.memory_map(path) as source:
+        reader = pa.ipc.open_file(source)
+        slices = []
+        if wanted:
+            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+            table = pa.Table.from_batches(batches, reader.schema)  # no copy: mapped
+            slices = [table.slice(start, n) for start, n in wanted]
+        frame = pl.from_arrow(pa.concat_tables(slices) if slices else reader.schema.empty_table())
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
 def read_ipc_file(path: str) -> pl.DataFrame:
@@ -1165,29 +1281,19 @@ def _merged(
 ) -> Analysis:
     """One Analysis from the partitions' results and their per-run tables in the spill
     `folder` (removed when the Analysis is no longer used)."""
-    spill = _Spill(folder, outs)
     written = {n for n in _TABLES if all(getattr(p, n) is not None for p in partials)}
-    loaders = {
-        name: functools.partial(spill.load if name in written else _not_kept, name)
-        for name in _TABLES
-    }
+    spill = _Spill(folder, outs, written)
     analysis = merge_partials(
         partials,
         log,
         packs=options.packs,
         prices=options.prices,
         skipped=skipped,
-        spilled=loaders if partials else None,
+        spill=spill if partials else None,
     )
     if analysis.facts is not None:
         analysis.facts.keep = spill  # its parts' files are in the spill
     return analysis
-
-
-def _not_kept(name: str) -> pl.DataFrame:
-    raise RuntimeError(
-        f"the {name} of this result were not kept: analyze_partitioned(tables=...) left them out"
-    )
 
 
 def _spill_all(

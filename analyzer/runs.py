@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -48,8 +48,37 @@ TOOL_FINISH_REASONS = ("tool_calls", "tool_call", "function_call", "tool_use", "
 _MAX_DEPTH_DOUBLINGS = 40  # 2**40 levels: only a parent-id cycle gets that far
 
 
+def frame_batches(frame: pl.DataFrame) -> pa.RecordBatchReader:
+    """The rows of `frame` as Arrow record batches, in order."""
+    table = frame.to_arrow()
+    return pa.RecordBatchReader.from_batches(table.schema, table.to_batches())
+
+
+class RunTables:
+    """Per-run tables held as frame attributes, also readable a record batch at a time
+    (`batches`) or narrowly (`select`): a partitioned result overrides both to read its tables
+    from the spill without loading them whole."""
+
+    def batches(self, name: str) -> pa.RecordBatchReader:
+        """The rows of table `name`, in order, a record batch at a time."""
+        return frame_batches(getattr(self, name))
+
+    def select(
+        self,
+        name: str,
+        columns: Sequence[str] | None = None,
+        run_ids: Sequence[str] | None = None,
+    ) -> pl.DataFrame:
+        """Those of `columns` (default: all) that table `name` has, its rows in order; only
+        the rows of `run_ids` when given."""
+        frame = getattr(self, name)
+        if run_ids is not None:
+            frame = frame.filter(pl.col("run_id").is_in(list(run_ids)))
+        return frame if columns is None else frame.select(c for c in columns if c in frame.columns)
+
+
 @dataclass
-class RunSet:
+class RunSet(RunTables):
     """Runs, their steps and the texts each run had seen, as polars frames."""
 
     runs: pl.DataFrame  # one row per run

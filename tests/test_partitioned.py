@@ -18,8 +18,11 @@ from analyzer import partitioned
 from analyzer.cli import main
 from analyzer.pack import load_default_pack
 from analyzer.partitioned import (
+    _merge_ordered,
     _pool,
+    _read_batches,
     _StepCursor,
+    _write_batches,
     _write_ipc_batches,
     analyze_partition,
     analyze_partitioned,
@@ -96,6 +99,70 @@ def test_tables_merged_in_ranges_of_runs_are_the_in_process_ones(
     for name in ("runs", "steps", "coverage"):
         assert (spill / f"{name}.arrow.0").stat().st_size > 0
         assert (spill / f"{name}.arrow.1").stat().st_size > 0
+
+
+@pytest.mark.parametrize("range_rows", [1 << 16, 3])
+def test_the_ordered_merge_interleaves_partitions_by_run_and_types_all_null_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, range_rows: int
+) -> None:
+    """Rows of three partitions, each in run order, merged by run id (a run's rows kept in
+    their order), in one range or several, in pieces of 2 rows; a column that one partition
+    holds only nulls of (typed Null there) takes the others' type."""
+    monkeypatch.setattr(partitioned, "_MERGE_RANGE_MIN", range_rows)
+    monkeypatch.setattr(partitioned, "_MERGE_STEPS", 2)
+    parts = [
+        pl.DataFrame({"run_id": ["a", "a", "d"], "i": [0, 1, 0], "x": ["a0", None, "d0"]}),
+        pl.DataFrame({"run_id": ["b", "e", "e", "e"], "i": [0, 0, 1, 2], "x": [None] * 4}),
+        pl.DataFrame({"run_id": ["c", "f"], "i": [0, 0], "x": ["c0", "f0"]}),
+    ]
+    assert parts[1].schema["x"] == pl.Null
+    files = []
+    for k, part in enumerate(parts):
+        files.append(str(tmp_path / f"p{k}.arrow"))
+        _write_batches(part, files[-1])
+    rows = [pl.read_ipc(f"{f}.runs") for f in files]
+    merged = _merge_ordered(files, rows, str(tmp_path / "merged.arrow"))
+    assert len(merged) == (2 if range_rows == 3 else 1)
+    frame = pl.from_arrow(_read_batches(merged).read_all())
+    assert frame.schema == {"run_id": pl.String, "i": pl.Int64, "x": pl.String}
+    assert frame.rows() == [
+        ("a", 0, "a0"),
+        ("a", 1, None),
+        ("b", 0, None),
+        ("c", 0, "c0"),
+        ("d", 0, "d0"),
+        ("e", 0, None),
+        ("e", 1, None),
+        ("e", 2, None),
+        ("f", 0, "f0"),
+    ]
+
+
+def test_a_partitioned_result_reads_its_tables_in_batches_and_narrowly_unloaded(
+    generated: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its runs, steps and coverage, read a batch at a time (merged in two ranges) or only
+    some columns, or only some runs' rows, from the spill: as the in-process path's frames
+    give them, and none of them loaded whole."""
+    monkeypatch.setattr(partitioned, "_MERGE_RANGE_MIN", 10)
+    packs = [load_default_pack()]
+    reference = analyze_paths([generated["folder"]], packs=packs)
+    result = analyze_partitioned([generated["folder"]], partitions=5, jobs=1, packs=packs)
+    ids = reference.runs.runs.get_column("run_id")
+    some = [ids[-1], *ids.gather_every(7).to_list(), "no-such-run"]
+    for ref, got, name in (
+        (reference.runs, result.runs, "runs"),
+        (reference.runs, result.runs, "steps"),
+        (reference.evaluation, result.evaluation, "coverage"),
+    ):
+        frame = getattr(ref, name)
+        columns = [frame.columns[-1], "run_id", frame.columns[1], "no_such_column"]
+        assert got.select(name, columns).equals(frame.select(columns[:3]))
+        assert got.select(name, run_ids=some).equals(frame.filter(pl.col("run_id").is_in(some)))
+        assert got.select(name, columns, []).equals(frame.select(columns[:3]).clear())
+        assert pl.from_arrow(got.batches(name).read_all()).equals(frame)
+        assert got._lazy.unread(name)
+    assert len(list(result.facts.keep.folder.glob("steps.arrow.*"))) == 2
 
 
 def _threads(_: int) -> tuple[int, int, str | None]:
@@ -226,26 +293,42 @@ def test_report_cli_partitioned_writes_the_same_outputs(
         assert (outs["mem"] / file).read_bytes() == (outs["part"] / file).read_bytes(), file
 
 
-def test_parquet_outputs_do_not_depend_on_how_the_frame_is_chunked(tmp_path: Path) -> None:
-    """Past one row group (262,144 rows), polars' default row groups follow the frame's chunks:
-    the steps merged in one range of runs or in two (a chunk cut short where they meet) would
-    be written as different bytes."""
-    from analyzer.report.outputs import _parquet
+def test_parquet_outputs_do_not_depend_on_how_the_rows_are_cut_in_batches(
+    tmp_path: Path,
+) -> None:
+    """The steps merged in one range of runs or in two (a batch cut short where they meet), or
+    held in memory in one chunk, are written as the same bytes: in row groups of
+    ROW_GROUP_ROWS rows, the last one fewer."""
+    import pyarrow.parquet as pq
 
-    n = 300_000
+    from analyzer.report.outputs import ROW_GROUP_ROWS, _parquet
+    from analyzer.runs import frame_batches
+
+    n = 2 * ROW_GROUP_ROWS + 12_345
     frame = pl.DataFrame(
         {
             "run_id": [f"run-{i // 10:06d}" for i in range(n)],
             "index": range(n),
-            "text": [f"t{i % 977}" for i in range(n)],
+            # unique texts past the dictionary's size, in several pages a row group
+            "text": [f"{i:08d}" * 8 if i % 13 else None for i in range(n)],
         }
     )
-    even = [*range(0, n, 4096), n]
-    cut = sorted({*range(0, 150_001, 4096), 150_001, *range(150_001, n, 4096), n})
-    for name, bounds in (("even", even), ("cut", cut)):
+    half = ROW_GROUP_ROWS + 1001
+    cuts = {
+        "even": [*range(0, n, 4096), n],
+        "cut": sorted({*range(0, half, 4096), half, *range(half, n, 4096), n}),
+        "odd": [*range(0, n, 999), n],
+        "whole": [0, n],
+    }
+    for name, bounds in cuts.items():
         chunks = [frame.slice(a, b - a) for a, b in itertools.pairwise(bounds)]
-        _parquet(pl.concat(chunks, rechunk=False), tmp_path / f"{name}.parquet")
-    assert (tmp_path / "even.parquet").read_bytes() == (tmp_path / "cut.parquet").read_bytes()
+        _parquet(frame_batches(pl.concat(chunks, rechunk=False)), tmp_path / f"{name}.parquet")
+    first = (tmp_path / "even.parquet").read_bytes()
+    for name in cuts:
+        assert (tmp_path / f"{name}.parquet").read_bytes() == first, name
+    meta = pq.ParquetFile(tmp_path / "cut.parquet").metadata
+    groups = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+    assert groups == [ROW_GROUP_ROWS, ROW_GROUP_ROWS, 12_345]
     assert pl.read_parquet(tmp_path / "cut.parquet").equals(frame)
 
 
@@ -668,6 +751,24 @@ def test_a_file_is_cut_in_pieces_of_about_equal_size_a_multiple_of_jobs(
     longest = max(len(x) for x in data.splitlines(keepends=True))
     sizes = [stop - start for start, stop in pieces]
     assert max(sizes) - min(sizes) <= 2 * longest  # each end within a line of its mark
+
+
+def test_spilled_tables_are_written_in_batches_of_a_bounded_size(tmp_path: Path) -> None:
+    """The ordered merge holds a batch of every partition's file at once: wide rows are
+    written in batches of about _BATCH_BYTES, narrow ones in batches of _STEP_BATCH rows."""
+    wide = pa.table({"run_id": [f"r{i:05d}" for i in range(3000)], "text": ["x" * 1000] * 3000})
+    narrow = pa.table({"run_id": [f"r{i:05d}" for i in range(9000)]})
+    for name, table in (("wide", wide), ("narrow", narrow)):
+        _write_ipc_batches(table, str(tmp_path / name))
+    with pa.OSFile(str(tmp_path / "wide"), "rb") as source:
+        reader = pa.ipc.open_file(source)
+        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+    assert max(b.nbytes for b in batches) <= partitioned._BATCH_BYTES
+    assert len(batches) == -(-wide.nbytes // partitioned._BATCH_BYTES)
+    with pa.OSFile(str(tmp_path / "narrow"), "rb") as source:
+        reader = pa.ipc.open_file(source)
+        rows = [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
+    assert rows == [partitioned._STEP_BATCH, partitioned._STEP_BATCH, 808]
 
 
 def test_the_ordered_merge_reads_each_batch_of_a_file_once(tmp_path: Path) -> None:

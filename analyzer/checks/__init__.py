@@ -35,6 +35,7 @@ from analyzer.checks.required_tools import RequiredTools
 from analyzer.checks.retries import Retries, RetryScan
 from analyzer.checks.tool_errors import ToolErrors
 from analyzer.checks.trajectory import Trajectory
+from analyzer.runs import RunTables
 
 if TYPE_CHECKING:
     from analyzer.pack import Pack
@@ -121,7 +122,7 @@ class Finding:
 
 
 @dataclass
-class Evaluation:
+class Evaluation(RunTables):
     """What applying rule packs to a RunSet gives."""
 
     findings: pl.DataFrame  # FINDING_SCHEMA, sorted by run, rule, position in the run

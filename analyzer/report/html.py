@@ -9,11 +9,14 @@ import math
 import random
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from analyzer.textsafe import clip
+
+if TYPE_CHECKING:
+    from analyzer.runs import RunTables
 
 __all__ = [
     "FINDINGS_PER_RULE",
@@ -200,10 +203,11 @@ def render_html(analysis, summary: Mapping[str, Any]) -> str:
     Self-contained (no script, no external resource) and deterministic: the same analysis and
     summary give the same bytes. Every text from the traces is escaped.
     """
-    runs = analysis.runs.runs
-    steps = analysis.runs.steps
+    # Every run, but only the columns the page ranks and plots them by; the other columns and
+    # the steps only of the runs it shows (a partitioned result's are read so from its spill).
+    runs = analysis.runs.select("runs", _RANKED)
     findings = analysis.evaluation.findings if analysis.evaluation is not None else None
-    ctx = _Context(runs, steps, findings)
+    ctx = _Context(analysis.runs, runs, findings)
     worst = ctx.worst_runs()
     parts = [
         _headline(summary),
@@ -866,12 +870,16 @@ def _pick(rows: Sequence[Mapping[str, Any]], points: Sequence[tuple[float, float
 # --- findings ----------------------------------------------------------------------------------
 
 
-class _Context:
-    """The runs, steps and findings the finding and trajectory sections share."""
+#: The columns of every run the page reads (`render_html`): to rank them and plot their costs.
+_RANKED = ("run_id", "score", "findings", "cost_usd", "models")
 
-    def __init__(self, runs: pl.DataFrame, steps: pl.DataFrame, findings: pl.DataFrame | None):
-        self.runs = runs
-        self.steps = steps
+
+class _Context:
+    """The runs, steps and findings the finding and trajectory sections share: `runs` holds
+    every run's `_RANKED` columns; `runset` the rest, read for the runs shown."""
+
+    def __init__(self, runset: RunTables, runs: pl.DataFrame, findings: pl.DataFrame | None):
+        self.runset = runset
         self.findings = findings
         self._shown: list[tuple[tuple[str, str], list[dict[str, Any]], int]] | None = None
         order = runs.select(
@@ -879,14 +887,18 @@ class _Context:
             pl.col("score") if "score" in runs.columns else pl.lit(None, pl.Float64).alias("score"),
             pl.col("findings") if "findings" in runs.columns else pl.lit(0).alias("findings"),
         )
-        self.order = order.sort(
+        #: run_id, _rank: the runs, worst first (lowest score, then most findings, then id)
+        self.ranks = order.sort(
             ["score", "findings", "run_id"], descending=[False, True, False], nulls_last=True
-        )
-        self.rank = {rid: i for i, rid in enumerate(self.order.get_column("run_id").to_list())}
+        ).select("run_id", "findings", _rank=pl.int_range(pl.len(), dtype=pl.Int64))
+
+    def rows(self, name: str, run_ids: Sequence[str]) -> pl.DataFrame:
+        """The rows of table `name` ("runs", "steps") of `run_ids`."""
+        return self.runset.select(name, run_ids=sorted(run_ids))
 
     def worst_runs(self) -> list[str]:
         """Lowest score, then most findings, then run id; only runs with a finding."""
-        bad = self.order.filter(pl.col("findings") > 0)
+        bad = self.ranks.filter(pl.col("findings") > 0)
         return bad.get_column("run_id").head(WORST_RUNS).to_list()
 
     def shown_findings(self) -> list[tuple[tuple[str, str], list[dict[str, Any]], int]]:
@@ -899,12 +911,8 @@ class _Context:
     def _shown_findings(self) -> list[tuple[tuple[str, str], list[dict[str, Any]], int]]:
         if self.findings is None or self.findings.is_empty():
             return []
-        ranks = pl.DataFrame(
-            {"run_id": list(self.rank), "_rank": list(self.rank.values())},
-            schema={"run_id": pl.String, "_rank": pl.Int64},
-        )
         rows = (
-            self.findings.join(ranks, on="run_id", how="left")
+            self.findings.join(self.ranks.select("run_id", "_rank"), on="run_id", how="left")
             .with_columns(_spans=pl.col("span_ids").list.join(" "))
             .sort(
                 [
@@ -1049,8 +1057,8 @@ def _cited_runs(ctx: _Context, worst: list[str]) -> str:
     if not cited:
         return ""
     runs = (
-        ctx.runs.filter(pl.col("run_id").is_in(sorted(cited)))
-        .with_columns(_rank=pl.col("run_id").replace_strict(ctx.rank, default=None))
+        ctx.rows("runs", cited)
+        .join(ctx.ranks.select("run_id", "_rank"), on="run_id", how="left")
         .sort("_rank")
     )
     traj = set(worst)
@@ -1146,8 +1154,8 @@ def _worst(ctx: _Context, worst: list[str]) -> str:
     )
     if not worst:
         return _section("worst", "Worst runs", "<p>No run has a finding.</p>", intro)
-    runs = {r["run_id"]: r for r in ctx.runs.filter(pl.col("run_id").is_in(worst)).to_dicts()}
-    steps = ctx.steps.filter(pl.col("run_id").is_in(worst)).sort("run_id", "index")
+    runs = {r["run_id"]: r for r in ctx.rows("runs", worst).to_dicts()}
+    steps = ctx.rows("steps", worst).sort("run_id", "index")
     failed: dict[str, list[str]] = {}
     if ctx.findings is not None:
         for rid, rule in (

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from analyzer.checks import COVERAGE_SCHEMA, FINDING_SCHEMA
+from analyzer.checks import COVERAGE_SCHEMA, FINDING_SCHEMA, Evaluation
 
 __all__ = ["write_outputs"]
 
@@ -32,17 +34,51 @@ def _json(path: Path, data: Any) -> None:
     )
 
 
-#: Rows per row group of the Parquet outputs (`_parquet`).
-ROW_GROUP_ROWS = 1 << 18
+#: Rows per row group of the Parquet outputs (`_parquet`): one row group at a time is in memory.
+ROW_GROUP_ROWS = 1 << 16
 
 
-def _parquet(frame: pl.DataFrame, path: Path) -> None:
-    """Write `frame` to `path` as Parquet (zstd), in row groups of `ROW_GROUP_ROWS` rows: given,
-    so that the file's bytes do not depend on how the frame is cut in chunks. With polars'
-    default they did past one row group: the 909k steps of 1M spans in chunks of 4096 rows, or
-    with one chunk cut short where a partitioned merge joined two ranges of runs, were written
-    in 13 and 14 row groups."""
-    frame.write_parquet(path, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+def _parquet(batches: pa.RecordBatchReader, path: Path) -> None:
+    """Write `batches` to `path` as Parquet (zstd), as they come, in row groups of exactly
+    `ROW_GROUP_ROWS` rows (the last one fewer), each encoded from one contiguous table: so the
+    file's bytes depend on the rows only, not on how they were cut into batches (a frame's
+    chunks, a partitioned merge's pieces), and one row group is in memory at a time."""
+    schema = batches.schema
+    # No dictionary pages: most texts are unique (arguments, results, answers), and the steps
+    # of 1M spans were encoded in 1.0-1.3 s with them, 0.87 s without, and smaller.
+    with pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=False) as writer:
+        pending: list[pa.RecordBatch] = []
+        rows = 0
+
+        def flush(n: int) -> None:
+            nonlocal pending, rows
+            table = pa.Table.from_batches(pending, schema)
+            writer.write_table(table.slice(0, n).combine_chunks(), row_group_size=n)
+            pending, rows = table.slice(n).to_batches(), rows - n
+
+        for batch in batches:
+            pending.append(batch)
+            rows += batch.num_rows
+            while rows >= ROW_GROUP_ROWS:
+                flush(ROW_GROUP_ROWS)
+        if rows:
+            flush(rows)
+
+
+def _with_started_at(runs: pa.RecordBatchReader) -> pa.RecordBatchReader:
+    """`runs` with their start time as a UTC timestamp (``started_at``), batch by batch."""
+
+    def convert(table: pa.Table) -> pa.Table:
+        frame = pl.from_arrow(table)
+        assert isinstance(frame, pl.DataFrame)
+        started = pl.from_epoch("started_ns", time_unit="ns").dt.replace_time_zone("UTC")
+        return frame.with_columns(started_at=started).to_arrow()
+
+    schema = convert(runs.schema.empty_table()).schema
+    return pa.RecordBatchReader.from_batches(
+        schema,
+        (out for batch in runs for out in convert(pa.Table.from_batches([batch])).to_batches()),
+    )
 
 
 def write_outputs(
@@ -61,34 +97,30 @@ def write_outputs(
 
     out.mkdir(parents=True, exist_ok=True)
     _json(out / "summary.json", summary)
-    runs = analysis.runs.runs.with_columns(
-        started_at=pl.from_epoch("started_ns", time_unit="ns").dt.replace_time_zone("UTC")
-    )
-    steps = analysis.runs.steps
-    findings = (
-        analysis.evaluation.findings
-        if analysis.evaluation is not None
-        else pl.DataFrame(schema=FINDING_SCHEMA)
-    )
-
-    def tables() -> None:
-        _parquet(runs, out / "runs.parquet")
-        _parquet(steps, out / "steps.parquet")
-        _parquet(findings, out / "findings.parquet")
-        # Which runs each rule judged: the denominators of its rates (`agenttrace diff` reads
-        # it). Read here alone: the page does not.
-        coverage = (
-            analysis.evaluation.coverage
-            if analysis.evaluation is not None
-            else pl.DataFrame(schema=COVERAGE_SCHEMA)
+    evaluation = analysis.evaluation
+    if evaluation is None:  # no pack: no finding, no coverage
+        evaluation = Evaluation(
+            findings=pl.DataFrame(schema=FINDING_SCHEMA),
+            errors=[],
+            coverage=pl.DataFrame(schema=COVERAGE_SCHEMA),
         )
-        _parquet(coverage, out / "coverage.parquet")
+    findings = evaluation.findings
 
-    # The Parquet files are encoded in a thread of their own (polars lets the GIL go) while the
-    # page is rendered (Python, mostly): at 1M spans 0.9 s and 1.1 s, one after the other
-    # before; these outputs 2.2 -> 1.7-1.95 s.
-    with ThreadPoolExecutor(1, thread_name_prefix="agenttrace-parquet") as writer:
-        written = writer.submit(tables)
+    def steps() -> None:
+        _parquet(analysis.runs.batches("steps"), out / "steps.parquet")
+
+    def others() -> None:
+        _parquet(_with_started_at(analysis.runs.batches("runs")), out / "runs.parquet")
+        _parquet(evaluation.batches("findings"), out / "findings.parquet")
+        # Which runs each rule judged: the denominators of its rates (`agenttrace diff`).
+        _parquet(evaluation.batches("coverage"), out / "coverage.parquet")
+
+    # The tables are read a batch at a time (a partitioned result's merged from its spill,
+    # never whole) and encoded in threads of their own, the steps (the most rows) in one, the
+    # others in another (polars and Arrow let the GIL go), while the page is rendered (Python,
+    # mostly).
+    with ThreadPoolExecutor(2, thread_name_prefix="agenttrace-parquet") as writers:
+        written = [writers.submit(steps), writers.submit(others)]
         with (out / "findings.jsonl").open("w", encoding="utf-8") as fh:
             for row in findings.iter_rows(named=True):
                 fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
@@ -99,7 +131,8 @@ def write_outputs(
         from analyzer.report.html import render_html
 
         (out / "report.html").write_text(render_html(analysis, summary), encoding="utf-8")
-        written.result()
+        for done in written:
+            done.result()
     manifest = {
         "agenttrace_version": __version__,
         "command": command,
