@@ -763,9 +763,12 @@ def _write_batches(frame: pl.DataFrame, path: str, compression: str | None = Non
 
 def _write_ipc_batches(table: pa.Table, path: str, compression: str | None = None) -> None:
     """Write `table` as an IPC file of batches of about `_BATCH_BYTES` (at most `_STEP_BATCH`
-    rows, at least 64)."""
+    rows, at least 64); compressed, 4x as large (a dataset's kept results: each buffer of a
+    batch is decompressed on its own, and `report DATASET --out` of 1M spans took 6.7-6.9 s
+    with batches of 256 KB, 4.1 s with 1 MB)."""
     per_row = table.nbytes / max(table.num_rows, 1)
-    rows = max(64, min(_STEP_BATCH, int(_BATCH_BYTES / max(per_row, 1.0))))
+    size = _BATCH_BYTES if compression is None else 4 * _BATCH_BYTES
+    rows = max(64, min(_STEP_BATCH, int(size / max(per_row, 1.0))))
     options = pa.ipc.IpcWriteOptions(compression=compression)
     with (
         pa.OSFile(path, "wb") as sink,
@@ -857,7 +860,7 @@ def spill_facts(partial: PartialResult, out: str) -> PartialResult:
 #: the ordered merge holds one batch of each partition's file at a time (`_StepCursor`), for
 #: each of its ranges and of the tables merged at once. With 4096 rows a batch, the runs and
 #: steps of 5M spans (50 partitions) took 700 MB in the parent this way; `report --out` of 5M
-#: spans peaked at 1.2 GB, 0.93 GB with batches of 1 MB, 0.85 GB with these (1M: 0.65 GB).
+#: spans peaked at 1.2 GB, 0.93 GB with batches of 1 MB, 0.80-0.82 GB with these (1M: 0.63-0.66).
 _STEP_BATCH = 4096
 _BATCH_BYTES = 1 << 18
 #: Rows per piece of the ordered merge.
@@ -1228,7 +1231,7 @@ class _Spill:
         run_ids: Sequence[str] | None = None,
     ) -> pl.DataFrame:
         """`RunTables.select` of table `name`, read from each partition's file (only those
-        columns; only the batches holding the rows of `run_ids`) and put in order: no merge."""
+        columns, or the rows of `run_ids`) and put in order: no merge."""
         frames = []
         for path in self._files(name):
             if run_ids is None:
@@ -1238,30 +1241,14 @@ class _Spill:
                     others = [c for c in columns if c in names and c != "run_id"]
                     scan = scan.select("run_id", *others)
                 frames.append(scan.collect())
-            else:
-                frames.append(_rows_of_runs(path, run_ids))
+            else:  # polars reads the run ids first, then the rows it keeps
+                scan = pl.scan_ipc(path).filter(pl.col("run_id").is_in(list(run_ids)))
+                frames.append(scan.collect())
         merged = _by_run(frames)
         assert merged is not None
         if columns is None:
             return merged
         return merged.select(c for c in columns if c in merged.columns)
-
-
-def _rows_of_runs(path: str, run_ids: Sequence[str]) -> pl.DataFrame:
-    """The rows of `run_ids` in the spilled table `path` (in run order), located from its rows
-    per run: the file is mapped, and only the pages of those rows are read."""
-    runs = read_ipc_file(f"{path}.runs").with_columns(_start=pl.col("_n").cum_sum() - pl.col("_n"))
-    wanted = runs.filter(pl.col("run_id").is_in(list(run_ids))).select("_start", "_n").rows()
-    with pa.memory_map(path) as source:
-        reader = pa.ipc.open_file(source)
-        slices = []
-        if wanted:
-            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
-            table = pa.Table.from_batches(batches, reader.schema)  # no copy: mapped
-            slices = [table.slice(start, n) for start, n in wanted]
-        frame = pl.from_arrow(pa.concat_tables(slices) if slices else reader.schema.empty_table())
-    assert isinstance(frame, pl.DataFrame)
-    return frame
 
 
 def read_ipc_file(path: str) -> pl.DataFrame:

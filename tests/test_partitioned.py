@@ -755,16 +755,19 @@ def test_a_file_is_cut_in_pieces_of_about_equal_size_a_multiple_of_jobs(
 
 def test_spilled_tables_are_written_in_batches_of_a_bounded_size(tmp_path: Path) -> None:
     """The ordered merge holds a batch of every partition's file at once: wide rows are
-    written in batches of about _BATCH_BYTES, narrow ones in batches of _STEP_BATCH rows."""
-    wide = pa.table({"run_id": [f"r{i:05d}" for i in range(3000)], "text": ["x" * 1000] * 3000})
+    written in batches of about _BATCH_BYTES (4x as many compressed), narrow ones in batches
+    of _STEP_BATCH rows."""
+    wide = pa.table({"run_id": [f"r{i:05d}" for i in range(9000)], "text": ["x" * 1000] * 9000})
     narrow = pa.table({"run_id": [f"r{i:05d}" for i in range(9000)]})
-    for name, table in (("wide", wide), ("narrow", narrow)):
-        _write_ipc_batches(table, str(tmp_path / name))
-    with pa.OSFile(str(tmp_path / "wide"), "rb") as source:
-        reader = pa.ipc.open_file(source)
-        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
-    assert max(b.nbytes for b in batches) <= partitioned._BATCH_BYTES
-    assert len(batches) == -(-wide.nbytes // partitioned._BATCH_BYTES)
+    _write_ipc_batches(wide, str(tmp_path / "wide"))
+    _write_ipc_batches(wide, str(tmp_path / "zstd"), "zstd")
+    _write_ipc_batches(narrow, str(tmp_path / "narrow"))
+    for name, size in (("wide", partitioned._BATCH_BYTES), ("zstd", 4 * partitioned._BATCH_BYTES)):
+        with pa.OSFile(str(tmp_path / name), "rb") as source:
+            reader = pa.ipc.open_file(source)
+            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        assert max(b.nbytes for b in batches) <= size
+        assert len(batches) == -(-wide.nbytes // size)
     with pa.OSFile(str(tmp_path / "narrow"), "rb") as source:
         reader = pa.ipc.open_file(source)
         rows = [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
