@@ -887,7 +887,7 @@ class _Context:
             pl.col("score") if "score" in runs.columns else pl.lit(None, pl.Float64).alias("score"),
             pl.col("findings") if "findings" in runs.columns else pl.lit(0).alias("findings"),
         )
-        #: run_id, _rank: the runs, worst first (lowest score, then most findings, then id)
+        #: run_id, findings, _rank: the runs, worst first (lowest score, most findings, id)
         self.ranks = order.sort(
             ["score", "findings", "run_id"], descending=[False, True, False], nulls_last=True
         ).select("run_id", "findings", _rank=pl.int_range(pl.len(), dtype=pl.Int64))
