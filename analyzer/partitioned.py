@@ -868,8 +868,8 @@ _MERGE_STEPS = 1 << 14
 
 
 class _StepCursor:
-    """Reads the rows of one partition's steps file in order, a few batches at a time, from row
-    `skip` on."""
+    """Reads the rows of one partition's file of a per-run table in order, a few batches at a
+    time, from row `skip` on."""
 
     def __init__(self, path: str, skip: int = 0) -> None:
         self._batch = 0
@@ -1234,16 +1234,13 @@ class _Spill:
         columns, or the rows of `run_ids`) and put in order: no merge."""
         frames = []
         for path in self._files(name):
-            if run_ids is None:
-                scan = pl.scan_ipc(path)
-                if columns is not None:
-                    names = scan.collect_schema().names()
-                    others = [c for c in columns if c in names and c != "run_id"]
-                    scan = scan.select("run_id", *others)
-                frames.append(scan.collect())
-            else:  # polars reads the run ids first, then the rows it keeps
-                scan = pl.scan_ipc(path).filter(pl.col("run_id").is_in(list(run_ids)))
-                frames.append(scan.collect())
+            scan = pl.scan_ipc(path)
+            if run_ids is not None:  # polars reads the run ids first, then the rows it keeps
+                scan = scan.filter(pl.col("run_id").is_in(list(run_ids)))
+            if columns is not None:  # with the run ids, to put the rows in order
+                names = scan.collect_schema().names()
+                scan = scan.select("run_id", *(c for c in columns if c in names and c != "run_id"))
+            frames.append(scan.collect())
         merged = _by_run(frames)
         assert merged is not None
         if columns is None:

@@ -763,14 +763,10 @@ def test_spilled_tables_are_written_in_batches_of_a_bounded_size(tmp_path: Path)
     _write_ipc_batches(wide, str(tmp_path / "zstd"), "zstd")
     _write_ipc_batches(narrow, str(tmp_path / "narrow"))
     for name, size in (("wide", partitioned._BATCH_BYTES), ("zstd", 4 * partitioned._BATCH_BYTES)):
-        with pa.OSFile(str(tmp_path / name), "rb") as source:
-            reader = pa.ipc.open_file(source)
-            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        batches = list(_read_batches([str(tmp_path / name)]))
         assert max(b.nbytes for b in batches) <= size
         assert len(batches) == -(-wide.nbytes // size)
-    with pa.OSFile(str(tmp_path / "narrow"), "rb") as source:
-        reader = pa.ipc.open_file(source)
-        rows = [reader.get_batch(i).num_rows for i in range(reader.num_record_batches)]
+    rows = [b.num_rows for b in _read_batches([str(tmp_path / "narrow")])]
     assert rows == [partitioned._STEP_BATCH, partitioned._STEP_BATCH, 808]
 
 
