@@ -21,6 +21,7 @@ import dataclasses
 import functools
 import itertools
 import math
+import re
 import shutil
 import tempfile
 import threading
@@ -441,14 +442,17 @@ def partition_ids(keys: pa.Array | pa.ChunkedArray, partitions: int) -> pa.Array
 @dataclass(frozen=True)
 class _Unit:
     """A piece of input one process reads: a byte range of a JSON lines file, a whole file,
-    or one Parquet part of a dataset."""
+    or one Parquet part of a dataset.
+
+    A range is read with its lines numbered from 1: the lines before it are counted by the
+    processes reading the ranges before it, and its spans' line numbers are shifted once all
+    ranges are read (`_spill_all`, `_read_ipc_folder`)."""
 
     index: int
     path: str
     kind: str  # "range", "file", "dataset"
     start: int = 0
     stop: int = 0
-    first_line: int = 1
     hashed: bool = True  # its file's SHA-256 is taken
 
 
@@ -521,57 +525,38 @@ def _line_ranges(path: Path, jobs: int) -> list[tuple[int, int]] | None:
         return None
 
 
-def _first_lines(units: list[_Unit], digests: dict[str, str]) -> Iterator[_Unit]:
-    """The units with ``first_line`` set, handed out as soon as it is known; the SHA-256 of
-    each file read in ranges (when its units are ``hashed``) goes into `digests` (by path)
-    once the last is handed out."""
-    for (path, ranged), group in itertools.groupby(units, lambda u: (u.path, u.kind == "range")):
-        if ranged:
-            yield from _scan(path, list(group), digests)
-        else:
-            yield from group
-
-
-#: Bytes read at a time by `_scan` (its buffers stay in the CPU's cache).
-_SCAN_BYTES = 4 << 20
-
-
-def _scan(path: str, units: list[_Unit], digests: dict[str, str]) -> Iterator[_Unit]:
-    """One read of a file split in `units` (its ranges, in order): the newlines before each
-    range counted, and the whole file hashed (unless the units are not ``hashed``: then the
-    read stops at the last range).
-
-    Read into one buffer again and again (no fresh pages), counted with numpy (a third of the
-    time of ``bytes.count``), and hashed in the same pass: at 5M spans the parent read the
-    4.6 GB twice (a count, and a thread hashing), and its counting pass alone took 10.5 s.
-    The hash is 0.64 s of CPU at 1M spans, taken from the processes reading the ranges.
-    """
+def _hash_ranged(units: list[_Unit], digests: dict[str, str]) -> None:
+    """The SHA-256 of each file read in ranges whose units are ``hashed``, into `digests` (by
+    path): taken here while the processes read the ranges (1M spans: 0.64 s of CPU), one read
+    into one buffer (no fresh pages)."""
     import hashlib
 
-    import numpy as np
-
-    digest = hashlib.sha256() if units[0].hashed else None
-    block = bytearray(_SCAN_BYTES)
+    block = bytearray(_HASH_BYTES)
     view = memoryview(block)
-    data = np.frombuffer(block, dtype=np.uint8)
-    newline = np.empty(len(block), dtype=bool)
-    offset = lines = 0
-    with open(path, "rb", buffering=0) as fh:
-        for unit in units:
-            while offset < unit.start:
-                n = fh.readinto(view[: min(len(block), unit.start - offset)])
-                if not n:
-                    break
-                if digest is not None:
-                    digest.update(view[:n])
-                lines += int(np.count_nonzero(np.equal(data[:n], 10, out=newline[:n])))
-                offset += n
-            yield dataclasses.replace(unit, first_line=lines + 1)
-        if digest is None:
-            return
-        while n := fh.readinto(block):
-            digest.update(view[:n])
-    digests[path] = digest.hexdigest()
+    for path, group in itertools.groupby(units, lambda u: u.path):
+        if not any(u.kind == "range" and u.hashed for u in group):
+            continue
+        digest = hashlib.sha256()
+        with open(path, "rb", buffering=0) as fh:
+            while n := fh.readinto(block):
+                digest.update(view[:n])
+        digests[path] = digest.hexdigest()
+
+
+#: Bytes read at a time by `_hash_ranged` (its buffer stays in the CPU's cache).
+_HASH_BYTES = 4 << 20
+
+
+def _shifted(entries: list[dict[str, Any]], lines: int) -> list[dict[str, Any]]:
+    """Quarantine or warning entries of a range read with its lines numbered from 1, their
+    positions ("line 12", "line 12 span 3", "line 12, span S") moved on by `lines`."""
+    return [
+        e | {"position": _LINE.sub(lambda m: f"line {int(m[1]) + lines}", e["position"], 1)}
+        for e in entries
+    ]
+
+
+_LINE = re.compile(r"^line (\d+)")
 
 
 def _log_state(log: FileLog) -> dict[str, Any]:
@@ -593,14 +578,19 @@ def _add_log(into: FileLog, part: dict[str, Any], whole: bool) -> None:
         into.format, into.size, into.sha256 = part["format"], part["size"], part["sha256"]
 
 
-def _read_unit(unit: _Unit, log: FileLog) -> Iterator[pa.RecordBatch]:
+def _read_unit(
+    unit: _Unit, log: FileLog, cursor: list[int] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The spans of `unit`; a range's lines numbered from ``cursor[0]`` (default 1), and
+    ``cursor[0]`` left at the number of the line after it."""
     if unit.kind == "range":
         from analyzer.ingest.otlp_json import _read_lines
         from analyzer.ingest.reader import cap_values
 
+        log.format = "jsonl"  # warnings name the lines of kept spans
         with open(unit.path, "rb") as fh:
             fh.seek(unit.start)
-            for batch in _read_lines(fh, log, unit.first_line, unit.stop - unit.start):
+            for batch in _read_lines(fh, log, cursor or [1], unit.stop - unit.start):
                 yield cap_values(batch, log)
     elif unit.kind == "file":
         from analyzer.ingest.reader import iter_salvaging, no_digest
@@ -622,16 +612,18 @@ _READ_HEAP = threading.Event()
 
 @computes_inline
 def _spill_unit(unit: _Unit, spill: str, partitions: int, run_key: str | None) -> dict[str, Any]:
-    """Read one unit and write its spans to the partition files; its reading counts."""
+    """Read one unit and write its spans to the partition files; its reading counts (and a
+    range's count of lines, ``lines``)."""
     _READ_HEAP.set()
     log = FileLog(path=unit.path)
-    batches = [shared_resources(batch) for batch in _read_unit(unit, log)]
+    cursor = [1]
+    batches = [shared_resources(batch) for batch in _read_unit(unit, log, cursor)]
     table = pa.Table.from_batches(batches, schema=SHARED_SCHEMA)
     del batches
     _write_partitions(table, Path(spill) / "in", unit.index, partitions)
     if run_key is not None and table.num_rows:
         _run_key_candidates(table, run_key).write_ipc(Path(spill) / "keys" / f"u{unit.index:06d}")
-    return _log_state(log)
+    return _log_state(log) | {"lines": cursor[0] - 1}
 
 
 def _write_partitions(table: pa.Table, folder: Path, unit: int, partitions: int) -> None:
@@ -659,23 +651,31 @@ def _write_ipc(table: pa.Table, path: Path) -> None:
         writer.write_table(table)
 
 
-def _read_partition(folder: str) -> pa.Table:
-    """The spans of one spilled partition; in a process that read units before, the C heap
-    their reading grew is handed back first (`analyzer.workers.release_c_heap`)."""
+def _read_partition(folder: str, lines: dict[int, int]) -> pa.Table:
+    """The spans of one spilled partition (`_read_ipc_folder`); in a process that read units
+    before, the C heap their reading grew is handed back first
+    (`analyzer.workers.release_c_heap`)."""
     if _READ_HEAP.is_set():
         _READ_HEAP.clear()
         release_c_heap()
-    return _read_ipc_folder(Path(folder))
+    return _read_ipc_folder(Path(folder), lines)
 
 
-def _read_ipc_folder(folder: Path) -> pa.Table:
+def _read_ipc_folder(folder: Path, lines: dict[int, int] | None = None) -> pa.Table:
     """The spans of a spill folder's files (`SHARED_SCHEMA`, their resources in one
-    dictionary)."""
+    dictionary); those a unit wrote (``u<index>.arrow``) with their line numbers moved on by
+    ``lines[index]`` (`_spill_all`)."""
     files = sorted(folder.glob("*.arrow")) if folder.is_dir() else []
     tables = []
     for path in files:
         with pa.memory_map(str(path)) as source:
-            tables.append(pa.ipc.open_file(source).read_all())
+            table = pa.ipc.open_file(source).read_all()
+        shift = lines.get(int(path.stem[1:]), 0) if lines and path.stem[0] == "u" else 0
+        if shift:
+            position = table.schema.get_field_index("source_pos")
+            moved = pc.add(table.column(position), shift)
+            table = table.set_column(position, table.field(position), moved)
+        tables.append(table)
     return shared_resources(pa.concat_tables(tables)) if tables else empty_table(SHARED_SCHEMA)
 
 
@@ -698,11 +698,13 @@ def _best_candidates(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 @computes_inline
-def _regroup(source: int, spill: str, partitions: int, targets_file: str | None) -> None:
+def _regroup(
+    source: int, spill: str, partitions: int, targets_file: str | None, lines: dict[int, int]
+) -> None:
     """Move the spans of trace partition `source` to the partitions of their run-key value
-    (its files deleted once read)."""
+    (its files deleted once read; `lines`: see `_read_ipc_folder`)."""
     folder = Path(spill) / "in" / f"p{source:05d}"
-    table = _read_ipc_folder(folder)
+    table = _read_ipc_folder(folder, lines)
     shutil.rmtree(folder, ignore_errors=True)  # mapped: readable until `table` goes
     if not table.num_rows:
         return
@@ -778,12 +780,14 @@ def _write_ipc_batches(table: pa.Table, path: str, compression: str | None = Non
 
 
 @computes_inline
-def _analyze_spilled(folder: str, out: str, options: PartitionOptions) -> PartialResult:
-    """Analyze one spilled partition; write its per-run tables to `out`.<table>.arrow (see
-    `spill_tables`); the rest. The partition's span files are deleted once read: their page
-    cache is freed for the writes that follow, and the parent does not delete them all at the
-    end (5M spans: 3.4 s)."""
-    spans = _read_partition(folder)
+def _analyze_spilled(
+    folder: str, out: str, options: PartitionOptions, lines: dict[int, int]
+) -> PartialResult:
+    """Analyze one spilled partition (`lines`: see `_read_ipc_folder`); write its per-run tables
+    to `out`.<table>.arrow (see `spill_tables`); the rest. The partition's span files are
+    deleted once read: their page cache is freed for the writes that follow, and the parent does
+    not delete them all at the end (5M spans: 3.4 s)."""
+    spans = _read_partition(folder, lines)
     partial = options.analyze(spans)
     del spans
     shutil.rmtree(folder, ignore_errors=True)
@@ -1121,7 +1125,7 @@ def analyze_partitioned(
         log = IngestLog()
         units, owners = _plan_units(files, log, jobs, digests)
         with _pool(jobs, pool) as pool:
-            _spill_all(pool, units, owners, folder, partitions, run_key, progress)
+            lines = _spill_all(pool, units, owners, folder, partitions, run_key, progress)
             source = folder / "in"
             if run_key is not None:
                 targets = _run_key_targets(folder, partitions)
@@ -1132,9 +1136,10 @@ def analyze_partitioned(
                         [str(folder)] * partitions,
                         [partitions] * partitions,
                         [targets] * partitions,
+                        [lines] * partitions,
                     )
                 )
-                source = folder / "grouped"
+                source, lines = folder / "grouped", {}
             outs = [str(folder / f"part-{p:05d}") for p in range(partitions)]
             results = list(
                 pool.map(
@@ -1142,6 +1147,7 @@ def analyze_partitioned(
                     [str(source / f"p{p:05d}") for p in range(partitions)],
                     outs,
                     [options] * partitions,
+                    [lines] * partitions,
                 )
             )
     except BaseException:
@@ -1288,16 +1294,28 @@ def _spill_all(
     partitions: int,
     run_key: str | None,
     progress: Callable[[str, int], None] | None,
-) -> None:
-    """Read every unit into the spill; fill the file logs (files read in ranges are hashed here,
-    as their ranges are handed out: `_first_lines`)."""
+) -> dict[int, int]:
+    """Read every unit into the spill; fill the file logs (files read in ranges are hashed here
+    meanwhile). Returns the lines before each range (by unit index, where not 0): its spans'
+    line numbers are shifted by as much when read back (`_read_ipc_folder`).
+
+    The ranges are numbered apart because counting the lines before each one took a read of the
+    file in this process, whose CPU the readers of the ranges wanted (1M spans: 0.35 s)."""
     digests: dict[str, str] = {}
-    futures = [
-        pool.submit(_spill_unit, unit, str(folder), partitions, run_key)
-        for unit in _first_lines(units, digests)
-    ]
+    futures = [pool.submit(_spill_unit, unit, str(folder), partitions, run_key) for unit in units]
+    _hash_ranged(units, digests)
+    lines: dict[int, int] = {}
+    read: dict[str, int] = {}  # lines of the ranges of a file read so far
     for unit, owner, future in zip(units, owners, futures, strict=True):
         state = future.result()
+        if unit.kind == "range":
+            before = read.get(unit.path, 0)
+            read[unit.path] = before + state["lines"]
+            if before:
+                lines[unit.index] = before
+                for name in ("quarantine", "warnings"):
+                    if name in state:
+                        state[name] = _shifted(state[name], before)
         if owner is not None:
             _add_log(owner, state, whole=unit.kind == "file")
             if progress is not None:
@@ -1305,6 +1323,7 @@ def _spill_all(
     for owner in owners:
         if owner is not None and owner.path in digests:
             owner.sha256 = digests[owner.path]
+    return lines
 
 
 def _run_key_targets(folder: Path, partitions: int) -> str | None:
@@ -1340,15 +1359,16 @@ def _ingest_spilled(
     name: str,
     old_parts: list[str],
     options: PartitionOptions | None,
+    lines: dict[int, int],
 ) -> _IngestPart:
-    """De-duplicate one spilled partition (also against the dataset's spans), write its part,
-    its prebuilt runs (`analyzer.prebuilt`) and, with `options`, their rule results
-    (`analyzer.materialized`)."""
+    """De-duplicate one spilled partition (also against the dataset's spans; `lines`: see
+    `_read_ipc_folder`), write its part, its prebuilt runs (`analyzer.prebuilt`) and, with
+    `options`, their rule results (`analyzer.materialized`)."""
     from analyzer.ingest.dataset import count_orphans, drop_known, known_spans, write_part
     from analyzer.materialized import keep_results
     from analyzer.prebuilt import build_prebuilt, write_prebuilt
 
-    spans = _read_partition(folder)
+    spans = _read_partition(folder, lines)
     files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
     log = IngestLog(files=[FileLog(path=f) for f in files])
     # each span's own resource list, as the dataset's parts hold them: decoded once gathered
@@ -1448,7 +1468,7 @@ def ingest_partitioned(
         units, owners = _plan_units(files, log, jobs)
         base = len(old_parts)
         with _pool(jobs) as pool:
-            _spill_all(pool, units, owners, folder, partitions, None, progress)
+            lines = _spill_all(pool, units, owners, folder, partitions, None, progress)
             results = list(
                 pool.map(
                     _ingest_spilled,
@@ -1458,6 +1478,7 @@ def ingest_partitioned(
                     [f"part-{base + p:05d}.parquet" for p in range(partitions)],
                     [[str(out / p["path"]) for p in old_parts]] * partitions,
                     [options] * partitions,
+                    [lines] * partitions,
                 )
             )
     finally:

@@ -611,20 +611,29 @@ def test_partitioned_summary_without_packs_is_the_in_process_one(generated: dict
 
 
 def test_a_file_read_in_pieces_is_read_as_if_whole(tmp_path: Path, monkeypatch) -> None:
-    """A JSON lines file over two `UNIT_BYTES` is read in newline-aligned pieces, side by side:
-    the line numbers run on across the pieces (positions of quarantined lines), and the counts,
-    SHA-256 and analysis are those of the file read whole."""
+    """A JSON lines file over two `UNIT_BYTES` is read in newline-aligned pieces, side by side,
+    each numbering its lines from 1: the line numbers run on across the pieces (positions of
+    quarantined lines and warnings, the spans' own), and the counts, SHA-256 and analysis are
+    those of the file read whole."""
     import dataclasses
 
     from analyzer import partitioned
+    from analyzer.ingest import limits
 
     dump = tmp_path / "dump.jsonl"
     generate(dump, 800, seed=5, concurrency=4)
     lines = dump.read_text(encoding="utf-8").splitlines()
     step = len(lines) // 4
+    # a value cut on reading, in the last quarter: a warning that names its line
+    request = json.loads(lines[-step])
+    span = request["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
+    span["attributes"].append(
+        {"key": "note", "value": {"stringValue": "x" * (limits.MAX_ATTRIBUTE_BYTES + 1)}}
+    )
+    lines[-step] = json.dumps(request)
     bad = '{"resourceSpans": [{"truncated'
     for at in (3 * step, 2 * step, step, 1):  # from the end, so the indices still hold
-        lines[at:at] = [bad, ""]
+        lines[at:at] = [bad, "", ""]
     dump.write_text("\n".join(lines) + "\n", encoding="utf-8")
     whole = analyze_partitioned([dump], partitions=3, jobs=1, packs=[load_default_pack()])
     monkeypatch.setattr(partitioned, "UNIT_BYTES", dump.stat().st_size // 10)
@@ -635,6 +644,8 @@ def test_a_file_read_in_pieces_is_read_as_if_whole(tmp_path: Path, monkeypatch) 
     assert [q.position for q in log.quarantine] == [
         f"line {at + 1}" for at, line in enumerate(lines) if line == bad
     ]
+    cut = next(at for at, line in enumerate(lines) if span["spanId"] in line and "x" * 99 in line)
+    assert [w.position for w in log.warnings] == [f"line {cut + 1}, span {span['spanId']}"]
     assert dataclasses.asdict(log) == dataclasses.asdict(whole.ingested.log.files[0])
     assert_same_analysis(whole, split)
 

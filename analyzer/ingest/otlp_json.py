@@ -991,11 +991,11 @@ def _map(stream: BinaryIO) -> mmap.mmap | None:
 
 
 def _read_lines(
-    stream: BinaryIO, log: FileLog, first_line: int, limit: int | None, jobs: int = 1
+    stream: BinaryIO, log: FileLog, cursor: list[int], limit: int | None, jobs: int = 1
 ) -> Iterator[pa.RecordBatch]:
     """Rows of the lines from the stream's position on (at most `limit` bytes), the first
-    numbered `first_line`; in `SHARED_SCHEMA` or `SPAN_SCHEMA`, batch by batch."""
-    cursor = [first_line]
+    numbered ``cursor[0]``; in `SHARED_SCHEMA` or `SPAN_SCHEMA`, batch by batch. Once read,
+    ``cursor[0]`` is the number of the line after the last (each newline read counts one)."""
     mm = _map(stream)
     if mm is None:
         yield from _processed(_line_blocks(stream, CHUNK_BYTES, limit, cursor), log, jobs)
@@ -1064,7 +1064,7 @@ def read_lines(stream: BinaryIO, log: FileLog, *, jobs: int = 1) -> Iterator[pa.
     Groups of lines are read on `jobs` threads; rows, counts and quarantine are the same for
     any value.
     """
-    for batch in _read_lines(stream, log, 1, None, jobs):
+    for batch in _read_lines(stream, log, [1], None, jobs):
         yield plain_resources(batch)
 
 
