@@ -196,14 +196,46 @@ def test_the_native_reader_reads_a_slice_of_an_arrow_array_with_nulls():
     assert (path, name, value, list(is_number)) == (b"ab[0]b[1]", b"abb", b"12c", [0, 1, 0])
 
 
+def _cuts(text: str) -> list[str]:
+    """Every prefix of `text`, every byte left out, every byte doubled."""
+    cuts = [text[:i] for i in range(len(text))]
+    cuts += [text[:i] + text[i + 1 :] for i in range(len(text))]
+    return cuts + [text[:i] + text[i] + text[i:] for i in range(len(text))]
+
+
+def test_flat_objects_are_told_apart_alike_natively_and_by_the_grammar():
+    """`is_flat_object` (argument_schema: a flat object is JSON) in C and by `FLAT_OBJECT` say
+    the same of every near miss and every cut, but of objects with a key twice (or over 64
+    keys), which C leaves out; what either calls flat is a JSON object."""
+    texts = [*NEAR_MISSES, *_cuts('{"id": "ACC-1", "n": [1, -2.5e3, "x", null], "ok": false}')]
+    texts.append(None)
+    frame = pl.DataFrame({"t": texts}, schema={"t": pl.String})
+
+    def judged() -> list[bool]:
+        return frame.select(grounded_arguments.is_flat_object(pl.col("t"))).to_series().to_list()
+
+    native = judged()
+    saved, grounded_arguments._native = grounded_arguments._native, None
+    try:
+        grammar = judged()
+    finally:
+        grounded_arguments._native = saved
+    assert native[-1] is False and grammar[-1] is False
+    assert sum(native) >= 8
+    for text, a, b in zip(texts, native, grammar, strict=True):
+        if a or b:
+            pairs = json.loads(text, object_pairs_hook=lambda p: p)
+            assert isinstance(pairs, list)  # an object
+            if a != b:
+                assert b and (len({k for k, _ in pairs}) < len(pairs) or len(pairs) > 64)
+
+
 def test_argument_readers_agree_on_every_cut_of_a_flat_object():
     # every prefix, every byte left out, every byte doubled: a native reader that read past
     # a text's end or took a broken text for flat would differ from Python here
-    text = '{"id": "ACC-1", "n": [1, -2.5e3, "x", null], "ok": false, "s": ""}'
-    cuts = [text[:i] for i in range(len(text))]
-    cuts += [text[:i] + text[i + 1 :] for i in range(len(text))]
-    cuts += [text[:i] + text[i] + text[i:] for i in range(len(text))]
-    same_leaves_every_way(cuts)
+    same_leaves_every_way(
+        _cuts('{"id": "ACC-1", "n": [1, -2.5e3, "x", null], "ok": false, "s": ""}')
+    )
 
 
 _scalars = st.one_of(

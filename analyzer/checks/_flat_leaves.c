@@ -11,7 +11,10 @@
    entry per leaf in document order, booleans and nulls left out: its text's row (int64), its
    rank among its text's leaves (int64), its path (the key, with "[i]" for the item i of an
    array), its key and its value (a string's content or a number's digits; each text as Arrow
-   large_string offsets and data), and whether it is a number (uint8). */
+   large_string offsets and data), and whether it is a number (uint8).
+
+   flat(validity, offsets, data, offset, n) returns one byte per text: 1 for those `leaves`
+   reads (flat objects), without reading their leaves out. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -145,8 +148,10 @@ static inline void put_end(Buf *offsets, const Buf *data) {
     put(offsets, &end, 8);
 }
 
+/* A leaf into `o` (none when `o` is NULL: the text is only judged flat or not). */
 static int emit(Out *o, int64_t row, int64_t *rank, int32_t item, const char *key,
                 Py_ssize_t key_len, const char *value, Py_ssize_t value_len, uint8_t number) {
+    if (!o) return 0;
     char index[16]; /* "[item]" */
     int index_len = 0;
     if (item >= 0) {
@@ -238,23 +243,60 @@ static int valid_at(const Py_buffer *validity, Py_ssize_t i) {
     return (((const uint8_t *)validity->buf)[i >> 3] >> (i & 7)) & 1;
 }
 
+/* The arguments of `leaves` and `flat`, checked: 0, or -1 with an exception set. */
+static int texts_args(PyObject *args, Py_buffer *validity, Py_buffer *offsets, Py_buffer *data,
+                      Py_ssize_t *offset, Py_ssize_t *n) {
+    PyObject *validity_obj;
+    if (!PyArg_ParseTuple(args, "Oy*y*nn", &validity_obj, offsets, data, offset, n)) return -1;
+    if (validity_obj != Py_None && PyObject_GetBuffer(validity_obj, validity, PyBUF_SIMPLE))
+        return -1;
+    if (*offset < 0 || *n < 0 || offsets->len < (*offset + *n + 1) * 8 ||
+        (validity->buf && validity->len * 8 < *offset + *n)) {
+        PyErr_SetString(PyExc_ValueError, "buffers too short for the texts");
+        return -1;
+    }
+    return 0;
+}
+
+static void release_texts(Py_buffer *validity, Py_buffer *offsets, Py_buffer *data) {
+    if (validity->obj) PyBuffer_Release(validity);
+    if (offsets->obj) PyBuffer_Release(offsets);
+    if (data->obj) PyBuffer_Release(data);
+}
+
+static PyObject *flat(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer validity = {0}, offsets = {0}, data = {0};
+    Py_ssize_t offset, n;
+    PyObject *result = NULL;
+    if (texts_args(args, &validity, &offsets, &data, &offset, &n)) goto done;
+    if (!(result = PyBytes_FromStringAndSize(NULL, n))) goto done;
+    char *is_flat = PyBytes_AS_STRING(result);
+    const int64_t *off = (const int64_t *)offsets.buf + offset;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        is_flat[i] = 0;
+        if (!valid_at(&validity, offset + i)) continue;
+        if (off[i] < 0 || off[i] > off[i + 1] || off[i + 1] > (int64_t)data.len) {
+            PyErr_SetString(PyExc_ValueError, "offsets out of the data");
+            Py_CLEAR(result);
+            goto done;
+        }
+        Cursor c = {(const char *)data.buf + off[i], (const char *)data.buf + off[i + 1]};
+        is_flat[i] = read_object(&c, NULL, i) == 0;
+    }
+done:
+    release_texts(&validity, &offsets, &data);
+    return result;
+}
+
 static PyObject *leaves(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *validity_obj;
     Py_buffer validity = {0}, offsets = {0}, data = {0};
     Py_ssize_t offset, n;
     PyObject *result = NULL, *rest = NULL;
     Out o;
     memset(&o, 0, sizeof o);
-    if (!PyArg_ParseTuple(args, "Oy*y*nn", &validity_obj, &offsets, &data, &offset, &n))
-        return NULL;
-    if (validity_obj != Py_None && PyObject_GetBuffer(validity_obj, &validity, PyBUF_SIMPLE))
-        goto done;
-    if (offset < 0 || n < 0 || offsets.len < (offset + n + 1) * 8 ||
-        (validity.buf && validity.len * 8 < offset + n)) {
-        PyErr_SetString(PyExc_ValueError, "buffers too short for the texts");
-        goto done;
-    }
+    if (texts_args(args, &validity, &offsets, &data, &offset, &n)) goto done;
     rest = PyBytes_FromStringAndSize(NULL, n);
     if (!rest) goto done;
     char *left = PyBytes_AS_STRING(rest);
@@ -300,9 +342,7 @@ nomem:
 done:
     Py_XDECREF(rest);
     for (int b = 0; b < NBUF; b++) Py_XDECREF(o.b[b].bytes);
-    if (validity.obj) PyBuffer_Release(&validity);
-    PyBuffer_Release(&offsets);
-    PyBuffer_Release(&data);
+    release_texts(&validity, &offsets, &data);
     return result;
 }
 
@@ -312,7 +352,12 @@ PyDoc_STRVAR(leaves_doc,
              "The leaves of the flat JSON objects among n texts of an Arrow large_string "
              "array (see the module's source).");
 
+PyDoc_STRVAR(flat_doc, "flat(validity, offsets, data, offset, n) -> bytes\n\n"
+                       "One byte per text: 1 for a flat JSON object (those leaves() reads), "
+                       "else 0.");
+
 static PyMethodDef methods[] = {{"leaves", leaves, METH_VARARGS, leaves_doc},
+                                {"flat", flat, METH_VARARGS, flat_doc},
                                 {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {

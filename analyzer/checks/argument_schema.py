@@ -21,7 +21,7 @@ from referencing import Registry
 from referencing.exceptions import NoSuchResource
 
 from analyzer.checks.base import Check, CheckContext
-from analyzer.checks.grounded_arguments import FLAT_OBJECT
+from analyzer.checks.grounded_arguments import is_flat_object
 
 __all__ = ["ArgumentSchema"]
 
@@ -98,7 +98,7 @@ class ArgumentSchema(Check):
         pairs = (
             calls.select("_key", "arguments")
             .unique(maintain_order=True)
-            .filter((pl.col("_key") != _NO_SCHEMA) | ~pl.col("arguments").str.contains(FLAT_OBJECT))
+            .filter((pl.col("_key") != _NO_SCHEMA) | ~is_flat_object(pl.col("arguments")))
         )
         verdicts = [judge.verdict(k, a) for k, a in pairs.iter_rows()]
         bad = pairs.with_columns(

@@ -495,6 +495,30 @@ def argument_leaves(
     return leaves, malformed
 
 
+def is_flat_object(texts: pl.Expr) -> pl.Expr:
+    """True for texts that are flat JSON objects (`FLAT_OBJECT`), false for the others and
+    null; an object with a key twice may be either (it is JSON all the same).
+
+    Natively where the extension is built (one pass, no regular expression): the arguments of
+    54k calls (180 bytes each), 7.7 ms against 14.7 ms for polars' `FLAT_OBJECT`.
+    """
+    if _native is None:
+        return texts.str.contains(FLAT_OBJECT).fill_null(False)
+    return texts.map_batches(_native_flat, return_dtype=pl.Boolean)
+
+
+def _native_flat(texts: pl.Series) -> pl.Series:
+    import pyarrow as pa
+
+    arrow = texts.to_arrow().cast(pa.large_string())
+    validity, offsets, data = arrow.buffers()
+    flags = _native.flat(
+        validity, offsets, data if data is not None else b"", arrow.offset, len(arrow)
+    )
+    column = pa.Array.from_buffers(pa.uint8(), len(arrow), [None, pa.py_buffer(flags)])
+    return pl.Series(texts.name, column).cast(pl.Boolean)
+
+
 def _flat_native(calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The leaves of the calls whose arguments are flat objects (`FLAT_OBJECT`, no key twice,
     64 keys at most), read in C (`analyzer.checks._flat_leaves`), and the other calls.
