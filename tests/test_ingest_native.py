@@ -157,6 +157,13 @@ READ_NATIVELY = {
         b'{"spans":null}]},{"scopeSpans":null}]}'
     ),
     "no spans at all": b'{"resourceSpans":[]}',
+    # the first and last characters of each UTF-8 length, raw, in a name, a key and a value
+    "UTF-8 of every length": _line(
+        span(
+            name="\u0080\u07ff\u0800\uffff\U00010000\U0010ffff",
+            attributes=_attrs(("\u00e9t\u00e9", {"stringValue": "\u20ac \U0001f600"})),
+        )
+    ),
 }
 
 
@@ -208,6 +215,29 @@ LEFT_TO_ROBUST = {
         b'"values":[]', b'"values":[{"doubleValue":-1.5e400}]'
     ),
     "not a request": b'{"resourceLogs":[]}',
+    # bytes that are no UTF-8 in a string, wherever it stands: the robust path decides
+    **{
+        f"not UTF-8 ({what}) in {where}": _line(
+            span(attributes=_attrs(("k", {"stringValue": "v"}))), schemaUrl="u"
+        ).replace(old, old[:-1] + raw + b'"')
+        for what, raw in {
+            "a stray continuation byte": b"\x80",
+            "an overlong slash": b"\xc0\xaf",
+            "an overlong three-byte form": b"\xe0\x80\xaf",
+            "a surrogate": b"\xed\xa0\x80",
+            "past U+10FFFF": b"\xf4\x90\x80\x80",
+            "a lead byte that never starts one": b"\xf5\x80\x80\x80",
+            "a cut sequence": b"\xe2\x82",
+            "a lead byte before ASCII": b"\xc3(",
+        }.items()
+        for where, old in {
+            "a value": b'"v"',
+            "a key": b'"k"',
+            "the span name": b'"chat"',
+            "the scope name": b'"lib"',
+            "an unread field": b'"u"',
+        }.items()
+    },
 }
 
 

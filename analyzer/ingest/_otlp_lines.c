@@ -9,7 +9,9 @@
    bytes that are not plain are returned as their raw JSON text with a "pending" mark, for the
    caller to convert with the robust path's own function.
 
-   The input lines must be valid UTF-8 (the caller checks); JSON escapes are checked here. */
+   JSON escapes and UTF-8 are checked here: a line with a byte sequence that is not UTF-8 in a
+   string is refused (outside strings any byte over 0x7F is a syntax error), so the caller need
+   not check the lines beforehand. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -300,20 +302,47 @@ static inline int hex4(const char *s, unsigned *out) {
     return 0;
 }
 
-/* A string at st->p (its opening quote): checks escapes (surrogates paired) and control chars. */
+/* The length of the UTF-8 sequence at p (its first byte over 0x7F) before `end`, 0 if it is
+   not one (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF, cut). */
+static inline int utf8_sequence(const unsigned char *p, const unsigned char *end) {
+    unsigned c = p[0];
+    int n;
+    unsigned lo = 0x80, hi = 0xBF; /* the range of the second byte */
+    if (c >= 0xC2 && c <= 0xDF) {
+        n = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        n = 3;
+        if (c == 0xE0) lo = 0xA0;
+        if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        n = 4;
+        if (c == 0xF0) lo = 0x90;
+        if (c == 0xF4) hi = 0x8F;
+    } else {
+        return 0;
+    }
+    if (end - p < n || p[1] < lo || p[1] > hi) return 0;
+    for (int k = 2; k < n; k++)
+        if ((p[k] & 0xC0) != 0x80) return 0;
+    return n;
+}
+
+/* A string at st->p (its opening quote): checks escapes (surrogates paired), control chars and
+   UTF-8. */
 static inline int scan_string(St *st, Tok *t) {
     const char *p = st->p + 1, *end = st->end;
     int esc = 0;
     for (;;) {
 #ifdef __SSE2__
-        /* 16 bytes at a time to the next quote, backslash or control character */
+        /* 16 bytes at a time to the next quote, backslash, control character or byte over 0x7F
+           (the sign bit) */
         const __m128i quote = _mm_set1_epi8('"'), slash = _mm_set1_epi8('\\');
         const __m128i flip = _mm_set1_epi8((char)0x80), low = _mm_set1_epi8((char)(0x20 ^ 0x80));
         while (end - p >= 16) {
             __m128i v = _mm_loadu_si128((const __m128i *)p);
             __m128i special = _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash));
             __m128i hit = _mm_or_si128(special, _mm_cmplt_epi8(_mm_xor_si128(v, flip), low));
-            int m = _mm_movemask_epi8(hit);
+            int m = _mm_movemask_epi8(hit) | _mm_movemask_epi8(v);
             if (m) {
                 p += __builtin_ctz((unsigned)m);
                 break;
@@ -321,8 +350,16 @@ static inline int scan_string(St *st, Tok *t) {
             p += 16;
         }
 #endif
-        while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+        while (p < end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20 &&
+               (unsigned char)*p < 0x80)
+            p++;
         if (p >= end || (unsigned char)*p < 0x20) return -1;
+        if ((unsigned char)*p >= 0x80) {
+            int n = utf8_sequence((const unsigned char *)p, (const unsigned char *)end);
+            if (!n) return -1;
+            p += n;
+            continue;
+        }
         if (*p == '"') break;
         esc = 1; /* a backslash */
         if (p + 1 >= end) return -1;

@@ -690,7 +690,9 @@ def _native_lines(
     try:
         cols, refused, spans = _native.parse([lines[i] for i in todo], [numbers[i] for i in todo])
     except OverflowError:  # more than 2 GiB of text in one group: the msgspec path copes
-        return _typed_lines(lines, numbers, todo, path)
+        valid = [i for i in todo if _is_utf8(lines[i])]  # (see `_checks_utf8`)
+        batch, refused, spans = _typed_lines(lines, numbers, valid, path)
+        return batch, refused + sorted(set(todo) - set(valid)), spans
     refused = [todo[k] for k in refused]
     n = cols["trace_id"][0]
     if n == 0:
@@ -820,6 +822,14 @@ def _typed_lines(
 _fast_lines = _typed_lines if _native is None else _native_lines
 
 
+def _checks_utf8() -> bool:
+    """Whether the fast path checks that the lines it reads are UTF-8: the native parser does
+    (it refuses the others to the robust path, which checks them too), so blocks of lines are
+    not checked beforehand (Arrow's validator took 16 ms a block of 32 MB). msgspec does not
+    check the fields it skips: its lines are checked first."""
+    return _fast_lines is _native_lines
+
+
 def _process_lines(
     lines: list[memoryview | bytes], numbers: list[int], log: FileLog, utf8: bool
 ) -> Iterator[pa.RecordBatch]:
@@ -915,7 +925,7 @@ def _line_blocks(
     stream: BinaryIO, size: int, limit: int | None, cursor: list[int]
 ) -> Iterator[tuple[list[int], list[memoryview | bytes], bool]]:
     """Groups of whole lines (views into blocks of about `size` bytes), their numbers, and
-    whether their block is all ASCII.
+    whether their lines need no UTF-8 check (their block is all ASCII, or `_checks_utf8`).
 
     Reads `limit` bytes at most; a line that runs past a block is completed with readline.
     """
@@ -935,7 +945,7 @@ def _line_blocks(
         if first and block.startswith(b"\xef\xbb\xbf"):
             block = block[3:]  # a UTF-8 byte order mark
         first = False
-        ascii_only = block.isascii() and tail.isascii()
+        ascii_only = _checks_utf8() or (block.isascii() and tail.isascii())
         end = len(block)
         last = None
         if tail:  # the last line, completed by readline: the one line copied
@@ -972,7 +982,7 @@ def _mapped_blocks(
             if nl < 0:  # a line longer than a block
                 nl = mm.find(b"\n", end, stop)
             end = stop if nl < 0 else nl + 1
-        utf8 = _utf8(view[pos:end])
+        utf8 = _checks_utf8() or _utf8(view[pos:end])
         for numbers, lines in _line_groups(mm, view, pos, end, cursor):
             yield numbers, lines, utf8
         pos = end
