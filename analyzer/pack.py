@@ -13,11 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from jsonschema import Draft202012Validator, ValidationError
-from jsonschema.exceptions import SchemaError
 
 from analyzer.checks import REGISTRY
 from analyzer.checks.base import Check, LoadEnv, did_you_mean
@@ -25,6 +23,9 @@ from analyzer.checks.plugin import PLUGIN_TYPE, build_plugin
 from analyzer.errors import RulePackError
 from analyzer.resources import schema
 from analyzer.yamlplace import path_text, show, yaml_line
+
+if TYPE_CHECKING:  # jsonschema is imported where a pack is read (not by a pool's workers)
+    from jsonschema import Draft202012Validator, ValidationError
 
 __all__ = [
     "DEFAULT_PACK",
@@ -325,6 +326,9 @@ def _tools(data: dict[str, Any], base_dir: Path, report) -> dict[str, Any]:
 
 
 def _schema_error(schema: Any) -> str | None:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as err:
@@ -379,6 +383,8 @@ def read_tool_specs(path: Path) -> dict[str, Any]:
 
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(schema("rulepack.schema.json"))
 
 

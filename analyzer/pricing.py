@@ -50,13 +50,14 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import yaml
-from jsonschema import Draft202012Validator, ValidationError
 
 from analyzer.errors import PriceTableError
 from analyzer.resources import bundled_rules_text, schema
 from analyzer.yamlplace import problems_text, show
 
 if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator, ValidationError
+
     from analyzer.runs import RunSet
 
 __all__ = [
@@ -199,6 +200,8 @@ _Loader.yaml_implicit_resolvers = _FastLoader.yaml_implicit_resolvers = {
 
 @lru_cache(maxsize=1)
 def _validator() -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
     return Draft202012Validator(schema("prices.schema.json"))
 
 

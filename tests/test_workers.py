@@ -376,6 +376,21 @@ def test_the_size_of_the_input_is_estimated_without_polars_or_arrow() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_pool_workers_import_no_json_schema_library_until_a_schema_is_judged() -> None:
+    # jsonschema and referencing took 30-40 ms of each worker's start; a worker imports them
+    # when a tool's arguments or an answer are judged against a schema
+    code = (
+        "import sys\n"
+        "import analyzer.partitioned\n"
+        "from analyzer.pack import load_default_pack\n"
+        "before = sorted({'jsonschema', 'referencing'} & set(sys.modules))\n"
+        "load_default_pack()\n"
+        "print(before, sorted({'jsonschema', 'referencing'} & set(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[] ['jsonschema', 'referencing']"
+
+
 @pytest.fixture
 def started(monkeypatch: pytest.MonkeyPatch) -> list:
     """The pools `analyzer.workers.start_pool` started, with every input counted as big."""

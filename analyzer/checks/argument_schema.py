@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
@@ -15,10 +16,6 @@ try:  # a fast validity check; jsonschema words the errors (as in output_schema)
 except ImportError:  # pragma: no cover - jsonschema alone gives the same verdicts, slower
     jsonschema_rs = None
 import polars as pl
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, best_match
-from referencing import Registry
-from referencing.exceptions import NoSuchResource
 
 from analyzer.checks.base import Check, CheckContext
 from analyzer.checks.grounded_arguments import is_flat_object
@@ -215,6 +212,8 @@ class _NoRemote(Exception):
 
 def _refuse(uri: str) -> Any:
     # Schemas recorded in traces may name any URL: agenttrace never reaches the network.
+    from referencing.exceptions import NoSuchResource
+
     raise NoSuchResource(ref=uri)
 
 
@@ -224,10 +223,11 @@ def _refuse_rs(uri: str) -> Any:
 
 class _Schema:
     """One schema ready to judge arguments: jsonschema-rs says whether they are valid (fast),
-    jsonschema says why not (its wording), each only where needed."""
+    jsonschema says why not (its wording), each only where needed (jsonschema is imported
+    then: a pool's workers that judge no schema never import it)."""
 
     def __init__(self, document: Any):
-        self.python = Draft202012Validator(document, registry=Registry(retrieve=_refuse))  # type: ignore[call-arg]
+        self.document = document
         self.fast: Any = None
         if jsonschema_rs is not None:
             try:
@@ -237,10 +237,19 @@ class _Schema:
             except Exception:  # what Rust cannot compile, Python still judges
                 self.fast = None
 
+    @functools.cached_property
+    def python(self) -> Any:
+        from jsonschema import Draft202012Validator
+        from referencing import Registry
+
+        return Draft202012Validator(self.document, registry=Registry(retrieve=_refuse))  # type: ignore[call-arg]
+
     def errors(self, doc: Any) -> tuple[str, str | None] | None:
         """None when ``doc`` is valid, else (detail, top-level argument at fault)."""
         if self.fast is not None and self.fast.is_valid(doc):
             return None
+        from jsonschema.exceptions import best_match
+
         errors = list(self.python.iter_errors(doc))
         if errors:
             top = best_match(errors)
@@ -323,6 +332,9 @@ class _Judge:
         self.unusable: dict[str, str | None] = {}
 
     def _compile(self, key: str) -> list[_Schema]:
+        from jsonschema import Draft202012Validator
+        from jsonschema.exceptions import SchemaError
+
         if key not in self.schemas:
             compiled = []
             for document in self.documents.get(key) or json.loads(key):

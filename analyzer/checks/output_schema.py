@@ -7,7 +7,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin, urlparse
 from urllib.request import url2pathname
 
@@ -19,13 +19,11 @@ except ImportError:  # pragma: no cover - exercised by monkeypatching in the tes
     jsonschema_rs = None
 import polars as pl
 import yaml
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, best_match
-from referencing import Registry, Resource
-from referencing.exceptions import NoSuchResource
-from referencing.jsonschema import DRAFT202012
 
 from analyzer.checks.base import INTERNAL, Check, CheckContext, LoadEnv, RunFinding, quote
+
+if TYPE_CHECKING:
+    from referencing import Resource
 
 __all__ = ["AnswerSchema", "OutputSchema", "load_json_schema"]
 
@@ -121,6 +119,9 @@ class AnswerSchema:
         self.path = path
         #: of the schema's documents (the file's and those it refers to), as loaded
         self.sha256 = sha256
+        from jsonschema import Draft202012Validator  # where a pack is read, not in every process
+        from referencing import Registry
+
         self.python = Draft202012Validator(document, registry=Registry(retrieve=_retrieve))  # type: ignore[call-arg]
         self.fast: Any = None
         if jsonschema_rs is not None:
@@ -151,6 +152,8 @@ class AnswerSchema:
             errors = list(self.python.iter_errors(doc))
             if not errors:
                 return None
+            from jsonschema.exceptions import best_match
+
             top = best_match(errors)
             where, message, count = _json_path(top.absolute_path), top.message, len(errors)
         if len(message) > _MESSAGE_CAP:
@@ -184,11 +187,16 @@ def _retrieve_document(uri: str) -> Any:
     # Only local files: agenttrace never reaches the network.
     parsed = urlparse(uri)
     if parsed.scheme != "file":
+        from referencing.exceptions import NoSuchResource
+
         raise NoSuchResource(ref=uri)
     return _read_document(Path(url2pathname(parsed.path)))
 
 
 def _retrieve(uri: str) -> Resource:
+    from referencing import Resource
+    from referencing.jsonschema import DRAFT202012
+
     return Resource.from_contents(_retrieve_document(uri), default_specification=DRAFT202012)
 
 
@@ -210,6 +218,9 @@ def load_json_schema(path: Path) -> AnswerSchema:
     Raises ValueError naming the file when it, or a file it refers to, cannot be read, is not
     JSON/YAML, is not a valid schema, or refers to a remote schema.
     """
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     path = path.resolve()
     seen: set[str] = set()
     todo = [(path.as_uri(), path)]
