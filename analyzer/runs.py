@@ -668,7 +668,13 @@ def _runs(
     # One plan, run by the in-memory engine: each filter reads only the columns used after it,
     # and what two parts share (the top agent, the calls that asked for tools) runs once. The
     # default engine of polars 2 for a plan is the streaming one: 20% slower here (100k spans).
-    lazy_frame, lazy_steps = frame.lazy(), steps.lazy()
+    # Run ids as codes for the plan's joins and groupings, cast back at the end: a 32-character
+    # id is hashed and compared as a string (100k spans: 155 -> 148 ms). Categories of their
+    # own, where polars has them: no other query shares their mapping.
+    codes = pl.Categorical(pl.Categories.random()) if hasattr(pl, "Categories") else pl.Categorical
+    as_codes = pl.col("run_id").cast(codes)
+    lazy_frame = frame.lazy().with_columns(as_codes)
+    lazy_steps = steps.lazy().with_columns(as_codes)
     model = lazy_steps.filter(pl.col("kind") == "model_call")
     tool = lazy_steps.filter(pl.col("kind") == "tool_call")
 
@@ -745,6 +751,7 @@ def _runs(
             / 1e9
         ).round(9),
         answer=pl.col("answer").str.slice(0, ANSWER_CAP),
+        run_id=pl.col("run_id").cast(pl.String),
     ).collect(engine="in-memory")
     attrs = _run_attributes(frame, spans, runs, span_rows)
     runs = runs.join(attrs, on="run_id", how="left")
