@@ -56,7 +56,6 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from jsonschema import Draft202012Validator
 
 from analyzer.errors import InputError
 from analyzer.resources import schema
@@ -130,6 +129,8 @@ def load_labels(path: str | Path) -> LabelSet:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as err:
         raise InputError(f"{path}: labels file is not UTF-8 ({err.reason})") from err
+    from jsonschema import Draft202012Validator
+
     validator = Draft202012Validator(schema("labels.schema.json"))
     problems: list[str] = []
     cases: dict[str, CaseLabel] = {}

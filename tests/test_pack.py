@@ -476,3 +476,16 @@ def test_schema_branches_match_the_registered_rule_types():
         }
         assert set(branch["required"]) == required | {"type"}, name
         assert set(COMMON_FIELDS) <= set(branch["properties"]), name
+
+
+def test_the_bundled_pack_and_prices_follow_their_schemas():
+    # they are not checked against them when loaded (`load_default_pack`, `load_prices`)
+    import yaml
+
+    from analyzer import pack, pricing
+    from analyzer.resources import bundled_rules_text
+
+    assert pack._schema_problems(yaml.safe_load(bundled_rules_text(pack.DEFAULT_PACK))) == []
+    prices = yaml.safe_load(bundled_rules_text(pricing.BUNDLED_PRICES))
+    assert pricing._schema_problems(prices) == []
+    assert pricing._schema_problems({**prices, "currency": 3})  # the check itself works

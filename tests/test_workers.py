@@ -376,15 +376,18 @@ def test_the_size_of_the_input_is_estimated_without_polars_or_arrow() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def test_pool_workers_import_no_json_schema_library_until_a_schema_is_judged() -> None:
-    # jsonschema and referencing took 30-40 ms of each worker's start; a worker imports them
-    # when a tool's arguments or an answer are judged against a schema
+def test_no_json_schema_library_is_imported_until_a_users_file_or_a_schema_is_read() -> None:
+    # jsonschema and referencing took 30-40 ms of each process's start: a pool's workers and a
+    # `report` with the bundled pack and prices never import them (the tests check the bundled
+    # files against their schemas: test_the_bundled_pack_and_prices_follow_their_schemas)
     code = (
         "import sys\n"
-        "import analyzer.partitioned\n"
-        "from analyzer.pack import load_default_pack\n"
+        "import analyzer.cli, analyzer.partitioned, analyzer.report\n"
+        "from analyzer.pack import load_default_pack, load_packs\n"
+        "from analyzer.pricing import load_prices\n"
+        "load_default_pack(), load_prices()\n"
         "before = sorted({'jsonschema', 'referencing'} & set(sys.modules))\n"
-        "load_default_pack()\n"
+        f"load_packs([{str(ROOT / 'rules' / 'default.yaml')!r}])\n"
         "print(before, sorted({'jsonschema', 'referencing'} & set(sys.modules)))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
