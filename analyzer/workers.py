@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from typing import Any, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 _T = TypeVar("_T")
 
@@ -74,7 +76,11 @@ def default_jobs() -> int:
 def process_pool(jobs: int) -> ProcessPoolExecutor:
     """A pool of `jobs` worker processes, each computing with its share of the CPUs
     (`share_cpus`). Spawned: a fresh interpreter per worker (forking a process running polars
-    threads can hang)."""
+    threads can hang). (multiprocessing is imported here: 10 ms of a command that starts no
+    process, such as a report of a dataset.)"""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     return ProcessPoolExecutor(
         jobs,
         mp_context=multiprocessing.get_context("spawn"),
