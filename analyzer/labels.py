@@ -58,6 +58,7 @@ from typing import Any
 import polars as pl
 
 from analyzer.errors import InputError
+from analyzer.metrics import rate
 from analyzer.resources import schema
 
 __all__ = [
@@ -70,7 +71,6 @@ __all__ = [
     "load_labels",
     "normalize_text",
     "parse_number",
-    "rate",
     "score_labels",
 ]
 
@@ -491,20 +491,6 @@ class LabelScores:
             },
             "argument_precision": rate(int(args.get_column("correct").sum()), args.height),
         }
-
-
-def rate(k: int, n: int) -> dict[str, Any]:
-    """``{k, n, rate, lo, hi}``: a rate with its Wilson 95 % interval (nulls when n is 0)."""
-    from analyzer.metrics import wilson
-
-    interval = wilson(k, n)
-    return {
-        "k": k,
-        "n": n,
-        "rate": k / n if n else None,
-        "lo": interval[0] if interval else None,
-        "hi": interval[1] if interval else None,
-    }
 
 
 def _rate_cols(k: int, n: int) -> dict[str, Any]:

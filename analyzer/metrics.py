@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -69,6 +69,7 @@ __all__ = [
     "pass_hat_k",
     "quantile",
     "quantile_interval",
+    "rate",
     "required_tools_of",
     "rule_coverage",
     "rule_kinds_of",
@@ -183,6 +184,18 @@ def wilson(k: int, n: int, z: float = Z_95) -> tuple[float, float] | None:
     lo = 0.0 if k == 0 else max(0.0, center - half)
     hi = 1.0 if k == n else min(1.0, center + half)
     return lo, hi
+
+
+def rate(k: int, n: int) -> dict[str, Any]:
+    """``{k, n, rate, lo, hi}``: a rate with its Wilson 95 % interval (nulls when n is 0)."""
+    interval = wilson(k, n)
+    return {
+        "k": k,
+        "n": n,
+        "rate": k / n if n else None,
+        "lo": interval[0] if interval else None,
+        "hi": interval[1] if interval else None,
+    }
 
 
 def wilson_columns(k: str, n: str, prefix: str) -> list[pl.Expr]:

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from analyzer import metrics as m
-from analyzer.labels import rate
 from analyzer.report.facts import RATE_TABLES, facts_of
 from analyzer.report.passes import RunFigures, with_label_rates
 
@@ -423,7 +422,7 @@ def _trials(runs: pl.DataFrame, findings, passed: pl.DataFrame | None) -> dict[s
     def disagreement(col: str) -> dict[str, Any]:
         n = multi.height
         k = int((multi.get_column(col) > 1).sum())
-        return rate(k, n)
+        return m.rate(k, n)
 
     return {
         "cases": per_case.height,
