@@ -302,13 +302,16 @@ def _metrics(analysis, facts: SummaryFacts, runs: pl.DataFrame, scored) -> dict[
     per_run = m.breakdown_runs(  # what every breakdown adds up, computed once
         runs, findings=findings, weights=weights, at_least=CORRECT_THRESHOLD
     )
+    # the runs judged and whether they passed: by the labels, else by their findings (as
+    # computed for the breakdowns)
+    judged = passed if passed is not None else per_run.select("run_id", "passed")
     sections = _side_by_side(
         {
             "tails": lambda: m.tails(runs, metrics=SUMMARY_TAILS).to_dicts(),
-            "cost": lambda: _cost(analysis, runs, findings, passed),
+            "cost": lambda: _cost(analysis, runs, judged, passed),
             "content_coverage": lambda: m.content_coverage(runs).to_dicts()[0],
             "scores": lambda: _scores(runs),
-            "trials": lambda: _trials(runs, findings, passed),
+            "trials": lambda: _trials(runs, findings, judged),
             **{
                 key: functools.partial(
                     _breakdown, runs, case_class if key == "case_class" else key, per_run, passed
@@ -342,16 +345,15 @@ def _side_by_side(tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
         return {name: future.result() for name, future in futures.items()}
 
 
-def _cost(analysis, runs: pl.DataFrame, findings, passed: pl.DataFrame | None) -> dict[str, Any]:
+def _cost(
+    analysis, runs: pl.DataFrame, judged: pl.DataFrame, passed: pl.DataFrame | None
+) -> dict[str, Any]:
+    """The cost section; `judged`: each judged run and whether it passed (by the labels when
+    `passed`, else by its findings)."""
     cost = runs.get_column("cost_usd")
     priced = runs.height - cost.null_count()
     retry = runs.get_column("retry_cost_usd")
     recorded = runs.get_column("recorded_cost_usd")
-    if passed is None:
-        outcome = m.run_outcomes(runs, findings, at_least=CORRECT_THRESHOLD)
-        judged = outcome.select("run_id", "passed")
-    else:
-        judged = passed
     rows = judged.join(runs.select("run_id", "cost_usd"), on="run_id", how="left")
     correct = int(rows.get_column("passed").sum())
     judged_cost = None
@@ -394,7 +396,8 @@ def _scores(runs: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def _trials(runs: pl.DataFrame, findings, passed: pl.DataFrame | None) -> dict[str, Any]:
+def _trials(runs: pl.DataFrame, findings, judged: pl.DataFrame) -> dict[str, Any]:
+    """Trials: runs sharing a case id; `judged`: each run and whether it passed."""
     cases = runs.filter(pl.col("case_id").is_not_null())
     per_case = cases.group_by("case_id").agg(
         pl.len().alias("k"),
@@ -415,7 +418,7 @@ def _trials(runs: pl.DataFrame, findings, passed: pl.DataFrame | None) -> dict[s
         findings,
         ks=range(1, max_k + 1),
         at_least=CORRECT_THRESHOLD,
-        passed=passed,
+        passed=judged,
     )
     spread = per_case.group_by("k").len("cases").sort("k")
 
