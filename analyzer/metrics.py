@@ -339,21 +339,33 @@ def tails(
     given; ``tokens`` is input + output tokens.
     """
     values, keys = _select_grouped(runs, by, _metric_values(runs, metrics))
-    # (run_id, group) rows are unique (run_groups): one row per run. One metric at a time: an
-    # unpivot of them all would copy the groups once per metric.
+    # (run_id, group) rows are unique (run_groups): one row per run. Every metric's figures in
+    # one grouping, a column each (an unpivot of the metrics would copy the groups once per
+    # metric; a grouping per metric took 35 ms for 1M spans' runs, 23 ms so).
     if not keys:  # one group of all runs (none without runs)
         values = values.with_columns(_all=pl.lit(0, pl.Int8))
     group = keys or ["_all"]
+    figures = ["runs", "n", "missing", "max", "_sorted", *[_qname(q) for q in quantiles]]
+    grouped = values.group_by(group).agg(
+        expr.alias(f"{position}:{name}")
+        for position, metric in enumerate(metrics)
+        for name, expr in zip(
+            figures,
+            [
+                pl.len().cast(pl.Int64),
+                pl.col(metric).count().cast(pl.Int64),
+                pl.col(metric).null_count().cast(pl.Int64),
+                pl.col(metric).max(),
+                pl.col(metric).drop_nulls().sort(),
+                *[pl.col(metric).quantile(q, interpolation="linear") for q in quantiles],
+            ],
+            strict=True,
+        )
+    )
     parts = []
     for position, metric in enumerate(metrics):
-        value = pl.col(metric)
-        part = values.group_by(group).agg(
-            pl.len().cast(pl.Int64).alias("runs"),
-            value.count().cast(pl.Int64).alias("n"),
-            value.null_count().cast(pl.Int64).alias("missing"),
-            value.max().alias("max"),
-            value.drop_nulls().sort().alias("_sorted"),
-            *[value.quantile(q, interpolation="linear").alias(_qname(q)) for q in quantiles],
+        part = grouped.select(
+            *group, *[pl.col(f"{position}:{name}").alias(name) for name in figures]
         )
         ranks = _rank_table(part.get_column("n").unique().to_list(), quantiles, confidence)
         part = part.join(ranks, on="n", how="left")
