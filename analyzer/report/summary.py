@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -105,7 +106,7 @@ def _summary(analysis, labels: LabelSet | None, case_class: str) -> dict[str, An
         scored = score_labels(labels, analysis.runs.runs, analysis.runs.steps)
     if facts.height <= IN_MEMORY_RUNS:
         runs = facts.runs()
-        run_totals, metrics = _runs_section(runs), _metrics(analysis, facts, runs, scored)
+        run_totals, metrics = _metrics(analysis, facts, runs, scored)
     else:
         figures = _figures(analysis, facts, scored.passed() if scored is not None else None)
         run_totals = _runs_section_by_parts(figures)
@@ -292,26 +293,36 @@ def _cost_section(analysis, passed: pl.DataFrame | None, figures: dict[str, Any]
     }
 
 
-def _metrics(analysis, facts: SummaryFacts, runs: pl.DataFrame, scored) -> dict[str, Any]:
+def _metrics(
+    analysis, facts: SummaryFacts, runs: pl.DataFrame, scored
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The runs section (`_runs_section`) and the metrics, computed side by side."""
     evaluation = analysis.evaluation
     findings = evaluation.findings if evaluation is not None else None
     weights = m.rule_weights(analysis.packs)
     rates = facts.rates or {}
     passed = scored.passed() if scored is not None else None
     case_class = facts.case_class
-    per_run = m.breakdown_runs(  # what every breakdown adds up, computed once
-        runs, findings=findings, weights=weights, at_least=CORRECT_THRESHOLD
+    # what every breakdown adds up, computed once: the first section, which others wait for
+    per_run = _Once(
+        functools.partial(
+            m.breakdown_runs, runs, findings=findings, weights=weights, at_least=CORRECT_THRESHOLD
+        )
     )
-    # the runs judged and whether they passed: by the labels, else by their findings (as
-    # computed for the breakdowns)
-    judged = passed if passed is not None else per_run.select("run_id", "passed")
+
+    def judged() -> pl.DataFrame:
+        """The runs judged and whether they passed: by the labels, else by their findings."""
+        return passed if passed is not None else per_run().select("run_id", "passed")
+
     sections = _side_by_side(
         {
+            "per_run": per_run,
+            "runs": lambda: _runs_section(runs),
             "tails": lambda: m.tails(runs, metrics=SUMMARY_TAILS).to_dicts(),
-            "cost": lambda: _cost(analysis, runs, judged, passed),
+            "cost": lambda: _cost(analysis, runs, judged(), passed),
             "content_coverage": lambda: m.content_coverage(runs).to_dicts()[0],
             "scores": lambda: _scores(runs),
-            "trials": lambda: _trials(runs, findings, judged),
+            "trials": lambda: _trials(runs, findings, judged()),
             **{
                 key: functools.partial(
                     _breakdown, runs, case_class if key == "case_class" else key, per_run, passed
@@ -320,7 +331,7 @@ def _metrics(analysis, facts: SummaryFacts, runs: pl.DataFrame, scored) -> dict[
             },
         }
     )
-    return {
+    return sections["runs"], {
         "methods": {**_METHODS, "case_class": f"run attribute {case_class}"},
         "tails": sections["tails"],
         "cost": sections["cost"],
@@ -330,6 +341,22 @@ def _metrics(analysis, facts: SummaryFacts, runs: pl.DataFrame, scored) -> dict[
         "trials": sections["trials"],
         "breakdowns": {key: sections[key] for key in BREAKDOWNS},
     }
+
+
+class _Once:
+    """A value computed by its first caller; the others wait for it."""
+
+    def __init__(self, compute: Callable[[], Any]) -> None:
+        self._compute = compute
+        self._lock = threading.Lock()
+        self._done = False
+        self._value: Any = None
+
+    def __call__(self) -> Any:
+        with self._lock:
+            if not self._done:
+                self._value, self._done = self._compute(), True
+            return self._value
 
 
 def _side_by_side(tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
@@ -441,13 +468,13 @@ def _trials(runs: pl.DataFrame, findings, judged: pl.DataFrame) -> dict[str, Any
 
 
 def _breakdown(
-    runs: pl.DataFrame, by: str, per_run: pl.DataFrame, passed: pl.DataFrame | None
+    runs: pl.DataFrame, by: str, per_run: Callable[[], pl.DataFrame], passed: pl.DataFrame | None
 ) -> list[dict[str, Any]]:
-    """Rows of `metrics.breakdown` (group under ``group``) from the runs' `per_run` figures
+    """Rows of `metrics.breakdown` (group under ``group``) from the runs' `per_run()` figures
     (`metrics.breakdown_runs`); with labels, also per group: ``label_runs``,
     ``label_correct_runs``, ``label_correct_rate`` (+ ``_lo``, ``_hi``) and
     ``label_cost_per_correct_run`` (cost of its labelled runs / those all right)."""
-    rows = m.breakdown(runs, by, per_run=per_run)
+    rows = m.breakdown(runs, by, per_run=per_run())
     if passed is not None:
         groups, _ = m.run_groups(runs, by)
         judged = groups.join(passed, on="run_id", how="inner").join(
