@@ -486,7 +486,7 @@ def show(
     )
     for step in steps.iter_rows(named=True):
         t = (step["start_ns"] - origin) / 1e6
-        kind = "model" if step["kind"] == "model_call" else "tool"
+        kind = {"model_call": "model", "output": "out"}.get(step["kind"], "tool")
         tokens = ""
         if step["kind"] == "model_call" and (
             step["input_tokens"] is not None or step["output_tokens"] is not None
@@ -511,6 +511,14 @@ def show(
             f"{clip(step['name'] or '?', 24):<24} {tokens:>11}  "
             f"{status:<6} {clip(detail, width * 2)}"
         )
+        if step["merge_reason"]:
+            why = "; ".join(_MERGE_REASONS[r] for r in step["merge_reason"].split("+"))
+            click.echo(
+                f"{'':>16}span {step['span_id']} merged with "
+                f"{', '.join(step['merged_span_ids'])} ({why})"
+            )
+    if run["conventions"]:
+        click.echo(f"\nread as  {terminal_safe(', '.join(run['conventions']))}")
     click.echo("")
     if run["has_answer"]:
         click.echo(
@@ -521,6 +529,11 @@ def show(
         click.echo("no answer: the run ended without a final model output")
 
 
+_MERGE_REASONS = {
+    "nested": "spans nested in one another record the same call",
+    "events": "one span per event of the call",
+    "overlap": "another instrumentation recorded the same call within its time",
+}
 _SEVERITIES = ("critical", "high", "medium", "low")
 
 

@@ -156,6 +156,7 @@ def analyze_partition(
         case_key=case_key,
         parents=parents,
         span_rows=order,
+        log=log,
     )
     analysis = analyze_runs(
         Ingested(spans=empty_table(SPAN_SCHEMA), log=log),
@@ -1385,7 +1386,7 @@ def _ingest_spilled(
             holding = [old_parts[i] for i in sorted(where.get_column("part").unique())]
             earlier = _spans_of_traces(holding, straddling)
             whole = finalize_spans(pa.concat_tables([spans, earlier]), IngestLog()).spans
-        runset, retries = build_prebuilt(whole)
+        runset, retries = build_prebuilt(whole, log)
         del whole, spans
         entry = write_prebuilt(runset, retries, Path(out), name, where)
         if options is not None:

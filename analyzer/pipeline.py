@@ -65,6 +65,7 @@ def analyze(
         run_key=run_key,
         case_key=case_key,
         parents=ingested.parents,
+        log=ingested.log,
     )
     return analyze_runs(
         ingested,

@@ -27,6 +27,7 @@ import pyarrow as pa
 from analyzer import __version__
 from analyzer.checks.retries import RetryScan, scan_retries
 from analyzer.errors import InputError
+from analyzer.ingest.accounting import IngestLog
 from analyzer.runs import RunSet, build_runs
 
 __all__ = [
@@ -70,11 +71,12 @@ class PrebuiltPart:
         return (since_ns is None or first >= since_ns) and (until_ns is None or last < until_ns)
 
 
-def build_prebuilt(spans: pa.Table) -> tuple[RunSet, RetryScan]:
-    """The runs of a de-duplicated, finalized span table (default keys) and their retries."""
+def build_prebuilt(spans: pa.Table, log: IngestLog | None = None) -> tuple[RunSet, RetryScan]:
+    """The runs of a de-duplicated, finalized span table (default keys) and their retries;
+    the files' reading notes go to `log` (`build_runs`)."""
     from analyzer.conventions import normalize
 
-    runset = build_runs(spans, normalize(spans))
+    runset = build_runs(spans, normalize(spans), log=log)
     return runset, scan_retries(runset.steps)
 
 

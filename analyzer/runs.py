@@ -3,17 +3,29 @@
 The run model of the contract (section 2), computed column-wise with polars:
 
 - **run**: one per trace; where a trace holds several top-level agent spans (agent spans with
-  no agent above them), one per such span, ``run_id = TRACEID:SPANID``. With ``run_key`` the
-  value of that attribute (first found on the trace's spans, root first, then the resource)
-  groups traces into runs; traces without it keep the default. Only groups holding at least one
-  agent, model-call or tool-call span are runs.
+  no agent above them), one per such span, ``run_id = TRACEID:SPANID``. A conversation or
+  workflow root (GenAI ``invoke_workflow``, AG2 ``conversation``, Traceloop ``workflow``) is
+  an agent span: the agents under it are one run. A top-level agent span whose parent was
+  never exported (the remote side of an agent-to-agent call) joins the top-level agent span of
+  its trace that holds it in time (same conversation id where both record one). With
+  ``run_key`` the value of that attribute (first found on the trace's spans, root first, then
+  the resource) groups traces into runs; traces without it keep the default. Only groups
+  holding at least one agent, model-call or tool-call span are runs.
+- **calls**: spans that record the same call are one step (`analyzer.calls`: a model span
+  nested in another of the same request, a wrapper tool span over the instrumented one, the
+  event spans of one call); the step keeps the outer span's id and lists the others in
+  ``merged_span_ids`` with a ``merge_reason``. An unclassified span named after a tool that a
+  model call requested before it is that tool's call.
 - **steps**: model calls and tool calls in start order (ties: end, then span id). A tool call a
   model requested in its output and that no tool-execution span ran is still a step
   (``executed = False``); requests and executions are joined by tool call id, else by tool
-  name in order.
+  name in order. An output tool's call (`semconv.OUTPUT_TOOL_NAMES`: structured-output
+  frameworks return their answer through it) is a step of kind ``output``, not a tool call.
 - **answer**: see `_answers` (a tool-free final model call, or an output tool called last).
 - **sources**: one row per text the run had seen, with the time from which it was available
   (`sources_before` selects those of a step).
+- **provenance**: each run lists the convention families that classified its spans
+  (``conventions``) and the instrumentation scopes that wrote them (``instrumentations``).
 """
 
 from __future__ import annotations
@@ -23,12 +35,16 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analyzer.calls import mark_requested_tools, merge_same_calls
 from analyzer.conventions.semconv import OUTPUT_TOOL_NAMES, OUTPUT_TOOL_PREFIXES
+from analyzer.ingest.accounting import IngestLog
 from analyzer.spans import attribute_lists, is_shared, shared_resources
+from analyzer.spantree import nearest_marked_ancestor, parent_index, topmost
 
 __all__ = [
     "ANSWER_CAP",
@@ -45,7 +61,6 @@ ANSWER_CAP = 4000
 DEFAULT_CASE_KEYS = ("app.case_id", "case_id", "case.id")
 #: Finish reasons meaning "the model asked for tools" (providers spell it several ways).
 TOOL_FINISH_REASONS = ("tool_calls", "tool_call", "function_call", "tool_use", "tool-calls")
-_MAX_DEPTH_DOUBLINGS = 40  # 2**40 levels: only a parent-id cycle gets that far
 
 
 def frame_batches(frame: pl.DataFrame) -> pa.RecordBatchReader:
@@ -113,20 +128,30 @@ def build_runs(
     case_key: str | None = None,
     parents: pa.Array | None = None,
     span_rows: pa.Array | None = None,
+    log: IngestLog | None = None,
 ) -> RunSet:
     """Reconstruct every run from the span table and its normalized rows (same order:
     `analyzer.conventions.normalize`).
 
     `parents`: the row of each span's parent (`Ingested.parents`), else looked up here.
     `span_rows`: the row of `spans` of each normalized row, when `spans` are in another order
-    (a partition's spans as read, duplicates included: `analyzer.partitioned`)."""
+    (a partition's spans as read, duplicates included: `analyzer.partitioned`).
+    `log`: where each file's reading notes go (spans merged into the call they repeat, spans
+    of no known convention)."""
     if span_rows is not None and run_key is not None:  # the run key is read from every span
         from analyzer.ingest.reader import gather
 
         spans, span_rows = gather(spans, span_rows), None
     frame = normalized.with_row_index("_i")
+    frame = frame.with_columns(_scope=_scope_names(frame, spans, span_rows))
     if parents is None:
-        parents = _parent_index(frame)
+        parents = parent_index(frame)
+    frame = mark_requested_tools(frame)
+    was_step = frame.get_column("role").is_in(["model_call", "tool_call"])
+    frame = merge_same_calls(frame, parents)
+    if log is not None:
+        absorbed = was_step & (frame.get_column("role") == "other")
+        _note_reading(log, frame, absorbed, spans, span_rows)
     frame = _roll_up_resends(frame, parents)
     frame = frame.with_columns(run_id=_run_ids(frame, parents, spans, run_key))
     in_run = frame.select(
@@ -150,12 +175,18 @@ def _run_ids(
 ) -> pl.Series:
     """The run id of every span (null for spans of traces that hold no run)."""
     is_agent = pa.array((frame.get_column("role") == "agent").to_arrow())
-    nearest = _nearest_marked_ancestor(parent, is_agent)
-    top = _topmost(nearest, is_agent)
+    nearest = nearest_marked_ancestor(parent, is_agent)
+    top = pl.Series(topmost(nearest, is_agent), dtype=pl.Int64)
+    is_top = pl.Series(pc.and_(is_agent, pc.is_null(nearest)))
+    linked = _linked_agents(frame, parent, is_top)
+    if linked.height:
+        moved = top.to_frame("_top").join(linked, on="_top", how="left", maintain_order="left")
+        top = moved.select(pl.coalesce("_host", "_top")).to_series()
+        is_top = is_top.scatter(linked.get_column("_top"), False)
     frame = frame.select(
         "trace_id",
-        _top_span=frame.get_column("span_id").gather(pl.Series(top, dtype=pl.Int64)),
-        _is_top=pl.Series(pc.and_(is_agent, pc.is_null(nearest))),
+        _top_span=frame.get_column("span_id").gather(top),
+        _is_top=is_top,
     ).with_columns(_tops=pl.col("_is_top").sum().over("trace_id"))
     default = (
         pl.when((pl.col("_tops") >= 2) & pl.col("_top_span").is_not_null())
@@ -170,6 +201,53 @@ def _run_ids(
     return pl.select(pl.coalesce(per_trace, ids)).to_series().alias("run_id")
 
 
+def _linked_agents(frame: pl.DataFrame, parent: pa.Array, is_top: pl.Series) -> pl.DataFrame:
+    """(_top, _host): top-level agent spans whose link to the run above them was not exported,
+    and the top-level agent span of the same trace they join.
+
+    An agent span whose chain of parents breaks (it, or an ancestor, names a parent that is
+    missing: the remote side of an agent-to-agent call whose client span was not exported)
+    belongs to the run of the top-level agent span of its trace with an unbroken chain that
+    holds it in time, the earliest such span; where both record a conversation id, only if it
+    is the same one."""
+    # the root each span's parent chain reaches, and whether that root lost its parent
+    root = pl.Series(topmost(parent, pa.array(np.ones(len(parent), dtype=bool))), dtype=pl.Int64)
+    broken = frame.get_column("parent_span_id").is_not_null() & pl.Series(parent).is_null()
+    tops = frame.select(
+        pl.col("_i").cast(pl.Int64).alias("_top"),
+        "trace_id",
+        "span_id",
+        "start_ns",
+        "end_ns",
+        "conversation_id",
+        _orphan=broken.gather(root),
+    ).filter(is_top)
+    orphans = tops.filter("_orphan")
+    if orphans.is_empty():
+        return pl.DataFrame(schema={"_top": pl.Int64, "_host": pl.Int64})
+    hosts = tops.filter(~pl.col("_orphan")).select(
+        "trace_id",
+        pl.col("_top").alias("_host"),
+        pl.col("span_id").alias("_host_span"),
+        pl.col("start_ns").alias("_host_start"),
+        pl.col("end_ns").alias("_host_end"),
+        pl.col("conversation_id").alias("_host_conv"),
+    )
+    conv, host_conv = pl.col("conversation_id"), pl.col("_host_conv")
+    return (
+        orphans.join(hosts, on="trace_id")
+        .filter(
+            (pl.col("_host_start") <= pl.col("start_ns"))
+            & (pl.col("end_ns") <= pl.col("_host_end"))
+            & (conv.is_null() | host_conv.is_null() | (conv == host_conv))
+        )
+        .sort("_top", "_host_start", "_host_span")
+        .group_by("_top", maintain_order=True)
+        .first()
+        .select("_top", "_host")
+    )
+
+
 def _roll_up_resends(frame: pl.DataFrame, parent: pa.Array) -> pl.DataFrame:
     """Give each step the HTTP resends recorded below it (``http.request.resend_count``).
 
@@ -180,7 +258,7 @@ def _roll_up_resends(frame: pl.DataFrame, parent: pa.Array) -> pl.DataFrame:
     if frame.get_column("http_resend_count").drop_nulls().is_empty():
         return frame
     is_step = pa.array(frame.get_column("role").is_in(["model_call", "tool_call"]).to_arrow())
-    step = _nearest_marked_ancestor(parent, is_step)
+    step = nearest_marked_ancestor(parent, is_step)
     below = (
         frame.select(pl.Series("_step", step).cast(pl.UInt32), "http_resend_count", "role")
         .filter(
@@ -199,51 +277,6 @@ def _roll_up_resends(frame: pl.DataFrame, parent: pa.Array) -> pl.DataFrame:
         )
         .drop("_below")
     )
-
-
-def _parent_index(frame: pl.DataFrame) -> pa.Array:
-    """Row index of each span's parent within the frame (null for roots and orphans)."""
-    ids = frame.select(
-        "trace_id", pl.col("span_id").alias("parent_span_id"), pl.col("_i").alias("_p")
-    )
-    ids = ids.unique(subset=["trace_id", "parent_span_id"], keep="first")
-    joined = frame.select("_i", "trace_id", "parent_span_id").join(
-        ids, on=["trace_id", "parent_span_id"], how="left"
-    )
-    joined = joined.sort("_i")
-    return joined.get_column("_p").cast(pl.Int64).to_arrow()
-
-
-def _nearest_marked_ancestor(parent: pa.Array, marked: pa.Array) -> pa.Array:
-    """For each row, the nearest strict ancestor whose `marked` is true (pointer doubling)."""
-    found = pc.if_else(
-        pc.fill_null(pc.take(marked, parent), False), parent, pa.nulls(len(parent), pa.int64())
-    )
-    jump = parent
-    for _ in range(_MAX_DEPTH_DOUBLINGS):
-        need = pc.and_(pc.is_null(found), pc.is_valid(jump))
-        if not pc.any(need).as_py():
-            break
-        found, jump = (
-            pc.if_else(need, pc.take(found, jump), found),
-            pc.if_else(need, pc.take(jump, jump), pa.nulls(len(jump), pa.int64())),
-        )
-    return found
-
-
-def _topmost(nearest: pa.Array, marked: pa.Array) -> pa.Array:
-    """For each row, its topmost marked ancestor-or-self (null when none)."""
-    top = pc.if_else(
-        pc.and_(marked, pc.is_null(nearest)), pa.array(range(len(marked)), pa.int64()), nearest
-    )
-    for _ in range(_MAX_DEPTH_DOUBLINGS):
-        up = pc.take(nearest, pc.fill_null(top, 0))
-        move = pc.and_(pc.is_valid(top), pc.is_valid(up))
-        move = pc.fill_null(move, False)
-        if not pc.any(move).as_py():
-            break
-        top = pc.if_else(move, up, top)
-    return top
 
 
 def _trace_attribute(spans: pa.Table, key: str) -> pl.DataFrame:
@@ -330,6 +363,8 @@ _STEP_COLUMNS = (
     "has_content",
     "trace_id",
     "parent_span_id",
+    "merged_span_ids",
+    "merge_reason",
 )
 
 
@@ -430,9 +465,16 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
     )
     # single-threaded: polars' parallel sort of these keys costs twice the CPU (polars 2.1)
     steps = steps.sort(_STEP_ORDER, nulls_last=True, multithreaded=False)
+    name = pl.col("tool_name")
+    is_output_tool = name.is_in(list(OUTPUT_TOOL_NAMES))
+    for prefix in OUTPUT_TOOL_PREFIXES:
+        is_output_tool = is_output_tool | name.str.starts_with(prefix)
     steps = steps.with_columns(
         index=position_in_run().cast(pl.Int32),
-        kind=pl.col("role"),
+        # an output tool returns the answer: a step of its own kind, not a tool the agent ran
+        kind=pl.when((pl.col("role") == "tool_call") & is_output_tool.fill_null(False))
+        .then(pl.lit("output"))
+        .otherwise("role"),
         name=pl.when(pl.col("role") == "model_call").then("model").otherwise("tool_name"),
     )
     return steps.select(_STEP_COLUMNS)
@@ -586,14 +628,8 @@ def _answers(frame: pl.LazyFrame, steps: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("output_text").alias("_a_text"),
         )
     )
-    name = pl.col("tool_name")
-    is_output_tool = name.is_in(list(OUTPUT_TOOL_NAMES))
-    for prefix in OUTPUT_TOOL_PREFIXES:
-        is_output_tool = is_output_tool | name.str.starts_with(prefix)
     output_tool = (
-        steps.filter(
-            (pl.col("kind") == "tool_call") & is_output_tool & (pl.col("status") != "error")
-        )
+        steps.filter((pl.col("kind") == "output") & (pl.col("status") != "error"))
         .sort("run_id", "index")
         .group_by("run_id")
         .last()
@@ -715,6 +751,8 @@ def _runs(
         pl.col("tool_definitions").drop_nulls().unique().sort().alias("_tool_defs"),
         pl.col("conversation_id").drop_nulls().first().alias("conversation_id"),
         pl.col("trace_id").n_unique().alias("traces"),
+        pl.col("convention").drop_nulls().unique().sort().alias("conventions"),
+        pl.col("_scope").drop_nulls().unique().sort().alias("instrumentations"),
     )
     top = _top_agent(lazy_frame).select(
         "run_id",
@@ -797,10 +835,75 @@ def _runs(
         "duration_s",
         "started_ns",
         "has_content",
+        # the convention families that classified its spans, and the instrumentation scopes
+        # that wrote them
+        "conventions",
+        "instrumentations",
         "attributes",
         # distinct JSON arrays of the tools offered in the run (argument_schema reads them)
         pl.col("_tool_defs").alias("tool_definitions"),
     ).sort("run_id")
+
+
+def _note_reading(
+    log: IngestLog, frame: pl.DataFrame, absorbed: pl.Series, spans: pa.Table, span_rows
+) -> None:
+    """A warning per file for the spans merged into a call another span of it records, and
+    for the spans with a model, usage or content that no convention recognised (kept, as
+    `other`)."""
+    rows = pa.array(frame.get_column("_i").cast(pl.Int64).to_arrow())
+    if span_rows is not None:
+        rows = pc.take(span_rows, rows)
+    counts = (
+        pl.DataFrame(
+            {
+                "file": pl.Series(pc.take(spans.column("source_file"), rows)),
+                "absorbed": absorbed,
+                # spans with a model, usage or content that no convention recognised (plain
+                # HTTP or database spans are not the concern)
+                "unknown": frame.select(
+                    pl.col("convention").is_null()
+                    & (
+                        pl.col("model").is_not_null()
+                        | pl.col("input_tokens").is_not_null()
+                        | pl.col("output_tokens").is_not_null()
+                        | pl.col("has_content").fill_null(False)
+                    )
+                ).to_series(),
+            }
+        )
+        .group_by("file")
+        .agg(pl.col("absorbed").sum(), pl.col("unknown").sum())
+        .filter((pl.col("absorbed") > 0) | (pl.col("unknown") > 0))
+    )
+    by_path = {f.path: f for f in log.files}
+    for path, absorbed_n, unknown_n in counts.sort("file").iter_rows():
+        file_log = by_path.get(path)
+        if file_log is None:
+            continue
+        if absorbed_n:
+            file_log.warn(
+                "file",
+                f"{absorbed_n} spans record a call another span already records (nested "
+                "instrumentations, or one span per event): merged into it, see the steps' "
+                "merged_span_ids",
+                spans=absorbed_n,
+            )
+        if unknown_n:
+            file_log.warn(
+                "file",
+                f"{unknown_n} spans record a model, usage or content but match no known "
+                "convention: kept, as kind other",
+                spans=unknown_n,
+            )
+
+
+def _scope_names(frame: pl.DataFrame, spans: pa.Table, span_rows: pa.Array | None) -> pl.Series:
+    """The instrumentation scope name of each row of `frame`."""
+    rows = pa.array(frame.get_column("_i").cast(pl.Int64).to_arrow())
+    if span_rows is not None:
+        rows = pc.take(span_rows, rows)
+    return pl.Series("_scope", pc.take(spans.column("scope_name"), rows))
 
 
 def _run_attributes(

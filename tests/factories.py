@@ -18,7 +18,8 @@ _SPAN_KEYS = {"trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_
 def tables(rows: list[dict[str, Any]]) -> tuple[pa.Table, pl.DataFrame]:
     """A span table and its normalized table from rows of normalized fields.
 
-    Each row needs span_id, start_ns, end_ns; `attrs` / `resource` give raw span attributes.
+    Each row needs span_id, start_ns, end_ns; `attrs` / `resource` give raw span attributes,
+    `scope` the instrumentation scope name.
     Unnamed normalized fields are null; role defaults to "other".
     """
     builder = SpanBatchBuilder()
@@ -34,6 +35,7 @@ def tables(rows: list[dict[str, Any]]) -> tuple[pa.Table, pl.DataFrame]:
             start_ns=row["start_ns"],
             end_ns=row["end_ns"],
             status_code=row.get("status", "unset"),
+            scope_name=row.get("scope"),
             attributes=attrs_from_mapping(row.get("attrs", {})),
             resource_attributes=attrs_from_mapping(row.get("resource", {"service.name": "svc"})),
             source_file="mem",

@@ -219,6 +219,9 @@ def test_genai_chat_span_reads_every_canonical_field():
         "http_resend_count": 2,
         "conversation_id": "conv-1",
         "has_content": True,
+        "named_tool": None,
+        "event_call": None,
+        "backend_usage": False,
     }
 
 
@@ -2176,3 +2179,83 @@ def test_normalize_never_raises_on_garbage_content(pairs):
         span("z", {"openinference.span.kind": "AGENT", **attrs}),
     )
     assert [r["role"] for r in out] == ["model_call", "tool_call", "agent"]
+
+
+# -------------------------------------------------------------------------------------------------
+# Shapes seen in real third-party traces (issue: one call is one call)
+# -------------------------------------------------------------------------------------------------
+
+
+def _llm_result(usage: dict[str, int]) -> str:
+    message = {"lc": 1, "type": "constructor", "kwargs": {"content": "hi", "usage_metadata": usage}}
+    return js({"generations": [[{"text": "hi", "message": message}]], "llm_output": None})
+
+
+def test_langchain_usage_held_only_in_the_generation_message():
+    usage = {"input_tokens": 60, "output_tokens": 15, "total_tokens": 75}
+    llm = one(
+        "ChatVertexAI", {"openinference.span.kind": "LLM", "output.value": _llm_result(usage)}
+    )
+    assert (llm["role"], llm["input_tokens"], llm["output_tokens"]) == ("model_call", 60, 15)
+    # the span's own token attributes win
+    both = one(
+        "ChatVertexAI",
+        {
+            "openinference.span.kind": "LLM",
+            "llm.token_count.prompt": 61,
+            "llm.token_count.completion": 16,
+            "output.value": _llm_result(usage),
+        },
+    )
+    assert (both["input_tokens"], both["output_tokens"]) == (61, 16)
+    # a chain's output repeats it: not a model call's usage
+    chain = one(
+        "RunnableSequence", {"openinference.span.kind": "CHAIN", "output.value": _llm_result(usage)}
+    )
+    assert (chain["input_tokens"], chain["output_tokens"]) == (None, None)
+    result = {
+        "generations": [[]],
+        "llm_output": {"token_usage": {"prompt_tokens": 9, "completion_tokens": 2}},
+    }
+    openai = one("ChatOpenAI", {"openinference.span.kind": "LLM", "output.value": js(result)})
+    assert (openai["input_tokens"], openai["output_tokens"]) == (9, 2)
+
+
+def test_pydantic_ai_agent_spans_named_after_their_agent():
+    named, plain, other, tools, near = rows(
+        span("joke_agent run", {"agent_name": "joke_agent", "gen_ai.agent.name": "joke_agent"}),
+        span("agent run", {"agent_name": "qa_agent"}),
+        span("weather run", {"agent_name": "joke_agent"}),  # not its agent's name
+        span("running 3 tools", {"logfire.msg": "running 3 tools"}),
+        span("joke_agent run", {}),  # no agent name recorded
+    )
+    assert (named["role"], named["agent_name"]) == ("agent", "joke_agent")
+    assert (plain["role"], plain["agent_name"]) == ("agent", "qa_agent")
+    assert (other["role"], tools["role"], near["role"]) == ("other", "other", "other")
+
+
+def test_ag2_conversation_root_is_an_agent_span():
+    attrs = {"gen_ai.operation.name": "conversation", "ag2.span.type": "conversation"}
+    assert one("conversation", attrs)["role"] == "agent"
+
+
+def test_event_style_spans_carry_their_call_key():
+    start, success, update, tool_start = rows(
+        span("backend.openai.chat.start-16", {"openinference.span.kind": "LLM"}),
+        span("backend.openai.chat.success-16", {"openinference.span.kind": "LLM"}),
+        span("agent.react.update-13", {"openinference.span.kind": "AGENT", "tool.name": "Wiki"}),
+        span("tool.search.wikipedia.start-12", {"openinference.span.kind": "TOOL"}),
+    )
+    assert start["event_call"] == success["event_call"] == "backend.openai.chat#16"
+    assert (update["event_call"], update["named_tool"]) == (None, "Wiki")
+    assert (tool_start["event_call"], tool_start["tool_name"], tool_start["named_tool"]) == (
+        "tool.search.wikipedia#12",
+        "tool.search.wikipedia",
+        None,
+    )
+    # near misses: no event word, no number
+    plain, unnumbered = rows(
+        span("backend.openai.chat.stream-16", {"openinference.span.kind": "LLM"}),
+        span("backend.openai.chat.start", {"openinference.span.kind": "LLM"}),
+    )
+    assert plain["event_call"] is None and unnumbered["event_call"] is None

@@ -324,7 +324,7 @@ def _damaged_dump(path: Path) -> Path:
     lines = [line(span(f"{i:016x}", start=i)) for i in range(1, 41)]
     lines[2] = '{"resourceSpans": [ truncated'  # line 3: not JSON
     lines[24] = "not json at all"  # line 25
-    lines[37] = line(span(f"{38:016x}", start=38), span("not-an-id", start=39))  # one bad span
+    lines[37] = line(span(f"{38:016x}", start=38), span(True, start=39))  # one bad span
     lines[39] = lines[0]  # line 40: line 1 exported twice
     path.write_text("\n".join(lines) + "\n")
     return path

@@ -387,7 +387,7 @@ def test_bad_lines_are_quarantined_with_their_line_numbers():
 def test_bad_span_is_quarantined_alone():
     text = line(
         span(spanId="0000000000000001"),
-        span(spanId="0000000000000002", traceId="xyz"),
+        span(spanId="0000000000000002", traceId=True),
         span(spanId="0000000000000003", startTimeUnixNano="soon"),
         span(spanId="0000000000000004", traceId="00000000000000000000000000000000"),
         span(spanId="0000000000000005", endTimeUnixNano=_ABSENT),
@@ -538,7 +538,7 @@ def _varied_file() -> bytes:
                 ]
             )
         ),
-        line(span(traceId="bad"), span(spanId="0000000000000009")),
+        line(span(traceId=True), span(spanId="0000000000000009")),
         b"",
         b"garbage",
         line(
@@ -684,7 +684,7 @@ def test_pretty_printed_document():
 
 
 def test_document_list_envelope_and_errors():
-    request = json.loads(line(span(), span(traceId="nope")))
+    request = json.loads(line(span(), span(traceId=True)))
     log = FileLog("d.json")
     rows = _table(
         read_document({"trace_requests": [{"pbreq": request}], "metric_requests": []}, log)
@@ -876,3 +876,64 @@ def test_proto_bad_span_is_quarantined_alone():
 )
 def test_looks_like_frames(head, size, expected):
     assert looks_like_frames(head, size) is expected
+
+
+@pytest.mark.parametrize("whole_file", ["gz", "zst"])
+@pytest.mark.parametrize("frame_zstd", [False, True])
+def test_proto_frames_inside_a_compressed_file(tmp_path, whole_file, frame_zstd):
+    # a collector proto file compressed whole afterwards (logrotate, `gzip traces.pb`)
+    import gzip
+
+    from analyzer.ingest.reader import read_traces
+
+    request, _ = _sdk_request()
+    payload = request.SerializeToString()
+    if frame_zstd:
+        payload = zstandard.ZstdCompressor().compress(payload)
+    data = _frame(payload) + _frame(payload)
+    packed = (
+        gzip.compress(data) if whole_file == "gz" else zstandard.ZstdCompressor().compress(data)
+    )
+    path = tmp_path / f"traces.pb.{whole_file}"
+    path.write_bytes(packed)
+    ingested = read_traces([path])
+    log = ingested.log
+    assert (log.spans_read, log.duplicates, log.spans_quarantined) == (4, 2, 0)
+    assert ingested.spans.num_rows == 2
+    assert log.balanced()
+
+
+def test_a_compressed_text_file_is_not_taken_for_frames(tmp_path):
+    import gzip
+
+    from analyzer.ingest.reader import read_traces
+
+    path = tmp_path / "notes.txt.gz"
+    path.write_bytes(gzip.compress(b"hello, these are notes and no trace at all\n" * 10))
+    ingested = read_traces([path])
+    assert ingested.spans.num_rows == 0
+    assert ingested.log.files[0].format == "unknown+gzip" and ingested.log.files[0].quarantine
+
+
+def test_ids_that_are_no_encoding_are_read_as_opaque_ids_with_a_warning():
+    # sanitized fixtures: "trace-1", "root", "child" keep their links, hashed to hex
+    from analyzer.ingest.ids import opaque_id
+
+    text = line(
+        span(traceId="trace-1", spanId="root"),
+        span(traceId="trace-1", spanId="child", parentSpanId="root"),
+        span(spanId="0000000000000003"),
+    )
+    rows, log = read_json_lines(text)
+    assert (log.spans_read, log.spans_quarantined) == (3, 0)
+    root, child = rows[0], rows[1]
+    assert root["trace_id"] == child["trace_id"] == opaque_id("trace-1", 16)
+    assert root["span_id"] == opaque_id("root", 8) == child["parent_span_id"]
+    assert len(root["span_id"]) == 16 and len(root["trace_id"]) == 32
+    assert [(w.position, w.reason) for w in log.warnings] == [
+        ("line 1 span 1", "traceId, spanId neither hex nor base64: read as an opaque id (hashed)"),
+        (
+            "line 1 span 2",
+            "traceId, spanId, parentSpanId neither hex nor base64: read as an opaque id (hashed)",
+        ),
+    ]

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason="real traces folder no
 
 MODEL = "model_call"
 TOOL = "tool_call"
+OUTPUT = "output"  # an output tool: the answer, not a tool the agent ran
 #: The structured answer of both any-agent runs (last call_llm output in OPENAI, the `answer`
 #: argument of the final_output tool in GOOGLE; also the dumps' top-level final_output).
 STEPS_JSON = (
@@ -70,6 +71,7 @@ EXPECTED: dict[str, Expected] = {
         answer_ns=1758026594435103000,
     ),
     # Same, via Google ADK: the 6 non-root spans have parents that were not exported (orphans).
+    # final_output is any-agent's output tool: a step of kind output, not one of the tool calls.
     # Tokens 672+770+809 / 16+14+56. Tool spans carry gen_ai.tool.call.id, call_llm outputs
     # carry none: joined by name. The last call requests final_output: its arguments are the
     # answer, at the end of the execute_tool final_output span.
@@ -83,7 +85,7 @@ EXPECTED: dict[str, Expected] = {
             (MODEL, "4dfb98a87c017887", "mistral/mistral-small-latest", None, None),
             (TOOL, "65fd4833c24a2fc0", "write_file", "j5pzf0TaM", "4dfb98a87c017887"),
             (MODEL, "5d77d7d20d0b5d84", "mistral/mistral-small-latest", None, None),
-            (TOOL, "6fa6b13adfb42a2e", "final_output", "Je755BQAS", "5d77d7d20d0b5d84"),
+            (OUTPUT, "6fa6b13adfb42a2e", "final_output", "Je755BQAS", "5d77d7d20d0b5d84"),
         ],
         models=["mistral/mistral-small-latest"],
         tokens=(2251, 86, None),

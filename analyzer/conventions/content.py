@@ -549,6 +549,11 @@ def _output_message(m: dict[str, Any], acc: Output) -> None:
     parts.calls.extend(_tool_calls(m.get("tool_calls")))
     if isinstance(m.get("function_call"), dict):
         parts.calls.append(_call(m["function_call"]))
+    extra = m.get("additional_kwargs")
+    if not parts.calls and isinstance(extra, dict):
+        # LangChain's AIMessage keeps the provider's raw calls there (OpenAI's shape); its own
+        # `tool_calls` repeat them when both are recorded
+        parts.calls.extend(_tool_calls(extra.get("tool_calls")))
     _finish(acc, m.get("finish_reason") or m.get("stop_reason") or m.get("finishReason"))
     acc.recognized = True
     if role in ("tool", "user", "system"):

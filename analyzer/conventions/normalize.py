@@ -379,10 +379,17 @@ def _name_facts(names: pl.Series) -> pl.DataFrame:
             ),
             _n_plain_tool=pl.when(
                 ~name.is_in(generic_tool_names) & ~name.str.starts_with(sc.LOGFIRE_FUNCTION_PREFIX)
-            ).then(name),
+            ).then(pl.coalesce(name.str.extract(sc.EVENT_SPAN_NAME, 1), name)),
             _n_traceloop_agent=pl.when(name.str.ends_with(sc.TRACELOOP_AGENT_SUFFIX)).then(
                 name.str.strip_suffix(sc.TRACELOOP_AGENT_SUFFIX)
             ),
+            _n_event_stem=name.str.extract(sc.EVENT_SPAN_NAME, 1),
+            _n_event_call=pl.concat_str(
+                name.str.extract(sc.EVENT_SPAN_NAME, 1),
+                pl.lit("#"),
+                name.str.extract(sc.EVENT_SPAN_NAME, 2),
+            ),
+            _n_running_tools=name.str.contains(sc.PYDANTIC_RUNNING_N_TOOLS),
             _n_agent_named=name.str.contains(_AGENT_FROM_NAME.pattern),
             _n_agent=name.str.extract(_AGENT_FROM_NAME.pattern, 1),
         )
@@ -409,13 +416,23 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
     merged = (c.t(sc.GEN_AI_TOOL_NAME) == sc.ADK_MERGED_TOOL_NAME) | pl.col("_n_adk_merged")
     adk = pl.col("_n_adk")
     genai_attrs = c.t(sc.GEN_AI_REQUEST_MODEL).is_not_null() | c.t(sc.GEN_AI_SYSTEM).is_not_null()
+    named_run = pl.col("span_name") == pl.concat_str(
+        c.first(sc.AGENT_NAME_KEYS), pl.lit(sc.PYDANTIC_NAMED_AGENT_RUN_SUFFIX)
+    )
     pydantic = (
         pl.when(pl.col("_n_pydantic").is_not_null())
         .then("_n_pydantic")
+        .when(named_run)
+        .then(pl.lit(sc.AGENT))
+        .when(pl.col("_n_running_tools"))
+        .then(pl.lit(sc.OTHER))
         .when(pl.col("_n_pydantic_chat") & genai_attrs)
         .then(pl.lit(sc.MODEL_CALL))
     )
     logfire = pl.col("_n_logfire")
+    # a span naming a tool and its call id is that tool's execution, operation name or not
+    # (Koog writes none: langfuse koog-2025-08-26)
+    genai_tool = c.t(sc.GEN_AI_TOOL_NAME).is_not_null() & c.t(sc.GEN_AI_TOOL_CALL_ID).is_not_null()
     traceloop = pl.coalesce(
         _lookup(c.t(sc.TRACELOOP_SPAN_KIND), sc.TRACELOOP_KIND_ROLES),
         _lookup(c.t(sc.LLM_REQUEST_TYPE), sc.LLM_REQUEST_TYPE_ROLES),
@@ -450,6 +467,9 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         (sc.ADK, adk, adk.is_not_null()),
         (sc.PYDANTIC_AI, pydantic, pydantic.is_not_null()),
         (sc.LOGFIRE, logfire, logfire.is_not_null()),
+        # what no family decided, a GenAI tool name and call id still do (before the type a
+        # Langfuse export gives every observation, its weakest word)
+        (sc.GENAI, pl.when(genai_tool).then(pl.lit(sc.TOOL_CALL)), genai_tool),
         (
             sc.LANGFUSE,
             _lookup(c.t(sc.LANGFUSE_TYPE), sc.LANGFUSE_TYPE_ROLES, upper=True),
@@ -516,13 +536,35 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         c.n(sc.AI_SETTINGS_TEMPERATURE),
         json_num(sc.LANGFUSE_MODEL_PARAMETERS, (sc.TEMPERATURE_PATH,)),
     )
+
+    def langchain_usage(paths: tuple[str, ...]) -> pl.Expr:
+        present = [k for k in sc.LANGCHAIN_RESULT_KEYS if k in c.present]
+        if not present:
+            return pl.lit(None, dtype=pl.Float64)
+        return pl.when(role == sc.MODEL_CALL).then(
+            pl.coalesce([json_num(k, paths) for k in present])
+        )
+
+    def langfuse_usage(paths: tuple[str, ...], parts: tuple[str, ...]) -> pl.Expr:
+        details = sc.LANGFUSE_USAGE_DETAILS
+        base = json_num(details, paths)
+        return base + pl.sum_horizontal([json_num(details, (p,)).fill_null(0) for p in parts])
+
+    recorded_in = c.first_num(sc.INPUT_TOKEN_KEYS)
+    recorded_out = c.first_num(sc.OUTPUT_TOKEN_KEYS)
+    backend_in = langfuse_usage(sc.LANGFUSE_USAGE_INPUT_PATHS, sc.LANGFUSE_USAGE_INPUT_PARTS)
+    backend_out = langfuse_usage(sc.LANGFUSE_USAGE_OUTPUT_PATHS, sc.LANGFUSE_USAGE_OUTPUT_PARTS)
     tokens_in = pl.coalesce(
-        c.first_num(sc.INPUT_TOKEN_KEYS),
-        json_num(sc.LANGFUSE_USAGE_DETAILS, sc.LANGFUSE_USAGE_INPUT_PATHS),
+        recorded_in, backend_in, langchain_usage(sc.LANGCHAIN_USAGE_INPUT_PATHS)
     )
     tokens_out = pl.coalesce(
-        c.first_num(sc.OUTPUT_TOKEN_KEYS),
-        json_num(sc.LANGFUSE_USAGE_DETAILS, sc.LANGFUSE_USAGE_OUTPUT_PATHS),
+        recorded_out, backend_out, langchain_usage(sc.LANGCHAIN_USAGE_OUTPUT_PATHS)
+    )
+    # usage the exporting backend filled in (its own count or estimate), not the span's
+    backend_usage = (
+        recorded_in.is_null()
+        & recorded_out.is_null()
+        & (backend_in.is_not_null() | backend_out.is_not_null())
     )
     tokens_cached = pl.coalesce(
         c.first_num(sc.CACHED_TOKEN_KEYS),
@@ -611,8 +653,13 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         tokens_in.round().cast(pl.Int64, strict=False).alias("input_tokens"),
         tokens_out.round().cast(pl.Int64, strict=False).alias("output_tokens"),
         tokens_cached.round().cast(pl.Int64, strict=False).alias("cached_input_tokens"),
+        backend_usage.alias("backend_usage"),
         cost.alias("recorded_cost_usd"),
         pl.when(is_tool).then(tool_name).alias("tool_name"),
+        c.first(sc.TOOL_NAME_KEYS).alias("named_tool"),
+        pl.when(role.is_in([sc.MODEL_CALL, sc.TOOL_CALL]))
+        .then("_n_event_call")
+        .alias("event_call"),
         pl.when(is_tool).then(c.first(sc.TOOL_CALL_ID_KEYS)).alias("tool_call_id"),
         pl.when(is_tool).then(arguments).alias("arguments"),
         pl.when(is_tool).then(result).alias("result"),

@@ -51,11 +51,15 @@ NORMALIZED_SCHEMA = pa.schema(
         ("input_tokens", pa.int64()),  # null when the span recorded none
         ("output_tokens", pa.int64()),
         ("cached_input_tokens", pa.int64()),
+        # the tokens were filled in by the exporting backend (Langfuse's usage details), not
+        # recorded by the span's instrumentation: they tell no two spans' calls apart
+        ("backend_usage", pa.bool_()),
         (
             "recorded_cost_usd",
             pa.float64(),
         ),  # a cost the span itself carries; never summed with ours
         ("tool_name", pa.string()),
+        ("named_tool", pa.string()),  # the tool an attribute names on the span, whatever its role
         ("tool_call_id", pa.string()),
         ("arguments", pa.string()),  # tool-call arguments, JSON text as recorded
         ("result", pa.string()),  # tool result as text
@@ -70,6 +74,8 @@ NORMALIZED_SCHEMA = pa.schema(
         ("http_resend_count", pa.int64()),
         ("conversation_id", pa.string()),
         ("has_content", pa.bool_()),  # the span recorded message content or tool arguments
+        # event-style spans of one call (`semconv.EVENT_SPAN_NAME`) share this key: stem#n
+        ("event_call", pa.string()),
     ]
 )
 

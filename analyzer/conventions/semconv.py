@@ -97,6 +97,9 @@ GENAI_OPERATION_ROLES = {
     "speech_generation": OTHER,
     "agent_step": OTHER,
     "rerank": OTHER,
+    # AG2 (ag2ai/ag2 autogen/instrumentation.py): the root of a group chat; its agents are
+    # one run (CONTRACT section 2: a conversation root holds its agents)
+    "conversation": AGENT,
 }
 
 # -------------------------------------------------------------------------------------------------
@@ -327,6 +330,9 @@ PYDANTIC_AGENT_RUN = "agent run"
 PYDANTIC_RUNNING_TOOL = "running tool"
 PYDANTIC_RUNNING_OUTPUT_FUNCTION = "running output function"  # v5: execute_tool final_result
 PYDANTIC_RUNNING_TOOLS = "running tools"  # parent of the tool spans
+PYDANTIC_RUNNING_N_TOOLS = r"^running \d+ tools?$"  # the same, since v0.4: "running 3 tools"
+#: an agent span named after its agent ("{agent_name} run", since v0.4), beside "agent run"
+PYDANTIC_NAMED_AGENT_RUN_SUFFIX = " run"
 PYDANTIC_CHAT_PREFIX = "chat "  # "chat {model}"
 PYDANTIC_AGENT_NAME = "agent_name"
 PYDANTIC_MODEL_NAME = "model_name"
@@ -380,9 +386,21 @@ ANY_AGENT_CALL_ARGS = "tool.args"
 #   recognisable.
 # - any-agent: `final_output` (shared/real-traces any-agent__GOOGLE_trace.json: the tool "used to
 #   validate the final output", called last with {"answer": <JSON text>}).
+# - smolagents and TinyAgent: `final_answer` (smolagents FinalAnswerTool; any-agent's
+#   SMOLAGENTS and TINYAGENT traces end with it, its `answer` argument being the answer).
 # -------------------------------------------------------------------------------------------------
-OUTPUT_TOOL_NAMES = ("final_output", "final_result")
+OUTPUT_TOOL_NAMES = ("final_answer", "final_output", "final_result")
 OUTPUT_TOOL_PREFIXES = ("final_result_",)
+
+# -------------------------------------------------------------------------------------------------
+# Event-style spans: BeeAI's OpenInference instrumentation (openinference-instrumentation-beeai,
+# shared/real-traces: langfuse beeai-2025-08-01) writes one span per event of a call, named
+# "{target}-{n}" with the target ending in the event: "backend.openai.chat.start-14",
+# "backend.openai.chat.success-16", "tool.search.wikipedia.finish-12". The spans of one call
+# share the target's stem and n. The tool's own name is `tool.name` on an ancestor
+# (`agent.react.update`), the stem naming only the tool's class.
+# -------------------------------------------------------------------------------------------------
+EVENT_SPAN_NAME = r"^(.+)\.(?:start|success|finish|error|retry|partial_update|new_token)-(\d+)$"
 
 # -------------------------------------------------------------------------------------------------
 # OpenLIT (openlit/openlit): cost attribute.
@@ -421,6 +439,27 @@ LANGFUSE_ERROR_LEVEL = "ERROR"
 #: JSON paths inside the Langfuse detail objects (polars json_path_match syntax).
 LANGFUSE_USAGE_INPUT_PATHS = ("$.input", "$.prompt_tokens", "$.input_tokens")
 LANGFUSE_USAGE_OUTPUT_PATHS = ("$.output", "$.completion_tokens", "$.output_tokens")
+#: LangChain's serialized LLMResult, as a model span's output (OpenInference output.value,
+#: OpenLLMetry traceloop.entity.output, a Langfuse observation's output): where the provider's
+#: usage reached only the generation's message (Vertex AI, Gemini: `usage_metadata`) or the
+#: result's `llm_output.token_usage` (OpenAI).
+LANGCHAIN_RESULT_KEYS = (OUTPUT_VALUE, TRACELOOP_ENTITY_OUTPUT, LANGFUSE_OUTPUT)
+LANGCHAIN_USAGE_INPUT_PATHS = (
+    "$.generations[0][0].message.kwargs.usage_metadata.input_tokens",
+    "$.generations[0][0].message.usage_metadata.input_tokens",
+    "$.llm_output.token_usage.prompt_tokens",
+)
+LANGCHAIN_USAGE_OUTPUT_PATHS = (
+    "$.generations[0][0].message.kwargs.usage_metadata.output_tokens",
+    "$.generations[0][0].message.usage_metadata.output_tokens",
+    "$.llm_output.token_usage.completion_tokens",
+)
+#: Langfuse's flat usage types are disjoint parts of its total (total = input + output +
+#: input_cache_read + output_reasoning + ...: langgraph-js-2025-10-30), where OpenTelemetry's
+#: input and output token counts include them: added back. Dotted keys
+#: (`completion_details.reasoning`) are details inside `output`, never added.
+LANGFUSE_USAGE_INPUT_PARTS = ("$.input_cache_read", "$.input_audio")
+LANGFUSE_USAGE_OUTPUT_PARTS = ("$.output_reasoning", "$.output_audio")
 LANGFUSE_USAGE_CACHED_PATHS = (
     "$.input_cached_tokens",
     "$.cache_read_input_tokens",

@@ -72,6 +72,8 @@ def span_shape(obj: Any) -> str | None:
         return "js"
     if "traceID" in obj and "spanID" in obj:
         return "jaeger"
+    if "trace_id" in obj and "span_id" in obj and "start_time" in obj:
+        return "sdk"  # the SDK's fields with the context's ids at the top (strands-agents evals)
     has_ids = ("traceId" in obj or "trace_id" in obj) and ("spanId" in obj or "span_id" in obj)
     if has_ids and ("startTimeUnixNano" in obj or "start_time_unix_nano" in obj):
         return "otlp"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import re
 
-__all__ = ["normalize_id"]
+__all__ = ["normalize_id", "opaque_id"]
 
 _HEX = re.compile(r"[0-9a-fA-F]+")
 
@@ -46,3 +47,10 @@ def normalize_id(value: object, nbytes: int) -> str | None:
     else:
         raise ValueError(f"id has type {type(value).__name__}")
     return None if out.strip("0") == "" else out
+
+
+def opaque_id(value: str, nbytes: int) -> str:
+    """An id for a text that is no id encoding (sanitized fixtures: ``"span-1"``), as
+    ``2*nbytes`` lowercase hex chars: the first bytes of its SHA-256. The same text gives the
+    same id, so parent links between such ids still hold."""
+    return hashlib.sha256(value.encode()).hexdigest()[: 2 * nbytes]

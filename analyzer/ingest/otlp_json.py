@@ -1055,7 +1055,7 @@ def _processed(
 
 
 def _done(item: tuple[FileLog, Future[list[pa.RecordBatch]]], log: FileLog) -> list[pa.RecordBatch]:
-    """The batches of a finished group; its counts and quarantine added to `log`."""
+    """The batches of a finished group; its counts, quarantine and warnings added to `log`."""
     part, future = item
     batches = future.result()
     log.records += part.records
@@ -1063,6 +1063,7 @@ def _done(item: tuple[FileLog, Future[list[pa.RecordBatch]]], log: FileLog) -> l
     log.records_quarantined += part.records_quarantined
     log.spans_quarantined += part.spans_quarantined
     log.quarantine.extend(part.quarantine)
+    log.warnings.extend(part.warnings)
     return batches
 
 

@@ -29,7 +29,7 @@ import msgspec
 import orjson
 
 from analyzer.ingest.accounting import FileLog
-from analyzer.ingest.ids import normalize_id
+from analyzer.ingest.ids import normalize_id, opaque_id
 from analyzer.ingest.limits import nesting_reason
 from analyzer.spans import KINDS, STATUSES, SpanBatchBuilder
 
@@ -273,11 +273,18 @@ def _optional_text(value: Any) -> str | None:
     return _text(value) or None
 
 
-def _id(value: Any, nbytes: int, what: str, *, required: bool) -> str | None:
+def _id(
+    value: Any, nbytes: int, what: str, *, required: bool, opaque: list[str] | None = None
+) -> str | None:
+    """The id as hex. A text that is no id encoding is hashed (`ids.opaque_id`) and `what`
+    appended to `opaque`, where given; elsewhere it is a bad span."""
     try:
         out = normalize_id(value, nbytes)
     except ValueError as exc:
-        raise _BadSpan(f"bad {what}: {exc}") from None
+        if opaque is None or not isinstance(value, str) or not value.strip():
+            raise _BadSpan(f"bad {what}: {exc}") from None
+        opaque.append(what)
+        out = opaque_id(value.strip(), nbytes)
     if out is None and required:
         raise _BadSpan(f"missing {what}")
     return out
@@ -302,10 +309,18 @@ def _list(value: Any, what: str) -> list[Any]:
     return value
 
 
-def _span_row(span: dict[str, Any]) -> dict[str, Any]:
-    trace_id = _id(_get(span, "traceId", "trace_id"), 16, "traceId", required=True)
-    span_id = _id(_get(span, "spanId", "span_id"), 8, "spanId", required=True)
-    parent = _id(_get(span, "parentSpanId", "parent_span_id"), 8, "parentSpanId", required=False)
+def _span_row(span: dict[str, Any], opaque: list[str]) -> dict[str, Any]:
+    """The span's row; the names of its ids read as opaque texts are appended to `opaque`."""
+    get = _get
+    trace_id = _id(get(span, "traceId", "trace_id"), 16, "traceId", required=True, opaque=opaque)
+    span_id = _id(get(span, "spanId", "span_id"), 8, "spanId", required=True, opaque=opaque)
+    parent = _id(
+        get(span, "parentSpanId", "parent_span_id"),
+        8,
+        "parentSpanId",
+        required=False,
+        opaque=opaque,
+    )
     start = _time(
         _get(span, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano", required=True
     )
@@ -453,8 +468,9 @@ def add_request(
             if not isinstance(span, dict):
                 log.quarantine_span(where, "span is not a JSON object", dumps(span))
                 continue
+            opaque: list[str] = []
             try:
-                row = _span_row(span)
+                row = _span_row(span, opaque)
             except _BadSpan as exc:
                 log.quarantine_span(where, str(exc), _shown(span))
                 continue
@@ -463,6 +479,11 @@ def add_request(
                     where, f"unreadable span: {nesting_reason(value=span)}", _shown(span)
                 )
                 continue
+            if opaque:
+                log.warn(
+                    where,
+                    f"{', '.join(opaque)} neither hex nor base64: read as an opaque id (hashed)",
+                )
             builder.add(
                 **row,
                 scope_name=scope_name,

@@ -82,7 +82,8 @@ def _looks_like_frame_at(head: bytes, pos: int, size: int) -> bool | None:
 
 
 def looks_like_frames(head: bytes, size: int) -> bool:
-    """Whether a file that starts with `head` and has `size` bytes is OTLP protobuf.
+    """Whether a file that starts with `head` and has `size` bytes (-1: unknown, as inside a
+    compressed file) is OTLP protobuf.
 
     True for collector frames (the first frame, and the second when `head` reaches it, must
     have a length that fits in the file and a payload that starts like a zstd frame or a
@@ -90,6 +91,8 @@ def looks_like_frames(head: bytes, size: int) -> bool:
     length fits in the file, followed by a ResourceSpans field tag). A frame length's first
     byte is 0 for frames under 16 MiB, which a body never starts with.
     """
+    if size < 0:  # a decompressed stream, of unknown length: frames under 256 MiB
+        size = len(head) + (1 << 28)
     if size < 4:
         return False
     # Zero bytes read as empty frames: judge by the first non-empty one (a zero-filled file

@@ -210,7 +210,8 @@ def sdk_span_row(span: Mapping[str, Any]) -> SpanRow:
 
     Raises `SpanError` when its trace id, span id, parent id or times cannot be read.
     """
-    context = _mapping(span.get("context"))
+    # the ids sit in the span's context, or at its top in flattened dumps
+    context = _mapping(span.get("context")) or span
     trace_id = _required_id(context.get("trace_id"), 16, "trace_id")
     span_id = _required_id(context.get("span_id"), 8, "span_id")
     if "parent_id" in span or "parent_span_id" in span:
@@ -234,12 +235,13 @@ def sdk_span_row(span: Mapping[str, Any]) -> SpanRow:
         span.get("instrumentation_scope")
         or span.get("instrumentation_info")
         or span.get("instrumentation_library")
+        or span.get("scope")
     )
     attributes = dict(_mapping(span.get("attributes")))
     resource = dict(_mapping(_mapping(span.get("resource")).get("attributes")))
 
     events = []
-    for i, event in enumerate(span.get("events") or ()):
+    for i, event in enumerate(span.get("events") or span.get("span_events") or ()):
         if not isinstance(event, Mapping):
             raise SpanError(f"event {i + 1} is not an object")
         when = event.get("timestamp", event.get("time_unix_nano"))

@@ -1,0 +1,115 @@
+"""Every file of the real third-party corpus reconstructs exactly as read by hand.
+
+The expectations are the table in tests/data/real_corpus/README.md (runs, model calls, the
+executed tools in order, input and output tokens, per run in start order); the files are kept
+unmodified, their sources listed in that README. Rows named ``shared:`` are the files of
+shared/real-traces (tests/test_real_traces.py checks them step by step too).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from analyzer.conventions import normalize
+from analyzer.ingest.reader import read_traces
+from analyzer.runs import build_runs
+
+CORPUS = Path(__file__).parent / "data" / "real_corpus"
+SHARED = Path(os.environ.get("AGENTTRACE_REAL_TRACES", "/work/shared/real-traces"))
+COLUMNS = ["file", "producer", "runs", "model calls", "tools", "input tokens", "output tokens"]
+
+
+def _table() -> dict[str, dict[str, str]]:
+    """The README's expectation table: file -> column -> cell."""
+    lines = (CORPUS / "README.md").read_text(encoding="utf-8").splitlines()
+    header = "| " + " | ".join(COLUMNS) + " |"
+    start = lines.index(header)
+    rows = {}
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        rows[cells[0]] = dict(zip(COLUMNS, cells, strict=True))
+    return rows
+
+
+TABLE = _table()
+
+
+def _path(name: str) -> Path:
+    return SHARED / name.removeprefix("shared:") if name.startswith("shared:") else CORPUS / name
+
+
+def _per_run(cell: str) -> list[str]:
+    return [part.strip() for part in cell.split(" / ")]
+
+
+def _tokens(cell: str) -> int | None:
+    return None if cell == "-" else int(cell)
+
+
+def test_the_corpus_is_large_and_listed_whole():
+    on_disk = sorted(p.name for p in CORPUS.glob("*") if p.suffix != ".md")
+    assert on_disk == sorted(n for n in TABLE if not n.startswith("shared:"))
+    producers = {row["producer"] for row in TABLE.values()}
+    assert len(TABLE) >= 20 and len(producers) >= 10
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_reconstructs_exactly(name: str):
+    path = _path(name)
+    if name.startswith("shared:") and not path.exists():
+        pytest.skip("shared/real-traces not available")
+    exp = TABLE[name]
+    ingested = read_traces([path])
+    log = ingested.log
+    assert log.spans_quarantined == 0 and log.records_quarantined == 0
+    assert log.balanced()
+    runs = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents).runs
+    runs = runs.sort("started_ns", "run_id")
+    assert runs.height == int(exp["runs"])
+    assert [str(n) for n in runs["model_calls"]] == _per_run(exp["model calls"])
+    tools = [", ".join(seq) or "-" for seq in runs["tool_sequence"].to_list()]
+    assert tools == _per_run(exp["tools"])
+    assert runs["input_tokens"].to_list() == [_tokens(c) for c in _per_run(exp["input tokens"])]
+    assert runs["output_tokens"].to_list() == [_tokens(c) for c in _per_run(exp["output tokens"])]
+
+
+def test_the_table_cells_are_well_formed():
+    for name, row in TABLE.items():
+        n = int(row["runs"])
+        for column in COLUMNS[3:]:
+            assert len(_per_run(row[column])) == n, (name, column)
+        for column in ("model calls", "input tokens", "output tokens"):
+            assert all(re.fullmatch(r"\d+|-", c) for c in _per_run(row[column])), (name, column)
+
+
+def test_merged_spans_are_shown_written_and_warned(tmp_path: Path):
+    # kagent: each call_llm holds an openai.chat recording the same call
+    import polars as pl
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    path = CORPUS / "agentevals-dev__agentevals__helm.json"
+    shown = CliRunner().invoke(main, ["show", "", str(path)], catch_exceptions=False)
+    merged = [line for line in shown.output.splitlines() if "merged with" in line]
+    assert len(merged) == 2
+    assert all("spans nested in one another record the same call" in line for line in merged)
+    out = tmp_path / "out"
+    report = CliRunner().invoke(main, ["report", str(path), "--out", str(out), "--format", "json"])
+    assert report.exit_code == 0, report.output
+    steps = pl.read_parquet(out / "steps.parquet")
+    model = steps.filter(pl.col("kind") == "model_call")
+    assert model["merge_reason"].to_list() == ["nested", "nested"]
+    assert model["merged_span_ids"].list.len().to_list() == [1, 1]
+    runs = pl.read_parquet(out / "runs.parquet")
+    assert runs["conventions"].to_list() == [["adk", "genai", "openllmetry"]]
+    summary = json.loads((out / "summary.json").read_text())
+    reasons = [w["reason"] for w in summary["ingest"]["warnings"]]
+    assert any(r.startswith("2 spans record a call another span already records") for r in reasons)
