@@ -2,24 +2,29 @@
 
 Several instrumentations often record one call each, or one framework records a call as
 several spans. Counted as they are, one call becomes two or three (tokens and cost too), and
-the tool a model requested appears twice, once "never ran". Two shapes are recognised, with no
-list of frameworks:
+the tool a model requested appears twice, once "never ran". Three shapes are recognised, with
+no list of frameworks; in each, the two spans must record the same call: the times overlap,
+the models agree (equal, or one a snapshot or a path of the other, or one unknown), and so
+does the usage (equal, or one of them records none; usage an exporting backend filled in
+counts as none), for tool calls the tool name and call id (or one unknown):
 
-- **nested**: a model-call span whose nearest step ancestor (agent, model-call or tool-call
-  span) is a model-call span that has no other such child, and that records the same request:
-  the times overlap, the models agree (equal, or one is a snapshot or a path of the other, or
-  one is unknown) and so does the usage (equal, or one of the two spans records none). The
-  same for a tool-call span in a tool-call span with the same tool name and call id (or one
-  unknown). Example: Google ADK's ``call_llm`` over OpenLLMetry's ``openai.chat``.
-- **events**: spans named as the events of one call (`semconv.EVENT_SPAN_NAME`, BeeAI's
+- **nested**: a step span whose nearest agent or step ancestor is a span of its role with no
+  other such child (Google ADK's ``call_llm`` over OpenLLMetry's ``openai.chat``, three deep
+  with ``generate_content``; a wrapper tool span over the instrumented one).
+- **events**: spans named as the events of one call (`semconv.EVENT_SPAN_NAME`: BeeAI's
   ``backend.openai.chat.start-16`` and ``...success-16``), same trace, role and key.
+- **overlap**: a model span of another instrumentation lying within a model span's time in
+  the same trace, nested in no model or tool span: its context was lost on the way (the
+  OpenAI client's ``ChatCompletion`` under the trace's root while LangChain's ``ChatOpenAI``
+  runs under the chain). Each span pairs with one other at most.
 
 A merged call is one row: the outermost (for events, the earliest) span's id, parent and name;
 its start and end cover every member's; each other field is read from the members innermost
-first (for events, latest first), keeping the first value recorded, and for the message and
-request lists the longest. It is an error if any member is. ``merged_span_ids`` lists the other
-members' span ids (evidence), ``merge_reason`` says which shape (``nested``, ``events`` or
-both); the other members stay in the run as role ``other``, so every span is still accounted.
+first (for events, latest first), keeping the first value recorded (usage: the first an
+instrumentation recorded), and for the message and request lists the longest. It is an error if
+any member is. ``merged_span_ids`` lists the other members' span ids (evidence),
+``merge_reason`` the shapes (``nested``, ``events``, ``overlap``, joined by ``+``); the other
+members stay in the run as role ``other``, so every span is still accounted for.
 """
 
 from __future__ import annotations
@@ -28,11 +33,14 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from analyzer.spantree import MAX_DEPTH_DOUBLINGS, nearest_marked_ancestor
+from analyzer.spantree import nearest_marked_ancestor
 
 __all__ = ["mark_requested_tools", "merge_same_calls"]
 
 _STEP_ROLES = ["model_call", "tool_call"]
+#: Merge links followed at most from a span to its group's top (a call is recorded a few
+#: times, not dozens; a longer chain is cut there).
+_MAX_MERGE_DEPTH = 64
 #: Usage, read from the first member whose instrumentation recorded it, else the first.
 _USAGE = ("input_tokens", "output_tokens", "cached_input_tokens")
 #: Fields read from the first member that records one.
@@ -201,7 +209,7 @@ def _groups(n: int, pairs: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     into[pairs.get_column("_i").to_numpy()] = pairs.get_column("_into").to_numpy()
     top = np.arange(n, dtype=np.int64)
     depth = np.zeros(n, dtype=np.int64)
-    for _ in range(MAX_DEPTH_DOUBLINGS):
+    for _ in range(_MAX_MERGE_DEPTH):
         up = into[top]
         moved = up >= 0
         if not moved.any():
@@ -262,9 +270,18 @@ def merge_same_calls(frame: pl.DataFrame, parents: pa.Array) -> pl.DataFrame:
     nearest_role = (
         judged.get_column("role").gather(nearest.fill_null(0)).set(nearest.is_null(), None)
     )
-    spans = _candidates(judged.filter(pl.col("role").is_in(_STEP_ROLES)))
-    nested = _nested_pairs(spans, nearest)
-    detached = _detached_pairs(spans.join(nested, on="_i", how="anti"), nearest_role)
+    role = judged.get_column("role")
+    is_step = role.is_in(_STEP_ROLES)
+    # only the spans that can pair are read further: most traces have none
+    inner = is_step & (nearest_role == role).fill_null(False)
+    outer = pl.repeat(False, judged.height, eager=True).scatter(nearest.filter(inner), True)
+    nested = _nested_pairs(_candidates(judged.filter(inner | outer)), nearest)
+    is_model = role == "model_call"
+    if judged.filter(is_model).get_column("_scope").n_unique() > 1:
+        models = _candidates(judged.filter(is_model))
+        detached = _detached_pairs(models.join(nested, on="_i", how="anti"), nearest_role)
+    else:  # one instrumentation wrote every model span
+        detached = nested.clear()
     pairs = pl.concat(
         [
             events.with_columns(_why=pl.lit("events")),

@@ -5,15 +5,17 @@ The run model of the contract (section 2), computed column-wise with polars:
 - **run**: one per trace; where a trace holds several top-level agent spans (agent spans with
   no agent above them), one per such span, ``run_id = TRACEID:SPANID``. A conversation or
   workflow root (GenAI ``invoke_workflow``, AG2 ``conversation``, Traceloop ``workflow``) is
-  an agent span: the agents under it are one run. A top-level agent span whose parent was
-  never exported (the remote side of an agent-to-agent call) joins the top-level agent span of
-  its trace that holds it in time (same conversation id where both record one). With
+  an agent span: the agents under it are one run. A top-level agent span whose chain of parents
+  breaks (the remote side of an agent-to-agent call whose client span was not exported) joins
+  the top-level agent span of its trace that holds it in time (same conversation id where both
+  record one). With
   ``run_key`` the value of that attribute (first found on the trace's spans, root first, then
   the resource) groups traces into runs; traces without it keep the default. Only groups
   holding at least one agent, model-call or tool-call span are runs.
 - **calls**: spans that record the same call are one step (`analyzer.calls`: a model span
   nested in another of the same request, a wrapper tool span over the instrumented one, the
-  event spans of one call); the step keeps the outer span's id and lists the others in
+  event spans of one call, a detached span of another instrumentation within the call's
+  time); the step keeps the outer span's id and lists the others in
   ``merged_span_ids`` with a ``merge_reason``. An unclassified span named after a tool that a
   model call requested before it is that tool's call.
 - **steps**: model calls and tool calls in start order (ties: end, then span id). A tool call a
@@ -35,7 +37,6 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,7 +45,7 @@ from analyzer.calls import mark_requested_tools, merge_same_calls
 from analyzer.conventions.semconv import OUTPUT_TOOL_NAMES, OUTPUT_TOOL_PREFIXES
 from analyzer.ingest.accounting import IngestLog
 from analyzer.spans import attribute_lists, is_shared, shared_resources
-from analyzer.spantree import nearest_marked_ancestor, parent_index, topmost
+from analyzer.spantree import nearest_marked_ancestor, parent_index, roots, topmost
 
 __all__ = [
     "ANSWER_CAP",
@@ -137,7 +138,7 @@ def build_runs(
     `span_rows`: the row of `spans` of each normalized row, when `spans` are in another order
     (a partition's spans as read, duplicates included: `analyzer.partitioned`).
     `log`: where each file's reading notes go (spans merged into the call they repeat, spans
-    of no known convention)."""
+    with a model, usage or content that no convention recognised)."""
     if span_rows is not None and run_key is not None:  # the run key is read from every span
         from analyzer.ingest.reader import gather
 
@@ -210,9 +211,11 @@ def _linked_agents(frame: pl.DataFrame, parent: pa.Array, is_top: pl.Series) -> 
     belongs to the run of the top-level agent span of its trace with an unbroken chain that
     holds it in time, the earliest such span; where both record a conversation id, only if it
     is the same one."""
-    # the root each span's parent chain reaches, and whether that root lost its parent
-    root = pl.Series(topmost(parent, pa.array(np.ones(len(parent), dtype=bool))), dtype=pl.Int64)
     broken = frame.get_column("parent_span_id").is_not_null() & pl.Series(parent).is_null()
+    if not broken.any():
+        return pl.DataFrame(schema={"_top": pl.Int64, "_host": pl.Int64})
+    # the root each span's parent chain reaches, and whether that root lost its parent
+    root = pl.Series(roots(parent), dtype=pl.Int64)
     tops = frame.select(
         pl.col("_i").cast(pl.Int64).alias("_top"),
         "trace_id",

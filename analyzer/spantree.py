@@ -10,7 +10,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["nearest_marked_ancestor", "parent_index", "topmost"]
+__all__ = ["nearest_marked_ancestor", "parent_index", "roots", "topmost"]
 
 #: Pointer doubling stops after 2**40 levels: only a parent-id cycle gets that far.
 MAX_DEPTH_DOUBLINGS = 40
@@ -59,3 +59,17 @@ def topmost(nearest: pa.Array, marked: pa.Array) -> pa.Array:
             break
         top = pc.if_else(move, up, top)
     return top
+
+
+def roots(parent: pa.Array) -> pa.Array:
+    """For each row, the root its chain of parents reaches (itself for a root or an orphan;
+    pointer doubling; in a cycle of parent ids, some span of the cycle)."""
+    n = len(parent)
+    own = pa.array(range(n), pa.int64())
+    up = pc.fill_null(pc.cast(parent, pa.int64()), own)
+    for _ in range(MAX_DEPTH_DOUBLINGS):
+        further = pc.take(up, up)
+        if pc.all(pc.equal(further, up)).as_py():
+            break
+        up = further
+    return up

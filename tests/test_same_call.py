@@ -372,3 +372,21 @@ def test_a_detached_call_outside_the_other_in_time_is_its_own_call():
         model("m2", "a0", 90, 190, model="gpt-4o", scope="openai"),  # overlaps, not within
     ]
     assert [c[1] for c in calls(rebuild(rows))] == ["m1", "m2"]
+
+
+def test_a_broken_chain_is_found_however_deep():
+    chain = [
+        {
+            "span_id": f"h{i:03d}",
+            "parent_span_id": "ffffffffffffffff" if i == 0 else f"h{i - 1:03d}",
+            "start_ns": (50 + i) * MS,
+            "end_ns": 600 * MS,
+        }
+        for i in range(70)
+    ]
+    rows = [
+        agent("a0", 0, 1000, name="controller"),
+        *chain,
+        agent("r0", 200, 500, parent="h069", name="remote"),
+    ]
+    assert rebuild(rows).runs.height == 1
