@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Collection
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -15,6 +15,9 @@ from analyzer import __version__
 from analyzer.errors import AgentTraceError, InputError
 from analyzer.textsafe import clip, json_safe, terminal_lines, terminal_safe
 from analyzer.workers import quiet_blas
+
+if TYPE_CHECKING:
+    import polars as pl
 
 __all__ = ["main", "run"]
 
@@ -439,10 +442,14 @@ def runs(paths: tuple[Path, ...], run_key: str | None, case_key: str | None, fmt
 
 
 @main.command()
-@click.argument("run_id")
+@click.argument("run_id", metavar="RUN_OR_CASE")
 @_PATHS
 @_RUN_KEY
 @_CASE_KEY
+@_RULES
+@_ALLOW_PLUGINS
+@_PRICES
+@_LABELS
 @click.option(
     "--width", default=60, show_default=True, help="Characters kept of arguments and results."
 )
@@ -453,18 +460,38 @@ def show(
     paths: tuple[Path, ...],
     run_key: str | None,
     case_key: str | None,
+    rule_packs: tuple[Path, ...],
+    allow_plugins: bool,
+    prices_file: Path | None,
+    labels_file: Path | None,
     width: int,
     redact: bool,
     redact_salt: str | None,
 ) -> None:
-    """Print one run's trajectory step by step (RUN_ID may be a unique prefix)."""
-    analysis, _ = _redacted(_analyze(paths, run_key, case_key), redact, redact_salt)
-    ids = analysis.runs.runs.get_column("run_id").to_list()
-    matches = [r for r in ids if r == run_id] or [r for r in ids if r.startswith(run_id)]
-    if len(matches) != 1:
-        what = "no run" if not matches else f"{len(matches)} runs"
-        raise InputError(f"{what} with id {run_id!r} in the input ({len(ids)} runs read)")
+    """Print one run's trajectory step by step. RUN_OR_CASE: a run id, a case id, or a unique
+    prefix of a run id. With --rules, its findings, the offending steps marked (!); with
+    --labels, each labelled field, expected against answered."""
+    import polars as pl
+
+    from analyzer.pack import load_packs
+    from analyzer.pricing import load_prices
+
+    packs = tuple(load_packs(rule_packs, allow_plugins=allow_plugins)) if rule_packs else ()
+    labels = None
+    if labels_file is not None:
+        from analyzer.labels import load_labels
+
+        labels = load_labels(labels_file)
+    prices = load_prices(prices_file)
+    analysis, _ = _redacted(_analyze(paths, run_key, case_key, packs, prices), redact, redact_salt)
+    runs = analysis.runs.runs
+    matches = _runs_named(runs, run_id)
     run, steps = analysis.runs.run(matches[0])
+    findings = (
+        analysis.evaluation.findings.filter(pl.col("run_id") == run["run_id"])
+        if analysis.evaluation is not None
+        else None
+    )
     click.echo(f"run      {terminal_safe(run['run_id'])}")
     click.echo(
         f"agent    {terminal_safe(run['agent'] or '-')}   "
@@ -474,11 +501,14 @@ def show(
         f"models   {terminal_safe(', '.join(run['models']) or '-')}   temperature(s) "
         f"{', '.join(str(t) for t in run['temperatures']) or '-'}   config {run['config_hash']}"
     )
+    cost = run.get("cost_usd")
     click.echo(
         f"totals   {run['model_calls']} model calls, {run['tool_calls']} tool calls, "
         f"{_fmt_int(run['input_tokens'])} in / {_fmt_int(run['output_tokens'])} out tokens, "
         + ("duration unknown" if run["duration_s"] is None else f"{run['duration_s']:.3f} s")
+        + ("" if cost is None else f", ${cost:.6f}")
     )
+    flagged = _flagged_steps(steps, findings)
     origin = run["started_ns"]
     click.echo("")
     click.echo(
@@ -506,8 +536,9 @@ def show(
             detail = f"args {step['arguments'] or '-'}"
             if step["result"] is not None:
                 detail += f" -> {step['result']}"
+        mark = "!" if step["index"] in flagged else " "
         click.echo(
-            f"{step['index']:>3}  {t:>+9.1f}  {kind:<5} "
+            f"{mark}{step['index']:>2}  {t:>+9.1f}  {kind:<5} "
             f"{clip(step['name'] or '?', 24):<24} {tokens:>11}  "
             f"{status:<6} {clip(detail, width * 2)}"
         )
@@ -517,6 +548,8 @@ def show(
                 f"{'':>16}span {step['span_id']} merged with "
                 f"{', '.join(step['merged_span_ids'])} ({why})"
             )
+        for f in flagged.get(step["index"], []):
+            click.echo(clip(f"{'':>16}! {f['rule_id']} ({f['severity']}): {f['detail']}", 200))
     if run["conventions"]:
         click.echo(f"\nread as  {terminal_safe(', '.join(run['conventions']))}")
     click.echo("")
@@ -527,6 +560,112 @@ def show(
         )
     else:
         click.echo("no answer: the run ended without a final model output")
+    if findings is not None:
+        click.echo(f"\nfindings {findings.height}" + (":" if findings.height else ""))
+        for f in findings.sort("severity", "rule_id").iter_rows(named=True):
+            where = ", ".join(f["span_ids"] or []) or "the run"
+            click.echo(
+                clip(
+                    f"  {f['rule_id']} ({f['severity']}, {f['kind']}): {f['detail']} [{where}]", 200
+                )
+            )
+    if labels is not None:
+        from analyzer.labels import score_labels
+
+        fields = score_labels(labels, runs.filter(pl.col("run_id") == run["run_id"]), steps).fields
+        if fields.is_empty():
+            click.echo("\nlabels   no label for this case")
+        else:
+            click.echo("\nlabels   (expected -> answered)")
+            for f in fields.iter_rows(named=True):
+                answered = "(missing)" if f["actual"] is None else repr(f["actual"])
+                click.echo(
+                    clip(
+                        f"  {f['field']:<20} {f['status']:<8} {f['expected']!r} -> {answered}", 200
+                    )
+                )
+
+
+def _runs_named(runs: pl.DataFrame, name: str) -> list[str]:
+    """The run ids `name` designates: a run id, else the runs of that case id (one), else the
+    runs whose id starts with it (one)."""
+    import polars as pl
+
+    ids = runs.get_column("run_id")
+    if name in ids:
+        return [name]
+    of_case = runs.filter(pl.col("case_id") == name).get_column("run_id").sort().to_list()
+    if len(of_case) == 1:
+        return of_case
+    if len(of_case) > 1:
+        listed = ", ".join(of_case[:10]) + (" ..." if len(of_case) > 10 else "")
+        raise InputError(f"case {name!r} has {len(of_case)} runs: give one of {listed}")
+    prefixed = [r for r in ids.to_list() if r.startswith(name)]
+    if len(prefixed) != 1:
+        what = "no run or case" if not prefixed else f"{len(prefixed)} runs"
+        raise InputError(f"{what} with id {name!r} in the input ({runs.height} runs read)")
+    return prefixed
+
+
+def _flagged_steps(steps: pl.DataFrame, findings: pl.DataFrame | None) -> dict[int, list[dict]]:
+    """Step index -> the findings whose evidence names one of the step's spans."""
+    if findings is None or findings.is_empty():
+        return {}
+    owner: dict[str, int] = {}
+    for step in steps.select("index", "span_id", "merged_span_ids", "requested_by").iter_rows(
+        named=True
+    ):
+        for span in [step["span_id"], *(step["merged_span_ids"] or [])]:
+            if span is not None:
+                owner.setdefault(span, step["index"])
+    out: dict[int, list[dict]] = {}
+    for f in findings.iter_rows(named=True):
+        for span in f["span_ids"] or []:
+            if span in owner:
+                out.setdefault(owner[span], []).append(f)
+    return out
+
+
+#: Runs with findings listed after the terminal summary without --verbose.
+_WHERE_RUNS = 10
+
+
+def _where(
+    analysis,
+    case_class: str,
+    verbose: bool,
+    paths: tuple[Path, ...],
+    rule_packs: tuple[Path, ...],
+    prices_file: Path | None,
+    labels_file: Path | None,
+) -> None:
+    """The runs behind the findings, worst first, and the command that shows the worst."""
+    import shlex
+
+    import polars as pl
+
+    from analyzer.report.facts import facts_of
+    from analyzer.report.terminal import finding_runs, finding_runs_lines
+
+    if analysis.evaluation is None:
+        return
+    runs = facts_of(analysis, case_class).runs()
+    bad = finding_runs(runs)
+    for line in finding_runs_lines(bad, None if verbose else _WHERE_RUNS):
+        click.echo(line)
+    if bad.is_empty():
+        return
+    worst = bad.row(0, named=True)
+    case = worst["case_id"]
+    unique = case is not None and runs.filter(pl.col("case_id") == case).height == 1
+    args = [case if unique else worst["run_id"], *map(str, paths)]
+    for pack in rule_packs:
+        args += ["--rules", str(pack)]
+    if prices_file is not None:
+        args += ["--prices", str(prices_file)]
+    if labels_file is not None:
+        args += ["--labels", str(labels_file)]
+    click.echo(terminal_safe("see the worst: agenttrace show " + shlex.join(args)))
 
 
 _MERGE_REASONS = {
@@ -567,6 +706,17 @@ _SEVERITIES = ("critical", "high", "medium", "low")
     default="never",
     show_default=True,
     help="Exit 1 when a finding has this severity or a higher one.",
+)
+@click.option(
+    "--verbose",
+    is_flag=True,
+    help="List every run with a finding (default: the ten worst).",
+)
+@click.option(
+    "--fail-on-unchecked",
+    is_flag=True,
+    help="Exit 1 when a rule applied to no run or judged none, or its filter or tools name "
+    "something no trace holds (summary.json: checks.unchecked).",
 )
 @_jobs_option
 @click.option(
@@ -618,6 +768,8 @@ def report(
     out: Path | None,
     fmt: str,
     fail_on: str,
+    fail_on_unchecked: bool,
+    verbose: bool,
     jobs: int | None,
     partitions: str,
     spill: Path | None,
@@ -694,7 +846,12 @@ def report(
     summary = build_summary(analysis, labels, case_class=case_class)
     if out is not None:
         write_outputs(
-            analysis, summary, out, command=_command_line(redact_salt), redaction=redaction
+            analysis,
+            summary,
+            out,
+            command=_command_line(redact_salt),
+            redaction=redaction,
+            labels=labels,
         )
     if fmt == "json":
         click.echo(json_safe(json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False)))
@@ -707,8 +864,14 @@ def report(
 
         for line in terminal_summary(analysis, summary, color=sys.stdout.isatty()):
             click.echo(line)
+        _where(analysis, case_class, verbose, paths, rule_packs, prices_file, labels_file)
         if out is not None:
             click.echo(f"outputs written to {out}")
+    unchecked = summary["checks"]["unchecked"]
+    if fail_on_unchecked and unchecked:
+        rules_named = sorted({f"{u['pack']}/{u['rule_id']}" for u in unchecked})
+        click.echo(f"unchecked rules: {', '.join(rules_named)}", err=True)
+        click.get_current_context().exit(1)
     if fail_on != "never":
         failing = _SEVERITIES[: _SEVERITIES.index(fail_on) + 1]
         by_severity = summary["findings"]["by_severity"]

@@ -402,6 +402,8 @@ _FIELD_SCHEMA = {
     "match": pl.String,
     "critical": pl.Boolean,
     "status": pl.String,
+    "expected": pl.String,  # the label's value, as text
+    "actual": pl.String,  # the answer's value, as text (null when missing)
 }
 _TOOL_SCHEMA = {"run_id": pl.String, "tool": pl.String, "called": pl.Boolean}
 _ARG_SCHEMA = {
@@ -418,7 +420,8 @@ class LabelScores:
     """Labels scored against runs: one row per (run, field), per (run, expected tool), ..."""
 
     labels: LabelSet
-    fields: pl.DataFrame  # run_id, case_id, field, match, critical, status (correct|wrong|missing)
+    #: run_id, case_id, field, match, critical, status (correct|wrong|missing), expected, actual
+    fields: pl.DataFrame
     tools: pl.DataFrame  # run_id, tool, called: the expected tools of each labelled run
     wrong_calls: pl.DataFrame  # run_id, tool, calls: calls of tools outside the expected list
     arguments: pl.DataFrame  # run_id, tool, argument, correct: one row per call and argument
@@ -458,7 +461,17 @@ class LabelScores:
             "all_fields_correct": rate(int(passed.get_column("passed").sum()), passed.height),
             "all_critical_correct": rate(int(critical.get_column("ok").sum()), critical.height),
             "tools": self._tools_summary(),
+            "wrong_fields": self.wrong_fields().to_dicts(),
         }
+
+    def wrong_fields(self) -> pl.DataFrame:
+        """Every field a run got wrong or left out: case_id, run_id, field, status, expected,
+        actual, critical; by case, run and field."""
+        return (
+            self.fields.filter(pl.col("status") != "correct")
+            .select("case_id", "run_id", "field", "status", "expected", "actual", "critical")
+            .sort("case_id", "run_id", "field")
+        )
 
     def _tools_summary(self) -> dict[str, Any]:
         tools = self.tools
@@ -540,8 +553,19 @@ def score_labels(labels: LabelSet, runs: pl.DataFrame, steps: pl.DataFrame) -> L
                 status = "missing"
             else:
                 status = "correct" if field_matches(label, value) else "wrong"
+            actual = None if value is _MISSING or value is None else _value_text(value)
+            expected = None if label.expected is None else _value_text(label.expected)
             field_rows.append(
-                (run_id, run["case_id"], label.name, label.match, label.critical, status)
+                (
+                    run_id,
+                    run["case_id"],
+                    label.name,
+                    label.match,
+                    label.critical,
+                    status,
+                    expected,
+                    actual,
+                )
             )
         run_calls = calls_by_run.get(run_id, [])
         run_rows.append((run_id, run["case_id"], case.tools is not None))

@@ -39,6 +39,7 @@ Methods
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
@@ -587,6 +588,202 @@ def rule_coverage(
     out = out.with_columns((pl.col("checked") + pl.col("partial")).alias("judged"))
     out = out.with_columns(wilson_columns("judged", "applied", "judged_rate"))
     return _sorted(out, [*keys, "pack", "rule_id"])
+
+
+def rule_reasons(coverage: pl.DataFrame) -> pl.DataFrame:
+    """Per rule, status and reason: the runs it could not fully judge for that reason.
+
+    Columns: pack, rule_id, status (partial, not_applicable, unverifiable, error), reason,
+    runs; sorted.
+    """
+    return _sorted(
+        coverage.filter(pl.col("status") != "checked")
+        .group_by("pack", "rule_id", "status", "reason")
+        .agg(pl.col("run_id").n_unique().cast(pl.Int64).alias("runs")),
+        ["pack", "rule_id", "status", "reason"],
+    )
+
+
+#: `rule_reach` rows: what a rule's reach was measured on.
+REACH_WHAT = ("rule", "attribute", "agent", "tool")
+
+
+def rule_reach(runs: pl.DataFrame, packs: Sequence[Pack]) -> pl.DataFrame:
+    """Per rule, what in the runs its filter and its tools reach.
+
+    One row per (pack, rule_id, what, name), counting runs:
+
+    - ``rule``: ``present`` every run, ``matching`` the runs its ``when:`` selects;
+    - ``attribute`` (a key of ``when: attributes``): ``present`` the runs that record the key,
+      ``matching`` those whose value is one it accepts;
+    - ``agent`` (``when: agent``, the names joined by ", "): runs with an agent, and with one
+      of those;
+    - ``tool`` (`Check.expected_tools`): runs that offer or call the tool (its quoted name in
+      their tool definitions, or a call), and runs that call it.
+
+    Columns: pack, rule_id, what, name, present, matching, match_rate (+ _lo, _hi): counts of
+    disjoint runs add up (`analyzer.report.facts.RATE_TABLES`).
+    """
+    exprs: list[pl.Expr] = []
+    rows: list[tuple[str, str, str, str]] = []
+
+    def add(pack: str, rule: str, what: str, name: str, present: pl.Expr, match: pl.Expr):
+        i = len(rows)
+        rows.append((pack, rule, what, name))
+        exprs.append(present.sum().cast(pl.Int64).alias(f"p{i}"))
+        exprs.append(match.sum().cast(pl.Int64).alias(f"m{i}"))
+
+    attributes = pl.col("attributes").fill_null("{}")
+    calls = pl.col("tool_sequence").fill_null(pl.lit([], pl.List(pl.String)))
+    offered = pl.col("tool_definitions").fill_null(pl.lit([], pl.List(pl.String))).list.join("\n")
+    for pack in packs:
+        for rule in pack.rules:
+            when = rule.when
+            chosen = pl.lit(True) if when is None else when.mask()
+            every = pl.col("run_id").is_not_null()
+            add(pack.name, rule.id, "rule", "", every, every & chosen)
+            for key, values in when.attributes if when is not None else ():
+                has = attributes.str.contains(
+                    json.dumps(key, ensure_ascii=False) + ": ", literal=True
+                )
+                value = attributes.str.json_path_match(f"$['{key}']")
+                add(
+                    pack.name,
+                    rule.id,
+                    "attribute",
+                    key,
+                    has,
+                    value.is_in(list(values)).fill_null(False),
+                )
+            if when is not None and when.agents:
+                add(
+                    pack.name,
+                    rule.id,
+                    "agent",
+                    ", ".join(when.agents),
+                    pl.col("agent").is_not_null(),
+                    pl.col("agent").is_in(list(when.agents)).fill_null(False),
+                )
+            for tool in rule.expected_tools():
+                called = calls.list.contains(tool)
+                quoted = offered.str.contains(json.dumps(tool, ensure_ascii=False), literal=True)
+                add(pack.name, rule.id, "tool", tool, called | quoted, called)
+    schema = {
+        "pack": pl.String,
+        "rule_id": pl.String,
+        "what": pl.String,
+        "name": pl.String,
+        "present": pl.Int64,
+        "matching": pl.Int64,
+    }
+    if not rows:
+        return pl.DataFrame(schema=schema).with_columns(
+            wilson_columns("matching", "present", "match_rate")
+        )
+    counts = runs.select(exprs).row(0) if runs.height else (0,) * len(exprs)
+    out = pl.DataFrame(
+        [(*row, counts[2 * i], counts[2 * i + 1]) for i, row in enumerate(rows)],
+        schema=schema,
+        orient="row",
+    )
+    out = out.with_columns(wilson_columns("matching", "present", "match_rate"))
+    return _sorted(out, ["pack", "rule_id", "what", "name"])
+
+
+def rule_checks(
+    packs: Sequence[Pack],
+    coverage: pl.DataFrame,
+    reach: pl.DataFrame,
+    reasons: pl.DataFrame,
+) -> list[dict[str, Any]]:
+    """Per rule of ``packs``, in pack order, what it judged: ``runs_applied`` (its ``when:``
+    selected them), ``runs_judged`` (checked or partial), ``runs_unverifiable``,
+    ``runs_not_applicable``, ``runs_error``, and the reasons of what it could not judge.
+
+    ``coverage``, ``reach`` and ``reasons`` are `rule_coverage`, `rule_reach` and
+    `rule_reasons` of the same runs.
+    """
+    counts = {(r["pack"], r["rule_id"]): r for r in coverage.iter_rows(named=True)}
+    selected = {
+        (r["pack"], r["rule_id"]): r["matching"]
+        for r in reach.filter(pl.col("what") == "rule").iter_rows(named=True)
+    }
+    why: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in reasons.sort("runs", descending=True, maintain_order=True).iter_rows(named=True):
+        why.setdefault((r["pack"], r["rule_id"]), []).append(
+            {"status": r["status"], "reason": r["reason"], "runs": r["runs"]}
+        )
+    out = []
+    for pack in packs:
+        for rule in pack.rules:
+            key = (pack.name, rule.id)
+            row = counts.get(key, {})
+            out.append(
+                {
+                    "pack": pack.name,
+                    "rule_id": rule.id,
+                    "type": rule.type,
+                    "when": rule.when.describe() if rule.when is not None else None,
+                    "runs_applied": int(row.get("applied") or selected.get(key) or 0),
+                    "runs_judged": int(row.get("judged") or 0),
+                    "runs_unverifiable": int(row.get("unverifiable") or 0),
+                    "runs_not_applicable": int(row.get("not_applicable") or 0),
+                    "runs_error": int(row.get("error") or 0),
+                    "reasons": why.get(key, []),
+                }
+            )
+    return out
+
+
+def unchecked_rules(rules: list[dict[str, Any]], reach: pl.DataFrame) -> list[dict[str, Any]]:
+    """What makes a clean result unreadable as clean, per rule (`rule_checks` rows): a rule
+    that applied to no run or judged none, a ``when:`` attribute or agent that no run has, a
+    tool it looks for that no trace holds. Each: pack, rule_id, problem, detail."""
+    by_rule: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in reach.filter(pl.col("what") != "rule").iter_rows(named=True):
+        by_rule.setdefault((r["pack"], r["rule_id"]), []).append(r)
+    out = []
+
+    def add(rule: dict[str, Any], problem: str, detail: str) -> None:
+        out.append(
+            {"pack": rule["pack"], "rule_id": rule["rule_id"], "problem": problem, "detail": detail}
+        )
+
+    for rule in rules:
+        rows = by_rule.get((rule["pack"], rule["rule_id"]), [])
+        for r in rows:
+            if r["what"] == "attribute" and r["present"] == 0:
+                add(rule, "unknown_attribute", f"no run records the attribute {r['name']!r}")
+            elif r["what"] == "agent" and r["matching"] == 0:
+                add(rule, "unknown_agent", f"no run's agent is {r['name']}")
+            elif r["what"] == "tool" and r["present"] == 0:
+                add(rule, "unknown_tool", f"no trace calls or offers the tool {r['name']!r}")
+        if rule["runs_applied"] == 0:
+            add(
+                rule,
+                "applied_to_no_run",
+                f"its filter ({rule['when'] or 'every run'}) selected none of the runs",
+            )
+        elif rule["runs_judged"] == 0:
+            reasons = "; ".join(
+                f"{r['runs']} {r['status']}" + (f": {r['reason']}" if r["reason"] else "")
+                for r in rule["reasons"][:3]
+            )
+            add(
+                rule,
+                "judged_no_run",
+                f"judged none of the {rule['runs_applied']} runs it applied to ({reasons})",
+            )
+    return out
+
+
+def unchecked_of(
+    packs: Sequence[Pack], runs: pl.DataFrame, coverage: pl.DataFrame
+) -> list[dict[str, Any]]:
+    """`unchecked_rules` of ``packs`` applied to ``runs`` (their ``coverage``), in one call."""
+    reach = rule_reach(runs, packs)
+    rules = rule_checks(packs, rule_coverage(coverage), reach, rule_reasons(coverage))
+    return unchecked_rules(rules, reach)
 
 
 def content_coverage(runs: pl.DataFrame, *, by: str | Sequence[str] | None = None) -> pl.DataFrame:

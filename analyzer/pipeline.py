@@ -173,7 +173,8 @@ def _with_retries(runset: RunSet, superseded: pl.DataFrame) -> RunSet:
 
 
 def _with_findings(runset: RunSet, evaluation: Evaluation, packs: Sequence[Pack]) -> RunSet:
-    """Add ``findings`` (count per run) and ``score`` (/100 from rule weights) to runs."""
+    """Add ``findings`` (count per run), ``score`` (/100 from rule weights) and
+    ``failed_rules`` (the ids of the rules it has findings of) to runs."""
 
     from analyzer.metrics import rule_weights, run_scores
 
@@ -182,7 +183,7 @@ def _with_findings(runset: RunSet, evaluation: Evaluation, packs: Sequence[Pack]
     runs = (
         runset.runs.join(counts, on="run_id", how="left")
         .with_columns(pl.col("findings").fill_null(0).cast(pl.Int64))
-        .join(scores.select("run_id", "score"), on="run_id", how="left")
+        .join(scores.select("run_id", "score", "failed_rules"), on="run_id", how="left")
     )
     return dataclasses.replace(runset, runs=runs)
 

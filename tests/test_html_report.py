@@ -177,8 +177,15 @@ def test_sample_headline_figures(sample):
         "95% interval $0.000542 – $0.00425; n = 40",
     )
     assert card(page, "Cost per run p95") == ("$0.00499", "95% interval n too small; n = 40")
+    # The default pack's 5 rules all judged runs: 40 + 39 + 39 + 40 + 40 = 198 of 5 x 40 pairs
+    # (tool-arguments and grounded-ids: one run each whose arguments were not recorded).
+    assert card(page, "Rule coverage") == (
+        "5 / 5",
+        "rules that judged a run; they judged 198 of the 200 (rule, run) pairs they applied to "
+        "(99.0%)",
+    )
     # 39 of 40 runs recorded content; Wilson(39, 40) = [0.8712, 0.9956].
-    assert card(page, "Coverage") == (
+    assert card(page, "Content recorded") == (
         "97.5%",
         "39 of 40 runs recorded the content grounding checks need; 95% interval 87.1% – 99.6%",
     )
@@ -624,3 +631,37 @@ def test_kyc_omissions_by_rule_and_by_label():
         "81.2%",
         "57.0% – 93.4%",
     ]
+
+
+# --- where: wrong label fields by case --------------------------------------------------------
+
+
+@needs_chromium
+def test_chromium_shows_the_wrong_cases_with_expected_and_answered(tmp_path: Path):
+    # sample_traces/README.md: KYC-2026-0004 answered approve/low for escalate/high, -0008
+    # escalate/medium for approve/low, -0013 never answered.
+    from analyzer.labels import load_labels
+    from analyzer.pack import load_packs
+
+    root = SAMPLES.parent
+    analysis = analyze_paths(
+        [SAMPLES / "kyc"], packs=tuple(load_packs([root / "rules" / "kyc.yaml"]))
+    )
+    labels = load_labels(root / "rules" / "kyc-labels.jsonl")
+    page = render_html(analysis, build_summary(analysis, labels))
+    path = tmp_path / "report.html"
+    path.write_text(page, encoding="utf-8")
+    dom = Page(chromium(tmp_path / "profile", "--dump-dom", path.as_uri()).stdout)
+    assert "Fields wrong or missing, by case" in dom.text
+    for row in (
+        "KYC-2026-0004 b69f68276a803963e314c735a25e0a03 decision (critical) escalate approve",
+        "KYC-2026-0008 2e5d703ccaf65bdb40b2d5faaa303940 risk_level low medium",
+        "KYC-2026-0013 ae064840adad5d190ef6e3f71cf44b53 dossier_id KYC-2026-0013 (missing)",
+    ):
+        assert row in dom.text
+    shot = tmp_path / "labels.png"
+    chromium(
+        tmp_path / "profile2", f"--screenshot={shot}", "--window-size=1280,3000", path.as_uri()
+    )
+    width, height, shades = png_summary(shot.read_bytes())
+    assert (width, height) == (1280, 3000) and shades > 100

@@ -170,8 +170,8 @@ def test_runs_are_the_ones_the_traces_record(default_analysis):
 
 
 def test_default_summary_has_every_block(default_summary):
-    assert SUMMARY_VERSION == 2
-    assert default_summary["summary_version"] == 2
+    assert SUMMARY_VERSION == 3
+    assert default_summary["summary_version"] == 3
     assert set(default_summary) == {
         "summary_version",
         "agenttrace_version",
@@ -179,9 +179,19 @@ def test_default_summary_has_every_block(default_summary):
         "runs",
         "packs",
         "findings",
+        "checks",
         "metrics",
         "labels",
     }
+    # the default pack's 5 rules all judged runs on the samples: nothing unchecked
+    assert default_summary["checks"]["unchecked"] == []
+    assert [r["rule_id"] for r in default_summary["checks"]["rules"]] == [
+        "answered",
+        "tool-arguments",
+        "grounded-ids",
+        "ignored-tool-errors",
+        "retries",
+    ]
     assert default_summary["labels"] is None
     assert set(default_summary["metrics"]) == {
         "methods",

@@ -72,6 +72,7 @@ class ArgumentSchema(Check):
 
     type = "argument_schema"
     kinds = ("malformed_arguments",)
+    tool_fields = ("tools",)
 
     tools: tuple[str, ...] | None = None
 

@@ -195,6 +195,9 @@ class Check:
     type: ClassVar[str] = ""
     #: The finding kinds this rule type yields.
     kinds: ClassVar[tuple[str, ...]] = ()
+    #: The fields naming tools the rule looks for in the runs (a list, or a mapping keyed by
+    #: tool): a name that no trace holds means the rule judged nothing of it.
+    tool_fields: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def from_options(cls, options: dict[str, Any], env: LoadEnv) -> Check | None:
@@ -220,6 +223,14 @@ class Check:
         if not cls.__module__.startswith("analyzer."):
             return None  # a plugin's class: its code is not known here
         return f"{cls.__module__}.{cls.__qualname__} {self!r}"
+
+    def expected_tools(self) -> tuple[str, ...]:
+        """The tools this rule looks for in the runs (`tool_fields`), sorted."""
+        names: set[str] = set()
+        for name in self.tool_fields:
+            value = getattr(self, name, None) or ()
+            names.update(str(t) for t in (value.keys() if isinstance(value, Mapping) else value))
+        return tuple(sorted(names))
 
     @classmethod
     def option_names(cls) -> list[str]:

@@ -121,6 +121,7 @@ class GroundedArguments(Check):
 
     type = "grounded_arguments"
     kinds = ("hallucinated_argument",)
+    tool_fields = ("tools",)
 
     #: Read flat JSON objects column-wise before parsing the other arguments in Python (tests
     #: turn it off to check both ways agree).
@@ -361,6 +362,14 @@ class GroundedArguments(Check):
             .with_columns(pl.col("_folded").str.to_lowercase())
             .unique()
         )
+        # a value is grounded by a whole token only: ACC-550 is not in ACC-5501
+        tokens = _token_patterns(found.get_column("_folded"), case_insensitive=True)
+        found = (
+            found.join(texts, on="_tid")
+            .join(tokens, on="_folded")
+            .filter(pl.col("text").str.contains(pl.col("_pattern")))
+            .select("_tid", "_folded")
+        )
         as_written = (
             leaves.filter(plain)
             .select("_call", "leaf_no", "run_id", "start_ns", "_folded")
@@ -386,10 +395,21 @@ class GroundedArguments(Check):
         joined = folded.group_by("run_id", maintain_order=True).agg(
             pl.col("_f").str.join(_SEP).alias("_all")
         )
+        tokens = _token_patterns(leaves.get_column("_folded"), case_insensitive=False)
+        at = pl.col("_all").str.find(pl.col("_pattern"))
+        # the match starts at the value, or at the character before it that bounds it
+        value_at = (
+            pl.when(
+                pl.col("_all").str.slice(at, pl.col("_folded").str.len_chars()) == pl.col("_folded")
+            )
+            .then(at)
+            .otherwise(at + 1)
+        )
         found = (
             leaves.join(joined, on="run_id", how="left")
-            .with_columns(_at=pl.col("_all").str.find(pl.col("_folded"), literal=True))
-            .drop("_all")
+            .join(tokens, on="_folded", how="left")
+            .with_columns(_at=value_at)
+            .drop("_all", "_pattern")
             .sort("_at")
         )
         located = found.filter(pl.col("_at").is_not_null()).join_asof(
@@ -421,6 +441,23 @@ class GroundedArguments(Check):
 def _pattern(path: str) -> str:
     """An `arguments` entry as a path without array indexes (``lines[0].sku`` -> lines.sku)."""
     return re.sub(r"\[[0-9]*\]", "", path)
+
+
+#: What bounds a token: a value grounded in a text stands there with no letter or digit
+#: against its letters and digits (ACC-550 is not grounded by ACC-5501, 501 not by 4155012345).
+_BOUND_BEFORE, _BOUND_AFTER = "(?:^|[^0-9A-Za-z])", "(?:$|[^0-9A-Za-z])"
+
+
+def _token_patterns(values: pl.Series, *, case_insensitive: bool) -> pl.DataFrame:
+    """_folded, _pattern: per distinct value, the regular expression of it as a whole token
+    (bounded only where its first or last character is a letter or digit)."""
+    rows = []
+    for value in values.drop_nulls().unique().to_list():
+        before = _BOUND_BEFORE if value[:1].isascii() and value[:1].isalnum() else ""
+        after = _BOUND_AFTER if value[-1:].isascii() and value[-1:].isalnum() else ""
+        flags = "(?i)" if case_insensitive else ""
+        rows.append((value, f"{flags}{before}{re.escape(value)}{after}"))
+    return pl.DataFrame(rows, schema={"_folded": pl.String, "_pattern": pl.String}, orient="row")
 
 
 def _fold_value(expr: pl.Expr) -> pl.Expr:

@@ -19,9 +19,11 @@ class RequiredTools(Check):
     -----
     For a run with an answer, each listed tool with no call started before the answer time
     (the end of the model call that gave the answer) is an ``omission``; the detail says
-    "never called" or "called only after the answer". When at least one required tool was
-    called before the answer and at least one was not, the run also gets one
-    ``premature_answer``. A run with no answer gets one ``no_answer`` instead.
+    "never called" or "called only after the answer". When a required tool is missing before
+    the answer and the run had started the sequence (another required tool was called before
+    the answer) or went on with it afterwards (a missing one was called after the answer), the
+    run also gets one ``premature_answer``. A run with no answer gets one ``no_answer``
+    instead.
 
     A call counts from its start, whether it succeeded or failed, and a call the model
     requested that no tool span recorded counts too (many instrumentations trace model calls
@@ -50,6 +52,7 @@ class RequiredTools(Check):
 
     type = "required_tools"
     kinds = ("omission", "premature_answer", "no_answer")
+    tool_fields = ("tools",)
 
     tools: tuple[str, ...]
 
@@ -109,9 +112,12 @@ class RequiredTools(Check):
         per_run = grid.group_by("run_id").agg(
             (pl.col("_n_before") > 0).sum().alias("_done"),
             pl.col("tool").filter(pl.col("_n_before") == 0).alias("_missing"),
+            (late > 0).any().alias("_went_on"),
             pl.col("answer_span_id").first(),
         )
-        premature = per_run.filter((pl.col("_done") > 0) & (pl.col("_missing").list.len() > 0))
+        premature = per_run.filter(
+            ((pl.col("_done") > 0) | pl.col("_went_on")) & (pl.col("_missing").list.len() > 0)
+        )
         premature = premature.select(
             "run_id",
             pl.lit("premature_answer").alias("kind"),

@@ -45,6 +45,7 @@ class ToolErrors(Check):
 
     type = "tool_errors"
     kinds = ("ignored_tool_error",)
+    tool_fields = ("tools",)
 
     tools: tuple[str, ...] | None = None
 

@@ -88,6 +88,7 @@ class Trajectory(Check):
 
     type = "trajectory"
     kinds = ("missing_step", "forbidden_tool", "max_steps", "argument_mismatch")
+    tool_fields = ("sequence", "args")
 
     #: Settle text arguments column-wise before the per-call comparison (tests turn it off to
     #: check both ways agree).

@@ -60,6 +60,7 @@ from analyzer.metrics import (
     rule_kinds_of,
     rule_rates,
     run_outcomes,
+    unchecked_of,
 )
 
 __all__ = [
@@ -116,6 +117,8 @@ class Side:
     required: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     rule_kinds: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     labelled: pl.DataFrame | None = None  # run_id, passed (all label fields correct)
+    #: what makes its clean results unreadable as clean (`metrics.unchecked_rules`)
+    unchecked: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -181,6 +184,8 @@ class Diff:
     pairing: dict[str, Any]
     metrics: list[MetricDelta]
     correct_by: str = "findings"  # what makes a run correct: "findings" or "labels"
+    #: each side's problems that make its clean results unreadable as clean
+    unchecked: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def rows(self, metric: str) -> list[MetricDelta]:
         """The rows of one metric, in key order."""
@@ -193,6 +198,7 @@ class Diff:
             "config_changes": self.config_changes,
             "pairing": self.pairing,
             "correct_by": self.correct_by,
+            "unchecked": self.unchecked,
             "metrics": [m.as_dict() for m in self.metrics],
         }
 
@@ -248,6 +254,9 @@ def load_side(
         required=required_tools_of(analysis.packs),
         rule_kinds=rule_kinds_of(analysis.packs),
         labelled=labelled,
+        unchecked=unchecked_of(analysis.packs, analysis.runs.runs, evaluation.coverage)
+        if evaluation
+        else [],
     )
 
 
@@ -281,6 +290,11 @@ def _report_side(path: Path, packs: Sequence[Any]) -> Side:
         raise InputError(f"{path}: unreadable report folder: {err}") from err
     used = manifest.get("packs") or []
     known = _reload_packs(used, packs)
+    summary = path / "summary.json"
+    try:
+        checks = json.loads(summary.read_text(encoding="utf-8")).get("checks") or {}
+    except (OSError, ValueError):
+        checks = {}
     return Side(
         source=str(path),
         kind="report",
@@ -291,6 +305,7 @@ def _report_side(path: Path, packs: Sequence[Any]) -> Side:
         prices=manifest.get("prices"),
         required=required_tools_of(known),
         rule_kinds=rule_kinds_of(known),
+        unchecked=list(checks.get("unchecked") or []),
     )
 
 
@@ -602,6 +617,7 @@ def compare(
         pairing=pairing,
         metrics=rows,
         correct_by="labels" if labelled else "findings",
+        unchecked={"baseline": baseline.unchecked, "candidate": candidate.unchecked},
     )
 
 

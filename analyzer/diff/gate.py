@@ -7,6 +7,7 @@ score in points /100, cost in USD)::
     omission_rate: {max_increase: 0.0}          # no tool omitted more often
     cost_p95_usd: {max_increase_pct: 10}        # p95 cost at most 10 % above the baseline
     score: {min_gain: 8, no_regression_on: [automatic]}
+    fail_on_unchecked: true                     # no rule of the candidate judged nothing
 
 ``score: {min_gain: 8, no_regression_on: [automatic]}`` is the protocol "+8 points or it does
 not count, and nothing automatic gets worse": the mean score must gain at least 8 points and no
@@ -42,6 +43,8 @@ __all__ = ["AUTOMATIC", "Gate", "GateCheck", "judge", "load_gate"]
 
 #: The name, in ``no_regression_on``, of every rule of the packs.
 AUTOMATIC = "automatic"
+#: The gate key that breaks when the candidate's rules checked nothing or less than they name.
+UNCHECKED = "fail_on_unchecked"
 #: Float slack: a delta of 1e-15 is no increase.
 _EPS = 1e-9
 
@@ -195,6 +198,10 @@ def judge(gate: Gate, diff: Diff) -> list[GateCheck]:
     problems: list[tuple[tuple[str | int, ...], str]] = []
     checks: list[GateCheck] = []
     for metric, limit in gate.limits.items():
+        if metric == UNCHECKED:
+            if limit:
+                checks.append(_unchecked(diff))
+            continue
         rows = diff.rows(metric)
         only = [str(k) for k in limit.get("only") or []]
         if only:
@@ -229,6 +236,19 @@ def judge(gate: Gate, diff: Diff) -> list[GateCheck]:
             checks.extend(_no_regression(diff, metric, limit["no_regression_on"], problems))
     _raise(problems, gate.source, gate.root)
     return [c for c in checks if not c.passed] + [c for c in checks if c.passed]
+
+
+def _unchecked(diff: Diff) -> GateCheck:
+    """Broken when a rule of the candidate applied to or judged no run, or names what no trace
+    holds: its clean results prove nothing."""
+    problems = diff.unchecked.get("candidate") or []
+    names = sorted({f"{u['pack']}/{u['rule_id']}" for u in problems})
+    message = (
+        f"{UNCHECKED}: {len(problems)} problem(s) in the candidate's rules ({', '.join(names)})"
+        if problems
+        else f"{UNCHECKED}: every rule of the candidate judged runs"
+    )
+    return GateCheck(UNCHECKED, None, UNCHECKED, True, len(problems), not problems, message)
 
 
 def _check(row: MetricDelta, name: str, threshold: float) -> GateCheck:

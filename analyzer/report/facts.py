@@ -53,14 +53,15 @@ _READ = (
     "retry_cost_usd",
     "findings",
     "score",
+    "failed_rules",
     "answer",
     "tool_sequence",
 )
 #: Run columns the summary reads only for runs with a case id (trials compare them).
 _TRIAL_ONLY = ("answer", "tool_sequence")
 #: Each rate table: its key columns, its count columns (sums over disjoint runs), and the
-#: (successes, trials, name) of its Wilson rate.
-RATE_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, str, str]]] = {
+#: (successes, trials, name) of its Wilson rate (None: counts only).
+RATE_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, str, str] | None]] = {
     "rule_rates": (
         ("pack", "rule_id"),
         ("applied", "judged", "failed"),
@@ -77,6 +78,12 @@ RATE_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, str, s
         ("applied", "checked", "partial", "not_applicable", "unverifiable", "error", "judged"),
         ("judged", "applied", "judged_rate"),
     ),
+    "rule_reach": (
+        ("pack", "rule_id", "what", "name"),
+        ("present", "matching"),
+        ("matching", "present", "match_rate"),
+    ),
+    "rule_reasons": (("pack", "rule_id", "status", "reason"), ("runs",), None),
 }
 
 
@@ -157,6 +164,8 @@ def summary_facts(analysis: Analysis, case_class: str) -> SummaryFacts:
                 findings, coverage, required=m.required_tools_of(analysis.packs)
             ),
             "rule_coverage": m.rule_coverage(coverage),
+            "rule_reach": m.rule_reach(analysis.runs.runs, analysis.packs),
+            "rule_reasons": m.rule_reasons(coverage),
         }
     return SummaryFacts(case_class=case_class, parts=[RunsPart.of(runs)], rates=rates)
 
@@ -177,7 +186,9 @@ def merge_facts(parts: list[SummaryFacts]) -> SummaryFacts:
     rates = None
     if parts[0].rates is not None:
         rates = {
-            name: _merge_counts(name, [p.rates[name] for p in parts if p.rates is not None])
+            name: _merge_counts(
+                name, [p.rates[name] for p in parts if p.rates is not None and name in p.rates]
+            )
             for name in RATE_TABLES
         }
     runs = [part for p in parts for part in p.parts]
@@ -187,11 +198,9 @@ def merge_facts(parts: list[SummaryFacts]) -> SummaryFacts:
 
 def _merge_counts(name: str, frames: list[pl.DataFrame]) -> pl.DataFrame:
     """One rate table from those of disjoint runs: counts summed per key, rates recomputed."""
-    keys, counts, (k, n, rate) = RATE_TABLES[name]
+    keys, counts, wilson = RATE_TABLES[name]
     merged = pl.concat(frames, how="vertical_relaxed")
-    out = (
-        merged.group_by(keys)
-        .agg(pl.col(c).sum().cast(pl.Int64) for c in counts)
-        .with_columns(m.wilson_columns(k, n, rate))
-    )
+    out = merged.group_by(keys).agg(pl.col(c).sum().cast(pl.Int64) for c in counts)
+    if wilson is not None:
+        out = out.with_columns(m.wilson_columns(*wilson))
     return out.sort(list(keys), nulls_last=True).select(merged.columns)

@@ -62,6 +62,9 @@ dl.run dt { color: #555; } dl.run dd { margin: 0; }
 .gt_table { font-size: 13px !important; }
 .gt_table td { overflow-wrap: break-word; }
 svg.scatter text { font-family: system-ui, Arial, sans-serif; font-size: 11px; }
+.unchecked { border: 2px solid #c0392b; background: #fdecea; border-radius: 6px;
+  padding: 8px 16px; margin: 12px 0; }
+.unchecked h2 { border: 0; margin: 4px 0; color: #8b0000; }
 """
 
 
@@ -210,6 +213,7 @@ def render_html(analysis, summary: Mapping[str, Any]) -> str:
     ctx = _Context(analysis.runs, runs, findings)
     worst = ctx.worst_runs()
     parts = [
+        _unchecked(summary),
         _headline(summary),
         _omissions(summary),
         _cost_tails(runs, summary),
@@ -221,6 +225,7 @@ def render_html(analysis, summary: Mapping[str, Any]) -> str:
         _methods(summary),
     ]
     titles = (
+        ("unchecked", "Unchecked"),
         ("headline", "Headline"),
         ("omissions", "Tool omissions"),
         ("cost-tails", "Cost tails"),
@@ -249,6 +254,26 @@ def render_html(analysis, summary: Mapping[str, Any]) -> str:
         f'<p class="muted">agenttrace {version}, summary version '
         f"{_e(summary.get('summary_version', ''))}</p>\n"
         f"<nav>{nav}</nav>\n" + "\n".join(p for p in parts if p) + "\n</body>\n</html>\n"
+    )
+
+
+def _unchecked(summary: Mapping[str, Any]) -> str:
+    """First on the page: what makes a clean result unreadable as clean (summary
+    ``checks.unchecked``); nothing when there is none."""
+    problems = _get(summary, "checks", "unchecked") or []
+    if not problems:
+        return ""
+    items = "".join(
+        f"<li><b>{_e(u.get('pack'))}/{_e(u.get('rule_id'))}</b>: {_e(u.get('detail'))}</li>"
+        for u in problems
+    )
+    return (
+        '<section id="unchecked" class="unchecked">\n'
+        f"<h2>{len(problems)} rule problem(s): these rules checked nothing, or less than "
+        "they name</h2>\n"
+        "<p>A clean result below proves nothing for them: fix the pack or the traces "
+        "(<code>report --fail-on-unchecked</code> exits 1 on this).</p>\n"
+        f"<ul>{items}</ul>\n</section>"
     )
 
 
@@ -326,11 +351,25 @@ def _headline(summary: Mapping[str, Any]) -> str:
                 f"{_num(cost.get('correct_runs'))} correct runs ({rule})",
             )
         )
+    rules = _get(summary, "checks", "rules") or []
+    if rules:
+        applied = sum(r.get("runs_applied") or 0 for r in rules)
+        judged = sum(r.get("runs_judged") or 0 for r in rules)
+        working = sum(1 for r in rules if r.get("runs_judged"))
+        note = (
+            f"rules that judged a run; they judged {_num(judged)} of the {_num(applied)} "
+            f"(rule, run) pairs they applied to ({_pct(judged / applied) if applied else _DASH})"
+        )
+        if working < len(rules):
+            note += (
+                f'; <span class="sev-critical">{_num(len(rules) - working)} judged no run</span>'
+            )
+        cards.append(_card("Rule coverage", f"{working} / {len(rules)}", note))
     cov = metrics.get("content_coverage")
     if cov:
         cards.append(
             _card(
-                "Coverage",
+                "Content recorded",
                 _pct(cov.get("rate")),
                 f"{_num(cov.get('with_content'))} of {_num(cov.get('runs'))} runs recorded the "
                 f"content grounding checks need; 95% interval "
@@ -435,10 +474,22 @@ def _omissions(summary: Mapping[str, Any]) -> str:
     if rules:
         parts.append(_omission_table(rules, "gt-omissions", "required_runs", "By the rules"))
     else:
-        parts.append(
-            "<p>No tool was required by a rule in the packs applied "
-            "(give a pack with required_tools rules to measure omissions).</p>"
-        )
+        idle = [
+            r
+            for r in _get(summary, "checks", "rules") or []
+            if r.get("type") == "required_tools" and not r.get("runs_judged")
+        ]
+        if idle:
+            names = ", ".join(f"{_e(r.get('pack'))}/{_e(r.get('rule_id'))}" for r in idle)
+            parts.append(
+                f'<p class="sev-critical">No omission was measured: the required_tools '
+                f"rule(s) {names} judged no run (see the problems at the top).</p>"
+            )
+        else:
+            parts.append(
+                "<p>No tool was required by a rule in the packs applied "
+                "(give a pack with required_tools rules to measure omissions).</p>"
+            )
     if labelled:
         parts.append(
             _omission_table(
@@ -522,6 +573,36 @@ def _labels(summary: Mapping[str, Any]) -> str:
                 "interval": "95% interval",
             },
             title="Answer fields",
+        )
+    wrong_rows = labels.get("wrong_fields") or []
+    if wrong_rows:
+        frame = pl.DataFrame(
+            {
+                "case": [_t(r.get("case_id"), 60) for r in wrong_rows],
+                "run": [f'<span class="mono">{_t(r.get("run_id"), 40)}</span>' for r in wrong_rows],
+                "field": [
+                    _t(r.get("field"), 40) + (" (critical)" if r.get("critical") else "")
+                    for r in wrong_rows
+                ],
+                "expected": [_t(r.get("expected"), 200) for r in wrong_rows],
+                "actual": [
+                    _t(r.get("actual"), 200) if r.get("actual") is not None else "(missing)"
+                    for r in wrong_rows
+                ],
+            },
+            schema=dict.fromkeys(("case", "run", "field", "expected", "actual"), pl.String),
+        )
+        table += _table(
+            frame,
+            "gt-label-wrong",
+            {
+                "case": "Case",
+                "run": "Run",
+                "field": "Field",
+                "expected": "Expected",
+                "actual": "Answered",
+            },
+            title="Fields wrong or missing, by case",
         )
     unmatched = labels.get("unmatched_cases") or []
     body = (

@@ -88,10 +88,13 @@ def write_outputs(
     *,
     command: list[str],
     redaction: dict[str, str] | None = None,
+    labels=None,
 ) -> None:
     """Write every output file of a report into `out` (created if needed).
 
     `redaction`: how the content was redacted (`analyzer.redact.redaction_record`), or None.
+    `labels`: the golden labels the summary scored (`analyzer.labels.LabelSet`), or None;
+    given, labels.parquet holds every labelled field of every run, expected against actual.
     """
     from analyzer import __version__
 
@@ -124,6 +127,15 @@ def write_outputs(
         with (out / "findings.jsonl").open("w", encoding="utf-8") as fh:
             for row in findings.iter_rows(named=True):
                 fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
+        if labels is not None:
+            from analyzer.labels import score_labels
+
+            runs = analysis.runs.select("runs", ["run_id", "case_id", "answer", "answer_ns"])
+            steps = analysis.runs.select(
+                "steps", ["run_id", "index", "kind", "name", "start_ns", "arguments"]
+            )
+            fields = score_labels(labels, runs, steps).fields.sort("case_id", "run_id", "field")
+            fields.write_parquet(out / "labels.parquet")
         log = analysis.ingested.log
         with (out / "quarantine.jsonl").open("w", encoding="utf-8") as fh:
             for entry in log.quarantine:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from analyzer import metrics as m
-from analyzer.report.facts import RATE_TABLES, facts_of
+from analyzer.report.facts import facts_of
 from analyzer.report.passes import RunFigures, with_label_rates
 
 if TYPE_CHECKING:
@@ -32,7 +32,9 @@ __all__ = [
 ]
 
 #: Bumped whenever a key changes meaning or disappears (2: metrics, labels).
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3
+#: The rate tables listed under ``metrics`` (the rules' reach and reasons are in ``checks``).
+METRIC_RATES = ("rule_rates", "kind_rates", "omission_rates", "rule_coverage")
 SEVERITIES = ("critical", "high", "medium", "low")
 #: Per-run quantities whose tails summary.json reports, in this order.
 SUMMARY_TAILS = (
@@ -121,6 +123,7 @@ def _summary(analysis, labels: LabelSet | None, case_class: str) -> dict[str, An
             for pack in analysis.packs
         ],
         "findings": findings_summary(analysis, facts),
+        "checks": checks_summary(analysis, facts),
         "metrics": metrics,
         "labels": scored.summary() if scored is not None else None,
     }
@@ -200,6 +203,18 @@ def findings_summary(analysis, facts: SummaryFacts) -> dict[str, Any]:
     }
 
 
+def checks_summary(analysis, facts: SummaryFacts) -> dict[str, Any]:
+    """What each rule judged (`metrics.rule_checks`) and what makes a clean result unreadable
+    as clean (`metrics.unchecked_rules`)."""
+    rates = facts.rates
+    if analysis.evaluation is None or rates is None:
+        return {"rules": [], "unchecked": []}
+    rules = m.rule_checks(
+        analysis.packs, rates["rule_coverage"], rates["rule_reach"], rates["rule_reasons"]
+    )
+    return {"rules": rules, "unchecked": m.unchecked_rules(rules, rates["rule_reach"])}
+
+
 # --- metrics -------------------------------------------------------------------------------------
 
 
@@ -236,7 +251,7 @@ def _metrics_by_parts(analysis, facts: SummaryFacts, figures: RunFigures, scored
         "methods": {**_METHODS, "case_class": f"run attribute {facts.case_class}"},
         "tails": figures.tails(),
         "cost": _cost_by_parts(analysis, figures, passed),
-        **{name: rates[name].to_dicts() if name in rates else [] for name in RATE_TABLES},
+        **{name: rates[name].to_dicts() if name in rates else [] for name in METRIC_RATES},
         "content_coverage": content.to_dicts()[0],
         "scores": figures.scores(),
         "trials": _trials(case_runs, findings, passed),
@@ -335,7 +350,7 @@ def _metrics(
         "methods": {**_METHODS, "case_class": f"run attribute {case_class}"},
         "tails": sections["tails"],
         "cost": sections["cost"],
-        **{name: rates[name].to_dicts() if name in rates else [] for name in RATE_TABLES},
+        **{name: rates[name].to_dicts() if name in rates else [] for name in METRIC_RATES},
         "content_coverage": sections["content_coverage"],
         "scores": sections["scores"],
         "trials": sections["trials"],

@@ -7,11 +7,13 @@ from typing import Any
 from analyzer.ingest.accounting import warning_lines
 from analyzer.textsafe import clip
 
-__all__ = ["WIDTH", "terminal_summary"]
+__all__ = ["WIDTH", "finding_runs", "finding_runs_lines", "terminal_summary"]
 
 #: No line is longer than this (in characters, colour codes left out).
 WIDTH = 100
 _RED, _YELLOW, _BOLD, _RESET = "\x1b[31m", "\x1b[33m", "\x1b[1m", "\x1b[0m"
+#: Wrong label fields listed in the terminal (all in summary.json).
+_WRONG_SHOWN = 20
 
 
 def terminal_summary(analysis, summary: dict[str, Any], *, color: bool = False) -> list[str]:
@@ -87,12 +89,24 @@ def _findings_lines(summary: dict[str, Any]) -> list[str]:
                 f"  {clip(r['rule_id'], 28):<28} {clip(r['kind'], 22):<22} {r['severity']:<9} "
                 f"{r['findings']:>8,} {runs:>10}"
             )
-    unverifiable = [r for r in found["by_rule"] if r["runs_unverifiable"]]
-    seen: set[tuple[str, str]] = set()
-    for r in unverifiable:
-        if (r["pack"], r["rule_id"]) not in seen:
-            seen.add((r["pack"], r["rule_id"]))
-            lines.append(clip(f"  {r['rule_id']}: {r['runs_unverifiable']} runs unverifiable", 100))
+    checks = summary.get("checks") or {"rules": [], "unchecked": []}
+    for r in checks["rules"]:
+        if r["runs_unverifiable"]:
+            reason = next((x["reason"] for x in r["reasons"] if x["status"] == "unverifiable"), "")
+            lines.append(
+                clip(
+                    f"  {r['rule_id']}: judged {r['runs_judged']:,} of {r['runs_applied']:,} runs; "
+                    f"{r['runs_unverifiable']:,} unverifiable" + (f" ({reason})" if reason else ""),
+                    100,
+                )
+            )
+    if checks["unchecked"]:
+        lines.append(
+            f"UNCHECKED {len(checks['unchecked'])} (a clean result here proves nothing; "
+            "--fail-on-unchecked exits 1):"
+        )
+        for u in checks["unchecked"]:
+            lines.append(clip(f"  {u['rule_id']}: {u['detail']}", 100))
     if found["check_errors"]:
         lines.append(f"CHECK ERRORS {len(found['check_errors'])} (see summary.json):")
         for e in found["check_errors"][:5]:
@@ -227,6 +241,20 @@ def _labels_lines(labels: dict[str, Any] | None) -> list[str]:
             f"  {name:<22} {ratio:>9} {_pct(row['rate']):>7}  "
             f"{_interval(row['rate_lo'], row['rate_hi'])}  ({row['missing']} missing)"
         )
+    wrong = labels.get("wrong_fields") or []
+    if wrong:
+        lines.append(f"  fields wrong or missing, by case ({len(wrong)}; expected -> answered):")
+        for w in wrong[:_WRONG_SHOWN]:
+            actual = "(missing)" if w["actual"] is None else repr(w["actual"])
+            lines.append(
+                clip(
+                    f"    {w['case_id'] or w['run_id']}  {w['field']}: "
+                    f"{w['expected']!r} -> {actual}",
+                    WIDTH,
+                )
+            )
+        if len(wrong) > _WRONG_SHOWN:
+            lines.append(f"    ... {len(wrong) - _WRONG_SHOWN} more in summary.json")
     tools = labels["tools"]
     if tools["runs"]:
         wrong = tools["wrong_tool"]
@@ -242,4 +270,46 @@ def _labels_lines(labels: dict[str, Any] | None) -> list[str]:
         lines.append(f"  argument precision    {_rate(tools['argument_precision'])}")
     if labels["critical_fields"]:
         lines.append("  (* critical field)")
+    return lines
+
+
+# --- where: the runs behind the findings ---------------------------------------------------------
+
+
+def finding_runs(runs):
+    """The runs with a finding, worst first (lowest score, most findings, run id).
+
+    `runs`: a frame with run_id, case_id, score, findings, failed_rules (the summary's facts).
+    """
+    import polars as pl
+
+    if "findings" not in runs.columns:
+        return runs.clear()
+    return runs.filter(pl.col("findings") > 0).sort(
+        ["score", "findings", "run_id"], descending=[False, True, False], nulls_last=True
+    )
+
+
+def finding_runs_lines(bad, limit: int | None) -> list[str]:
+    """`finding_runs` as lines: case, run, score, findings and the rules they broke; the
+    first `limit` (None: all)."""
+    if bad.is_empty():
+        return []
+    shown = bad if limit is None else bad.head(limit)
+    more = "" if shown.height == bad.height else f"; the first {shown.height}, --verbose for all"
+    lines = [
+        "",
+        f"runs with findings {bad.height:,} (worst first{more}):",
+        f"  {'CASE':<16} {'RUN':<34} {'SCORE':>6} {'FINDINGS':>8}  RULES",
+    ]
+    for r in shown.iter_rows(named=True):
+        score = "-" if r["score"] is None else f"{r['score']:.1f}"
+        rules = ", ".join(r.get("failed_rules") or [])
+        lines.append(
+            clip(
+                f"  {clip(r['case_id'] or '-', 16):<16} {clip(r['run_id'], 34):<34} {score:>6} "
+                f"{r['findings']:>8,}  {rules}",
+                WIDTH,
+            )
+        )
     return lines
