@@ -98,25 +98,51 @@ class _Problems:
 def load_packs(paths: Iterable[str | Path], allow_plugins: bool = False) -> list[Pack]:
     """Load and validate rule packs; raise one RulePackError listing every problem.
 
-    Rule ids must be unique across the packs given together (findings name rules by id).
-    Plugin rule types (``module:Class``) are refused unless ``allow_plugins``.
+    Each is a file, or the name of a pack that ships with agenttrace (``default``, ``kyc``:
+    `analyzer.resources.bundled_pack_names`) where no such file exists. Rule ids are unique
+    within a pack, pack names across the packs given together (findings name a rule by
+    pack and id). Plugin rule types (``module:Class``) are refused unless ``allow_plugins``.
     """
+    from analyzer.resources import bundled_pack_names, bundled_rules_text
+
     problems = _Problems()
-    packs: list[Pack] = []
-    seen_ids: dict[str, str] = {}
+    packs: list[tuple[Pack, str]] = []
     for raw_path in paths:
         path = Path(raw_path)
         shown = str(raw_path)
+        bundled = not path.exists() and str(raw_path) in bundled_pack_names()
         try:
-            raw = path.read_bytes()
+            if bundled:
+                path = Path(f"{raw_path}.yaml")
+                shown = f"<built-in {raw_path} pack>"
+                raw = bundled_rules_text(path.name).encode("utf-8")
+            else:
+                raw = path.read_bytes()
         except OSError as err:
-            problems.add(shown, None, "", f"cannot read the rule pack: {err.strerror or err}")
+            known = ", ".join(bundled_pack_names())
+            problems.add(
+                shown,
+                None,
+                "",
+                f"cannot read the rule pack: {err.strerror or err} (built-in packs: {known})",
+            )
             continue
-        pack = _load_bytes(raw, path, shown, allow_plugins, problems, seen_ids)
+        pack = _load_bytes(raw, path, shown, allow_plugins, problems, bundled=bundled)
         if pack is not None:
-            packs.append(pack)
+            packs.append((pack, shown))
+    first: dict[str, str] = {}
+    for pack, shown in packs:
+        if pack.name in first:
+            problems.add(
+                shown,
+                None,
+                "pack",
+                f"pack name {pack.name!r} is also the name of {first[pack.name]}; the packs "
+                "used together need names of their own",
+            )
+        first.setdefault(pack.name, shown)
     problems.raise_if_any()
-    return packs
+    return [pack for pack, _ in packs]
 
 
 DEFAULT_PACK = "default.yaml"
@@ -129,7 +155,7 @@ def load_default_pack() -> Pack:
     problems = _Problems()
     raw = bundled_rules_text(DEFAULT_PACK).encode("utf-8")
     pack = _load_bytes(
-        raw, Path(DEFAULT_PACK), "<built-in default pack>", False, problems, {}, bundled=True
+        raw, Path(DEFAULT_PACK), "<built-in default pack>", False, problems, bundled=True
     )
     problems.raise_if_any()
     assert pack is not None
@@ -146,7 +172,7 @@ def pack_from_mapping(
     problems = _Problems()
     path = Path(source) if source is not None else None
     shown = str(source) if source is not None else "<pack>"
-    pack = _build(data, None, path, shown, allow_plugins, problems, {}, sha256=None)
+    pack = _build(data, None, path, shown, allow_plugins, problems, sha256=None)
     problems.raise_if_any()
     assert pack is not None
     return pack
@@ -161,7 +187,6 @@ def _load_bytes(
     shown: str,
     allow_plugins: bool,
     problems: _Problems,
-    seen_ids: dict[str, str],
     bundled: bool = False,
 ) -> Pack | None:
     """The pack in `raw`; one `bundled` with the package is not checked against the JSON
@@ -182,9 +207,7 @@ def _load_bytes(
         what = getattr(err, "problem", None) or str(err).splitlines()[0]
         problems.add(shown, line, "", f"not valid YAML: {what}")
         return None
-    return _build(
-        data, root, path, shown, allow_plugins, problems, seen_ids, sha256=sha, bundled=bundled
-    )
+    return _build(data, root, path, shown, allow_plugins, problems, sha256=sha, bundled=bundled)
 
 
 def _build(
@@ -194,7 +217,6 @@ def _build(
     shown: str,
     allow_plugins: bool,
     problems: _Problems,
-    seen_ids: dict[str, str],
     *,
     sha256: str | None,
     bundled: bool = False,
@@ -238,12 +260,6 @@ def _build(
                     ("rules", i, "id"),
                     f"duplicate rule id {rule_id!r} (first used at rules[{first_at[rule_id]}])",
                 )
-            elif rule_id in seen_ids:
-                report(
-                    ("rules", i, "id"),
-                    f"rule id {rule_id!r} is also used in {seen_ids[rule_id]}; rule ids must "
-                    "be unique across the packs used together",
-                )
             else:
                 first_at[rule_id] = i
         if i in broken:
@@ -252,8 +268,6 @@ def _build(
         rule = _rule(usable, i, base_dir, tools, allow_plugins, report)
         if rule is not None:
             checks.append(rule)
-    for rule_id in first_at:
-        seen_ids.setdefault(rule_id, shown)
     if problems.items:
         return None
     return Pack(

@@ -14,7 +14,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["bundled_rules_text", "schema"]
+__all__ = ["bundled_pack_names", "bundled_rules_text", "schema"]
 
 
 def _folder(package: str, source_dir: str) -> Traversable:
@@ -35,3 +35,17 @@ def schema(name: str) -> dict[str, Any]:
 def bundled_rules_text(name: str) -> str:
     """The text of a bundled file of ``rules/`` (e.g. ``"prices.yaml"``)."""
     return _folder("analyzer._rules", "rules").joinpath(name).read_text(encoding="utf-8")
+
+
+#: Files of ``rules/`` that are not rule packs.
+_NOT_PACKS = ("prices.yaml",)
+
+
+def bundled_pack_names() -> list[str]:
+    """The rule packs that ship with agenttrace, by name (``default``, ``kyc``, ...), sorted."""
+    folder = _folder("analyzer._rules", "rules")
+    return sorted(
+        f.name.removesuffix(".yaml")
+        for f in folder.iterdir()
+        if f.name.endswith(".yaml") and f.name not in _NOT_PACKS
+    )

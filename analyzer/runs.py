@@ -1096,8 +1096,17 @@ def _case_id(attributes: pl.Series, case_key: str | None) -> pl.Series:
 
 
 def _config_hash(runs: pl.DataFrame) -> pl.Series:
-    """A short stable hash of (agent, version, prompts, tool definitions, models, temperatures)."""
-    parts = ["agent", "agent_version", "_prompts", "_tool_defs", "models", "temperatures"]
+    """A short stable hash of (agent, version, service version, prompts, tool definitions,
+    models, temperatures)."""
+    parts = [
+        "agent",
+        "agent_version",
+        "_prompts",
+        "_tool_defs",
+        "models",
+        "temperatures",
+        "service_version",
+    ]
     # runs of one agent mostly share their configuration: each distinct one is hashed once
     configs = runs.select(parts).unique()
     hashes = []
@@ -1110,6 +1119,7 @@ def _config_hash(runs: pl.DataFrame) -> pl.Series:
                 "tools": _tool_signature(row[3] or []),
                 "models": row[4] or [],
                 "temperatures": row[5] or [],
+                "service_version": row[6],
             },
             sort_keys=True,
             ensure_ascii=False,

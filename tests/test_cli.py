@@ -223,7 +223,7 @@ def test_empty_folder_and_unknown_run(tmp_path: Path, trace_file: Path):
     result = CliRunner().invoke(main, ["runs", str(tmp_path / "empty")])
     assert result.exit_code == 2 and "no input" in result.stderr
     result = CliRunner().invoke(main, ["show", "ffff", str(trace_file)])
-    assert result.exit_code == 2 and "no run with id 'ffff'" in result.stderr
+    assert result.exit_code == 2 and "no run or case with id 'ffff'" in result.stderr
 
 
 PACK = """\

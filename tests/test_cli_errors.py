@@ -92,7 +92,8 @@ GOLDEN = {
     "missing pack": (
         ["report", "trace.jsonl", "--rules", "gone.yaml"],
         "Error: 1 problem in rule pack gone.yaml:\n"
-        "  gone.yaml: cannot read the rule pack: No such file or directory\n",
+        "  gone.yaml: cannot read the rule pack: No such file or directory (built-in packs: "
+        "default, kyc, realestate, support)\n",
     ),
     "bad prices file": (
         ["report", "trace.jsonl", "--prices", "prices.yaml"],
@@ -126,7 +127,7 @@ GOLDEN = {
     ),
     "no such run": (
         ["show", "abc", "trace.jsonl"],
-        "Error: no run with id 'abc' in the input (1 runs read)\n",
+        "Error: no run or case with id 'abc' in the input (1 runs read)\n",
     ),
 }
 

@@ -832,7 +832,10 @@ def test_terminal_output_strips_controls_and_files_keep_the_exact_text(tmp_path:
     show = printed["show"].splitlines()
     assert show[1] == f"agent    bot{SHOWN}   case -"
     assert printed["show by agent"].splitlines()[0] == f"run      bot{SHOWN}"
-    assert "Error: no run with id '\\x1b[2J' in the input (1 runs read)" in printed["no such run"]
+    assert (
+        "Error: no run or case with id '\\x1b[2J' in the input (1 runs read)"
+        in printed["no such run"]
+    )
     # JSON on the terminal: escapes instead of raw characters, the very same text once parsed
     assert json.loads(printed["report json"])["runs"]["agents"] == {"bot" + EVIL: 1}
     assert json.loads(printed["runs jsonl"].splitlines()[0])["agent"] == "bot" + EVIL

@@ -12,7 +12,7 @@ from analyzer.checks import REGISTRY
 from analyzer.checks.base import COMMON_FIELDS, When
 from analyzer.checks.trajectory import Trajectory
 from analyzer.errors import RulePackError
-from analyzer.pack import load_packs, pack_from_mapping, read_tool_specs
+from analyzer.pack import load_default_pack, load_packs, pack_from_mapping, read_tool_specs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -128,11 +128,12 @@ def test_problems_of_several_packs_come_in_one_error(tmp_path, monkeypatch):
         "  a.yaml:3: rules[0] (rule x): needs at least one of max_cost_usd, max_model_calls, "
         "max_tool_calls, max_tokens, max_duration_s for rule type budget",
         "  b.yaml:2: rules: rules must list at least one item",
-        "  missing.yaml: cannot read the rule pack: No such file or directory",
+        "  missing.yaml: cannot read the rule pack: No such file or directory (built-in "
+        "packs: default, kyc, realestate, support)",
     ]
 
 
-def test_duplicate_rule_ids_within_and_across_packs(tmp_path, monkeypatch):
+def test_rule_ids_unique_within_a_pack_pack_names_across_packs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write(
         tmp_path / "a.yaml",
@@ -140,11 +141,34 @@ def test_duplicate_rule_ids_within_and_across_packs(tmp_path, monkeypatch):
         "  - {id: r1, type: allowed_tools, tools: [y]}\n",
     )
     write(tmp_path / "b.yaml", "pack: b\nrules:\n  - {id: r1, type: allowed_tools, tools: [x]}\n")
+    write(tmp_path / "c.yaml", "pack: b\nrules:\n  - {id: r2, type: allowed_tools, tools: [x]}\n")
     assert problems(["a.yaml", "b.yaml"])[1:] == [
         "  a.yaml:4: rules[1].id (rule r1): duplicate rule id 'r1' (first used at rules[0])",
-        "  b.yaml:3: rules[0].id (rule r1): rule id 'r1' is also used in a.yaml; rule ids must be "
-        "unique across the packs used together",
     ]
+    assert problems(["b.yaml", "c.yaml"])[1:] == [
+        "  c.yaml: pack: pack name 'b' is also the name of b.yaml; the packs used together "
+        "need names of their own",
+    ]
+    # two packs may share a rule id: findings name a rule by pack and id
+    [b] = load_packs(["b.yaml"])
+    [c] = load_packs(["c.yaml"])
+    assert (b.name, c.name) == ("b", "b")
+
+
+def test_bundled_packs_load_by_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no file named kyc or default here
+    from analyzer.resources import bundled_pack_names
+
+    assert bundled_pack_names() == ["default", "kyc", "realestate", "support"]
+    default, kyc = load_packs(["default", "kyc"])
+    assert (default.name, kyc.name) == ("default", "kyc-review")
+    assert default.sha256 == load_default_pack().sha256
+    root = Path(__file__).resolve().parents[1]
+    [from_file] = load_packs([root / "rules" / "kyc.yaml"])
+    assert kyc.rules == from_file.rules and kyc.sha256 == from_file.sha256
+    # a file of that name wins over the built-in pack
+    write(tmp_path / "kyc", "pack: mine\nrules:\n  - {id: r, type: allowed_tools, tools: [x]}\n")
+    assert load_packs(["kyc"])[0].name == "mine"
 
 
 def test_unknown_tools_and_arguments_in_args(tmp_path, monkeypatch):

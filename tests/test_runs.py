@@ -351,6 +351,11 @@ def test_case_key_option_and_config_hash():
     warmer = build_runs(*tables(kyc_rows(b={"temperature": 0.7}))).runs.row(0, named=True)
     assert same["config_hash"] == base
     assert warmer["config_hash"] != base
+    # a new release of the agent's service is a configuration change too
+    newer = build_runs(
+        *tables(kyc_rows(a={"resource": {"service.name": "svc", "service.version": "2.0"}}))
+    ).runs.row(0, named=True)
+    assert newer["service_version"] == "2.0" and newer["config_hash"] != base
     assert warmer["temperature"] is None and warmer["temperatures"] == [0.0, 0.7]
 
 

@@ -84,3 +84,24 @@ def test_show_of_a_case_with_several_runs_lists_them():
     )
     assert several.exit_code == 2
     assert "case 'kyc-agent' has 16 runs: give one of " in several.output
+
+
+def test_bundled_packs_compose_by_name(tmp_path):
+    # default and kyc-review both have a rule tool-arguments: named pack/id where shown
+    out = tmp_path / "out"
+    result = run("report", KYC, "--rules", "default", "--rules", "kyc", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "rules    default, kyc-review" in result.output
+    table = [line.split() for line in result.output.splitlines()]
+    assert ["default/tool-arguments", "malformed_arguments", "medium", "1", "1/16"] in table
+    assert ["kyc-review/tool-arguments", "malformed_arguments", "medium", "1", "1/16"] in table
+    import json
+
+    rows = [json.loads(line) for line in (out / "findings.jsonl").read_text().splitlines()]
+    assert {(r["pack"], r["rule_id"]) for r in rows if r["rule_id"] == "tool-arguments"} == {
+        ("default", "tool-arguments"),
+        ("kyc-review", "tool-arguments"),
+    }
+    unknown = CliRunner().invoke(main, ["report", str(KYC), "--rules", "kyx"])
+    assert unknown.exit_code == 2
+    assert "built-in packs: default, kyc, realestate, support" in unknown.output

@@ -480,7 +480,11 @@ def _rate_indicators(
     parts.append(
         rr.select(
             pl.lit("rule_rate").alias("metric"),
-            pl.col("rule_id").alias("key"),
+            # a rule id two packs share is named pack/id
+            pl.when(pl.col("pack").n_unique().over("rule_id") > 1)
+            .then(pl.concat_str("pack", pl.lit("/"), "rule_id"))
+            .otherwise("rule_id")
+            .alias("key"),
             pl.col("_unit").alias("run_id"),
             pl.col("judged"),
             pl.col("failed").alias("hit"),

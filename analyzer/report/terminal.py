@@ -71,7 +71,18 @@ def _plain_lines(summary: dict[str, Any]) -> list[str]:
     return lines + _findings_lines(summary) + _metrics_lines(summary)
 
 
+def rule_name(summary: dict[str, Any]):
+    """A function (pack, rule_id) -> how to name the rule: its id, or ``pack/id`` where two
+    packs of the summary have a rule of that id."""
+    rules = (summary.get("checks") or {}).get("rules") or []
+    count: dict[str, int] = {}
+    for r in rules:
+        count[r["rule_id"]] = count.get(r["rule_id"], 0) + 1
+    return lambda pack, rule_id: f"{pack}/{rule_id}" if count.get(rule_id, 0) > 1 else rule_id
+
+
 def _findings_lines(summary: dict[str, Any]) -> list[str]:
+    name = rule_name(summary)
     found = summary["findings"]
     packs = ", ".join(p["name"] for p in summary["packs"]) or "none"
     sev = found["by_severity"]
@@ -86,8 +97,8 @@ def _findings_lines(summary: dict[str, Any]) -> list[str]:
         for r in rows:
             runs = f"{r['runs']}/{r['runs_applied']}"
             lines.append(
-                f"  {clip(r['rule_id'], 28):<28} {clip(r['kind'], 22):<22} {r['severity']:<9} "
-                f"{r['findings']:>8,} {runs:>10}"
+                f"  {clip(name(r['pack'], r['rule_id']), 28):<28} {clip(r['kind'], 22):<22} "
+                f"{r['severity']:<9} {r['findings']:>8,} {runs:>10}"
             )
     checks = summary.get("checks") or {"rules": [], "unchecked": []}
     for r in checks["rules"]:
@@ -95,7 +106,8 @@ def _findings_lines(summary: dict[str, Any]) -> list[str]:
             reason = next((x["reason"] for x in r["reasons"] if x["status"] == "unverifiable"), "")
             lines.append(
                 clip(
-                    f"  {r['rule_id']}: judged {r['runs_judged']:,} of {r['runs_applied']:,} runs; "
+                    f"  {name(r['pack'], r['rule_id'])}: judged {r['runs_judged']:,} of "
+                    f"{r['runs_applied']:,} runs; "
                     f"{r['runs_unverifiable']:,} unverifiable" + (f" ({reason})" if reason else ""),
                     100,
                 )
@@ -106,11 +118,13 @@ def _findings_lines(summary: dict[str, Any]) -> list[str]:
             "--fail-on-unchecked exits 1):"
         )
         for u in checks["unchecked"]:
-            lines.append(clip(f"  {u['rule_id']}: {u['detail']}", 100))
+            lines.append(clip(f"  {name(u['pack'], u['rule_id'])}: {u['detail']}", 100))
     if found["check_errors"]:
         lines.append(f"CHECK ERRORS {len(found['check_errors'])} (see summary.json):")
         for e in found["check_errors"][:5]:
-            lines.append(clip(f"  {e['rule_id']} on run {e['run_id']}: {e['error']}", 100))
+            lines.append(
+                clip(f"  {name(e['pack'], e['rule_id'])} on run {e['run_id']}: {e['error']}", 100)
+            )
     return lines
 
 
