@@ -86,7 +86,7 @@ def _candidates(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _same_call() -> pl.Expr:
-    """Whether a (span, p-prefixed outer span) pair records one call: same role, times that
+    """Whether a (span, p-prefixed outer span) pair of one role records one call: times that
     overlap, and models, usage, tool names and call ids that agree (one side unknown agrees);
     the outer span first (starts earlier, else ends later, else has the lower id), so that a
     cycle of parent ids (hostile input) cannot make a cycle of merges."""
@@ -120,12 +120,7 @@ def _same_call() -> pl.Expr:
         (p_start == start)
         & ((p_end > end) | ((p_end == end) & (pl.col("pspan_id") < pl.col("span_id"))))
     )
-    return (
-        (pl.col("role") == pl.col("prole"))
-        & outer_first
-        & overlap
-        & (same_model_call | same_tool_call)
-    )
+    return outer_first & overlap & (same_model_call | same_tool_call)
 
 
 def _outer(spans: pl.DataFrame) -> pl.DataFrame:

@@ -612,9 +612,7 @@ def _flagged_steps(steps: pl.DataFrame, findings: pl.DataFrame | None) -> dict[i
     if findings is None or findings.is_empty():
         return {}
     owner: dict[str, int] = {}
-    for step in steps.select("index", "span_id", "merged_span_ids", "requested_by").iter_rows(
-        named=True
-    ):
+    for step in steps.select("index", "span_id", "merged_span_ids").iter_rows(named=True):
         for span in [step["span_id"], *(step["merged_span_ids"] or [])]:
             if span is not None:
                 owner.setdefault(span, step["index"])
@@ -632,7 +630,6 @@ _WHERE_RUNS = 10
 
 def _where(
     analysis,
-    case_class: str,
     verbose: bool,
     paths: tuple[Path, ...],
     rule_packs: tuple[Path, ...],
@@ -644,12 +641,12 @@ def _where(
 
     import polars as pl
 
-    from analyzer.report.facts import facts_of
     from analyzer.report.terminal import finding_runs, finding_runs_lines
 
     if analysis.evaluation is None:
         return
-    runs = facts_of(analysis, case_class).runs()
+    # a partitioned result's summary facts hold the runs' columns; else the runs are in memory
+    runs = analysis.facts.runs() if analysis.facts is not None else analysis.runs.runs
     bad = finding_runs(runs)
     for line in finding_runs_lines(bad, None if verbose else _WHERE_RUNS):
         click.echo(line)
@@ -864,7 +861,7 @@ def report(
 
         for line in terminal_summary(analysis, summary, color=sys.stdout.isatty()):
             click.echo(line)
-        _where(analysis, case_class, verbose, paths, rule_packs, prices_file, labels_file)
+        _where(analysis, verbose, paths, rule_packs, prices_file, labels_file)
         if out is not None:
             click.echo(f"outputs written to {out}")
     unchecked = summary["checks"]["unchecked"]

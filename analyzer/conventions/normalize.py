@@ -336,6 +336,7 @@ def _name_facts(names: pl.Series) -> pl.DataFrame:
         sc.PYDANTIC_RUNNING_OUTPUT_FUNCTION,
         *[k for k, v in sc.VERCEL_OPERATION_ROLES.items() if v == sc.TOOL_CALL],
     ]
+    event_stem = name.str.extract(sc.EVENT_SPAN_NAME, 1)  # "tool.search.wikipedia" of "...start-12"
     model_prefix = pl.any_horizontal([name.str.starts_with(p) for p in sc.LOGFIRE_MODEL_PREFIXES])
     other_prefix = pl.any_horizontal([name.str.starts_with(p) for p in sc.LOGFIRE_OTHER_PREFIXES])
     return (
@@ -379,15 +380,12 @@ def _name_facts(names: pl.Series) -> pl.DataFrame:
             ),
             _n_plain_tool=pl.when(
                 ~name.is_in(generic_tool_names) & ~name.str.starts_with(sc.LOGFIRE_FUNCTION_PREFIX)
-            ).then(pl.coalesce(name.str.extract(sc.EVENT_SPAN_NAME, 1), name)),
+            ).then(pl.coalesce(event_stem, name)),
             _n_traceloop_agent=pl.when(name.str.ends_with(sc.TRACELOOP_AGENT_SUFFIX)).then(
                 name.str.strip_suffix(sc.TRACELOOP_AGENT_SUFFIX)
             ),
-            _n_event_stem=name.str.extract(sc.EVENT_SPAN_NAME, 1),
             _n_event_call=pl.concat_str(
-                name.str.extract(sc.EVENT_SPAN_NAME, 1),
-                pl.lit("#"),
-                name.str.extract(sc.EVENT_SPAN_NAME, 2),
+                event_stem, pl.lit("#"), name.str.extract(sc.EVENT_SPAN_NAME, 2)
             ),
             _n_running_tools=name.str.contains(sc.PYDANTIC_RUNNING_N_TOOLS),
             _n_agent_named=name.str.contains(_AGENT_FROM_NAME.pattern),
