@@ -163,7 +163,7 @@ def build_runs(
         frame = frame.filter(in_run)
     steps = _steps(frame)
     sources = _sources(frame, steps)
-    runs = _runs(frame, steps, spans, case_key, span_rows)
+    runs = _runs(frame, steps, sources, spans, case_key, span_rows)
     span_runs = frame.select("trace_id", "span_id", "run_id")  # in span order: no sort
     return RunSet(runs=runs, steps=steps, sources=sources, span_runs=span_runs)
 
@@ -708,6 +708,7 @@ def _top_agent(frame: pl.LazyFrame) -> pl.LazyFrame:
 def _runs(
     frame: pl.DataFrame,
     steps: pl.DataFrame,
+    sources: pl.DataFrame,
     spans: pa.Table,
     case_key: str | None,
     span_rows: pa.Array | None,
@@ -805,6 +806,12 @@ def _runs(
         agent=pl.coalesce("agent", "_service"),
         case_id=_case_id(runs.get_column("attributes"), case_key),
     )
+    system = (
+        sources.filter(pl.col("origin") == "message:system")
+        .group_by("run_id")
+        .agg(pl.col("text").unique().sort().alias("_system"))
+    )
+    runs = runs.join(system, on="run_id", how="left")
     runs = runs.with_columns(config_hash=_config_hash(runs))
     return runs.select(
         "run_id",
@@ -1096,8 +1103,17 @@ def _case_id(attributes: pl.Series, case_key: str | None) -> pl.Series:
 
 
 def _config_hash(runs: pl.DataFrame) -> pl.Series:
-    """A short stable hash of (agent, version, service version, prompts, tool definitions,
-    models, temperatures)."""
+    """A short stable hash of (agent, version, service version, prompts, system prompt, tool
+    definitions, models, temperatures).
+
+    A managed prompt counts by its recorded identity (name, version, template); only a run
+    that records none counts by its system prompts' text, since an agent that writes case
+    data into its system prompt would otherwise get one configuration per case."""
+    runs = runs.with_columns(
+        _template=pl.when(pl.col("_prompts").list.len() == 0).then(
+            pl.col("_system").list.join("\x00")
+        )
+    )
     parts = [
         "agent",
         "agent_version",
@@ -1106,6 +1122,7 @@ def _config_hash(runs: pl.DataFrame) -> pl.Series:
         "models",
         "temperatures",
         "service_version",
+        "_template",
     ]
     # runs of one agent mostly share their configuration: each distinct one is hashed once
     configs = runs.select(parts).unique()
@@ -1120,6 +1137,7 @@ def _config_hash(runs: pl.DataFrame) -> pl.Series:
                 "models": row[4] or [],
                 "temperatures": row[5] or [],
                 "service_version": row[6],
+                "system_prompt": row[7] and hashlib.sha256(row[7].encode()).hexdigest(),
             },
             sort_keys=True,
             ensure_ascii=False,

@@ -490,6 +490,25 @@ def test_openinference_llm_span_with_flattened_messages_and_tool_calls():
     assert r["conversation_id"] == "sess-7"
 
 
+def test_prompt_identity_is_name_version_and_recorded_template():
+    """OpenInference and Traceloop record the template a prompt was rendered from: it is the
+    prompt's identity (the config hash reads it instead of the text rendered per case)."""
+    oi = {"openinference.span.kind": "LLM", "llm.model_name": "gpt-4.1"}
+    template = "Policy: {policy}."
+    assert one("llm", oi)["prompt_id"] is None
+    assert one("llm", oi | {"llm.prompt_template.template": template})["prompt_id"] == template
+    versioned = oi | {"llm.prompt_template.template": template, "llm.prompt_template.version": "3"}
+    assert one("llm", versioned)["prompt_id"] == "3\n" + template
+    traceloop = {
+        "llm.request.type": "chat",
+        "gen_ai.request.model": "gpt-4o",
+        "traceloop.prompt.key": "support",
+        "traceloop.prompt.version": "7",
+        "traceloop.prompt.template": template,
+    }
+    assert one("openai.chat", traceloop)["prompt_id"] == "support@7\n" + template
+
+
 def test_openinference_kinds_decide_never_the_span_name():
     tool, agent, chain, unnamed_tool, embedding = rows(
         span(

@@ -359,6 +359,29 @@ def test_case_key_option_and_config_hash():
     assert warmer["temperature"] is None and warmer["temperatures"] == [0.0, 0.7]
 
 
+def test_config_hash_covers_the_system_prompt_or_the_managed_prompt_identity():
+    def run(system=None, **attrs):
+        rows = kyc_rows(a={"attrs": {"app.case_id": "K-1"}})
+        messages = [msg("user", "Review ACC-1")]
+        if system is not None:
+            messages.insert(0, msg("system", system))
+        rows[1]["input_messages"] = messages
+        rows[1]["prompt_id"] = attrs.get("prompt_id")
+        return build_runs(*tables(rows)).runs.row(0, named=True)["config_hash"]
+
+    base = run("You review files. Policy: refund.")
+    assert run("You review files. Policy: refund.") == base
+    # another instruction is another configuration, even one character of it
+    assert run("You review files. Policy: refund!") != base
+    # a run without a recorded system prompt (content off) hashes without one
+    assert run() != base
+    # a managed prompt counts by its identity (name@version, template), not by the text
+    # rendered from it for each case
+    managed = run("Policy: refund.", prompt_id="kyc-review@3\nPolicy: {policy}.")
+    assert run("Policy: escalate.", prompt_id="kyc-review@3\nPolicy: {policy}.") == managed
+    assert run("Policy: refund.", prompt_id="kyc-review@4\nPolicy: {policy}.") != managed
+
+
 def test_case_id_reads_only_top_level_keys_whatever_the_text_around_them():
     """`_case_id` parses only the objects naming a key: it must read what a JSON path reads."""
     import json

@@ -630,10 +630,15 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
     )
     prompt_name = c.first(sc.PROMPT_NAME_KEYS)
     prompt_version = c.first(sc.PROMPT_VERSION_KEYS)
-    prompt_id = (
+    prompt_template = c.first(sc.PROMPT_TEMPLATE_KEYS)
+    prompt_name_version = (
         pl.when(prompt_name.is_not_null() & prompt_version.is_not_null())
         .then(pl.concat_str([prompt_name, pl.lit("@"), prompt_version]))
         .otherwise(pl.coalesce(prompt_name, prompt_version))
+    )
+    # a managed prompt's identity: name@version, then its template's text, as recorded
+    prompt_id = pl.when(prompt_name_version.is_not_null() | prompt_template.is_not_null()).then(
+        pl.concat_str([prompt_name_version, prompt_template], separator="\n", ignore_nulls=True)
     )
     model = pl.coalesce(
         c.first(sc.MODEL_KEYS),

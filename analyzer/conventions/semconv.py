@@ -177,6 +177,7 @@ SESSION_ID = "session.id"
 AGENT_NAME = "agent.name"
 PROMPT_ID = "prompt.id"
 LLM_PROMPT_TEMPLATE_VERSION = "llm.prompt_template.version"
+LLM_PROMPT_TEMPLATE = "llm.prompt_template.template"
 #: openinference.span.kind (upper-cased) -> role. Match on the kind, never on the span name.
 OPENINFERENCE_KIND_ROLES = {
     "LLM": MODEL_CALL,
@@ -209,6 +210,7 @@ TRACELOOP_ENTITY_OUTPUT = "traceloop.entity.output"
 TRACELOOP_SESSION_ID = "traceloop.association.properties.session_id"
 TRACELOOP_PROMPT_KEY = "traceloop.prompt.key"
 TRACELOOP_PROMPT_VERSION = "traceloop.prompt.version"
+TRACELOOP_PROMPT_TEMPLATE = "traceloop.prompt.template"
 LLM_REQUEST_TYPE = "llm.request.type"
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS_OLD = (
     "gen_ai.usage.cache_read_input_tokens"  # underscore form, < 0.5
@@ -593,6 +595,8 @@ CONVERSATION_KEYS = (
     LANGFUSE_SESSION_ID,
 )
 PROMPT_NAME_KEYS = (GEN_AI_PROMPT_NAME, PROMPT_ID, TRACELOOP_PROMPT_KEY, LANGFUSE_PROMPT_NAME)
+#: The text of a prompt's template, recorded beside the prompt rendered from it.
+PROMPT_TEMPLATE_KEYS = (LLM_PROMPT_TEMPLATE, TRACELOOP_PROMPT_TEMPLATE)
 PROMPT_VERSION_KEYS = (
     LLM_PROMPT_TEMPLATE_VERSION,
     TRACELOOP_PROMPT_VERSION,
@@ -684,6 +688,7 @@ EXACT_KEYS = frozenset(
         *CONVERSATION_KEYS,
         *PROMPT_NAME_KEYS,
         *PROMPT_VERSION_KEYS,
+        *PROMPT_TEMPLATE_KEYS,
         *CONTENT_KEYS,
         *LOGFIRE_KEYS,
     )
