@@ -33,6 +33,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import orjson
 import polars as pl
 import pyarrow as pa
 
@@ -596,6 +597,42 @@ def fmt_num(value: float | int | None) -> str:
     if float(value).is_integer() and abs(value) < 1e15:
         return str(int(value))
     return f"{value:.6g}"
+
+
+def with_decoded_answers(answers: pl.DataFrame) -> pl.DataFrame:
+    """``answers`` with ``decoded``: the string values of a JSON answer as decoded text, one per
+    line, in reading order (an escaped ``\\u2014`` is the em dash itself); null where the answer
+    is no JSON, or a JSON object or list that writes no escape (its values then stand in its
+    text as they are). An answer that is one JSON-encoded text is that text, decoded."""
+    text = pl.col("text")
+    maybe = text.str.contains(r'^\s*"') | (
+        text.str.contains("\\", literal=True) & text.str.contains(r"^\s*[\[{]")
+    )
+    rows = answers.select(maybe.fill_null(False)).to_series().arg_true()
+    decoded = pl.repeat(None, answers.height, dtype=pl.String, eager=True)
+    if len(rows):
+        texts = answers.get_column("text").gather(rows)
+        strings = pl.Series([_json_strings(t) for t in texts], dtype=pl.String)
+        decoded = decoded.scatter(rows, strings)
+    return answers.with_columns(decoded.alias("decoded"))
+
+
+def _json_strings(text: str) -> str | None:
+    try:
+        doc = orjson.loads(text)
+    except ValueError:
+        return None
+    found: list[str] = []
+    stack = [doc]
+    while stack:  # depth first, in reading order
+        value = stack.pop()
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, dict):
+            stack.extend(reversed(list(value.values())))
+        elif isinstance(value, list):
+            stack.extend(reversed(value))
+    return "\n".join(found)
 
 
 _ESCAPES = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})

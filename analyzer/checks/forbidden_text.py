@@ -16,6 +16,7 @@ from analyzer.checks.base import (
     quote,
     quote_expr,
     rust_regex_error,
+    with_decoded_answers,
 )
 
 __all__ = ["ForbiddenText"]
@@ -31,8 +32,10 @@ class ForbiddenText(Check):
     of occurrences and the first one; ``argument`` is the pattern. Patterns use the Rust regex
     syntax (no look-around or back-references; ``(?i)`` for case-insensitive, ``\b`` for a
     word boundary) and a plain text is a pattern that matches itself (escape ``. * + ? ( ) [ ]
-    { } | ^ $ \``). Runs with no answer are not judged; a run whose answer content was not
-    recorded is counted as unverifiable.
+    { } | ^ $ \``). A JSON answer that writes escapes is also read decoded: a pattern absent
+    from its text is looked for in its string values (``"\u2014"`` is an em dash). Runs with
+    no answer are not judged; a run whose answer content was not recorded is counted as
+    unverifiable.
 
     Why it matters
     --------------
@@ -71,14 +74,23 @@ class ForbiddenText(Check):
         return super().from_options(options, env) if ok else None
 
     def check(self, ctx: CheckContext) -> pl.DataFrame:
-        answers = ctx.mark_answers()
+        answers = with_decoded_answers(ctx.mark_answers())
         parts = []
         for pos, pattern in enumerate(self.patterns):
+            raw = pl.col("text").str.count_matches(pattern)
+            # an escape hides the text from the raw answer: its decoded values are read then
+            in_raw = raw > 0
             found = answers.select(
                 "run_id",
                 "answer_span_id",
-                pl.col("text").str.count_matches(pattern).alias("_n"),
-                pl.col("text").str.extract(pattern, 0).alias("_first"),
+                pl.when(in_raw)
+                .then(raw)
+                .otherwise(pl.col("decoded").str.count_matches(pattern).fill_null(0))
+                .alias("_n"),
+                pl.when(in_raw)
+                .then(pl.col("text").str.extract(pattern, 0))
+                .otherwise(pl.col("decoded").str.extract(pattern, 0))
+                .alias("_first"),
             ).filter(pl.col("_n") > 0)
             times = pl.format(
                 "{} {}",

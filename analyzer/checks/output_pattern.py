@@ -19,6 +19,7 @@ from analyzer.checks.base import (
     quote,
     quote_expr,
     rust_regex_error,
+    with_decoded_answers,
 )
 
 __all__ = ["OutputPattern", "answer_field"]
@@ -36,8 +37,9 @@ class OutputPattern(Check):
     be a JSON object and that field's value must match (a number or boolean is matched as its
     JSON text). The whole value must match: ``CMD-[0-9]{6}`` refuses ``CMD-1234567``; write
     ``.*CMD-[0-9]{6}.*`` to search inside a text. A null or absent field passes only with
-    ``allow_null``. ``field`` may be a dotted path (``verdict.order``) when no key has that
-    exact name.
+    ``allow_null``. An answer that is one JSON-encoded text (``"CMD-127745"`` in quotes, as
+    some frameworks record it) is matched decoded as well. ``field`` may be a dotted path
+    (``verdict.order``) when no key has that exact name.
 
     Patterns use the Rust regex syntax (as ripgrep; no look-around or back-references), which
     runs in linear time whatever the answer holds; ``(?i)`` makes a pattern case-insensitive,
@@ -89,7 +91,14 @@ class OutputPattern(Check):
     def check(self, ctx: CheckContext) -> pl.DataFrame:
         answers = ctx.mark_answers()
         if self.field is None:
-            values = answers.select("run_id", "answer_span_id", pl.col("text").alias("_value"))
+            # an answer written as one JSON-encoded text is matched decoded too
+            answers = with_decoded_answers(answers)
+            values = answers.select(
+                "run_id",
+                "answer_span_id",
+                pl.col("text").alias("_value"),
+                pl.when(pl.col("text").str.contains(r'^\s*"')).then("decoded").alias("_decoded"),
+            )
             problems = pl.DataFrame(schema=CHECK_SCHEMA)
             what = "answer"
         else:
@@ -146,7 +155,13 @@ class OutputPattern(Check):
                 ]
             )
             what = field
-        bad = values.filter(~pl.col("_value").str.contains(f"^(?:{self.pattern})$"))
+        whole = f"^(?:{self.pattern})$"
+        if "_decoded" not in values.columns:
+            values = values.with_columns(_decoded=pl.lit(None, pl.String))
+        bad = values.filter(
+            ~pl.col("_value").str.contains(whole)
+            & ~pl.col("_decoded").str.contains(whole).fill_null(False)
+        )
         mismatches = bad.select(
             "run_id",
             pl.lit("output_pattern").alias("kind"),
