@@ -8,10 +8,12 @@ Steps (times in ns, each step starts 1 after the previous one ended unless ``at`
 ``dur`` defaults to 10):
 
 - ``model`` or ``{model: {...}}``: a model call that asks for tools (finish reason
-  tool_calls); labels m1, m2, ... count every model call.
+  tool_calls); labels m1, m2, ... count every model call; ``{model: {content: false}}``
+  records no output content.
 - ``{tool: NAME, args: {...} | "raw", result, status, requested_only}``: a tool call, labels
   t1, t2, ...; ``requested_only: true`` makes it a call the previous model call requested and
-  that never ran (its evidence is that model call).
+  that never ran (its evidence is that model call); ``id`` is the tool span's call id and
+  ``requested: ID`` records that the previous model call requested it under that id.
 - ``{answer: TEXT}``: the final model call with that output; ``answer: null`` records no
   content.
 
@@ -100,9 +102,15 @@ def _run_rows(index: int, run: dict[str, Any]) -> tuple[list[dict[str, Any]], di
                 span_id=span,
                 role="tool_call",
                 tool_name=step["tool"],
+                tool_call_id=step.get("id"),
                 arguments=args if isinstance(args, str) or args is None else json.dumps(args),
                 result=step.get("result"),
             )
+            if "requested" in step:
+                assert last_model is not None, "requested needs a model step before it"
+                last_model["requested_calls"].append(
+                    call(step["tool"], row["arguments"] or "{}", step["requested"])
+                )
         else:
             options = step.get("model") or {}
             row = dict(base, span_id=span, role="model_call", model="test-model")
@@ -121,6 +129,8 @@ def _run_rows(index: int, run: dict[str, Any]) -> tuple[list[dict[str, Any]], di
                     row["has_content"] = False
             else:
                 row.update(finish_reasons=["tool_calls"], requested_calls=[])
+                if isinstance(options, dict) and options.get("content") is False:
+                    row["has_content"] = False  # output not recorded: its requests unknown
                 last_model = row
         if "resend" in step:  # HTTP resends recorded on the span
             row["http_resend_count"] = step["resend"]

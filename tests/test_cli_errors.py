@@ -57,7 +57,7 @@ def run(*args: str):
 UNKNOWN_RULE_TYPES = (
     "allowed_tools, argument_schema, budget, forbidden_text, grounded_arguments, "
     "grounded_figures, output_pattern, output_schema, required_tools, retries, tool_errors, "
-    "trajectory"
+    "tool_requests, trajectory"
 )
 NOT_A_TRACE = "not a trace file (no known format recognised)"
 

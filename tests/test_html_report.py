@@ -177,12 +177,13 @@ def test_sample_headline_figures(sample):
         "95% interval $0.000542 – $0.00425; n = 40",
     )
     assert card(page, "Cost per run p95") == ("$0.00499", "95% interval n too small; n = 40")
-    # The default pack's 5 rules all judged runs: 40 + 39 + 39 + 40 + 40 = 198 of 5 x 40 pairs
-    # (tool-arguments and grounded-ids: one run each whose arguments were not recorded).
+    # The default pack's 6 rules all judged runs: 40 + 39 + 39 + 40 + 40 + 28 = 226 of 6 x 40
+    # pairs (tool-arguments and grounded-ids: one run each whose arguments were not recorded;
+    # requested-calls: the 12 real-estate runs record no tool call id).
     assert card(page, "Rule coverage") == (
-        "5 / 5",
-        "rules that judged a run; they judged 198 of the 200 (rule, run) pairs they applied to "
-        "(99.0%)",
+        "6 / 6",
+        "rules that judged a run; they judged 226 of the 240 (rule, run) pairs they applied to "
+        "(94.2%)",
     )
     # 39 of 40 runs recorded content; Wilson(39, 40) = [0.8712, 0.9956].
     assert card(page, "Content recorded") == (

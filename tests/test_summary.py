@@ -183,7 +183,7 @@ def test_default_summary_has_every_block(default_summary):
         "metrics",
         "labels",
     }
-    # the default pack's 5 rules all judged runs on the samples: nothing unchecked
+    # the default pack's 6 rules all judged runs on the samples: nothing unchecked
     assert default_summary["checks"]["unchecked"] == []
     assert [r["rule_id"] for r in default_summary["checks"]["rules"]] == [
         "answered",
@@ -191,6 +191,7 @@ def test_default_summary_has_every_block(default_summary):
         "grounded-ids",
         "ignored-tool-errors",
         "retries",
+        "requested-calls",
     ]
     assert default_summary["labels"] is None
     assert set(default_summary["metrics"]) == {
@@ -257,7 +258,7 @@ def test_default_ingest_runs_packs_and_findings(default_summary):
         ],
     }
     (pack,) = default_summary["packs"]
-    assert (pack["name"], pack["rules"]) == ("default", 5)
+    assert (pack["name"], pack["rules"]) == ("default", 6)
     found = default_summary["findings"]
     assert found["total"] == 7
     assert found["by_severity"] == {"critical": 0, "high": 3, "medium": 1, "low": 3}
@@ -278,6 +279,7 @@ def test_default_ingest_runs_packs_and_findings(default_summary):
         ("answered", "no_answer", "high", 1, 1, 40, 40, 0),
         ("grounded-ids", "hallucinated_argument", "high", 2, 2, 40, 38, 1),
         ("ignored-tool-errors", None, None, 0, 0, 40, 40, 0),
+        ("requested-calls", None, None, 0, 0, 40, 28, 0),
         ("retries", "retry", "low", 3, 3, 40, 40, 0),
         ("tool-arguments", "malformed_arguments", "medium", 1, 1, 40, 39, 1),
     ]
@@ -349,8 +351,10 @@ def test_default_rates_and_coverage(default_summary):
     metrics = default_summary["metrics"]
     # failed / judged with Wilson: 1/40 -> [0.004426832, 0.12881369]; 2/39 -> [0.014177955,
     # 0.1688564]; 0/40 -> [0, 0.087621601]; 3/40 -> [0.025836026, 0.198642335];
-    # 1/39 -> [0.004540703, 0.131809902]. grounded-ids and tool-arguments could not judge
-    # RE-08 (no content): 39 judged.
+    # 1/39 -> [0.004540703, 0.131809902]; 0/28 -> [0, 3.8416 / 28 / (1 + 3.8416 / 28)
+    # = 0.120643305]. grounded-ids and tool-arguments could not judge RE-08 (no content): 39
+    # judged; requested-calls judged the 28 runs whose tool calls carry a call id (not the
+    # real-estate ones).
     assert metrics["rule_rates"] == [
         {
             "pack": "default",
@@ -381,6 +385,16 @@ def test_default_rates_and_coverage(default_summary):
             "rate": 0.0,
             "rate_lo": 0.0,
             "rate_hi": 0.087621601,
+        },
+        {
+            "pack": "default",
+            "rule_id": "requested-calls",
+            "applied": 40,
+            "judged": 28,
+            "failed": 0,
+            "rate": 0.0,
+            "rate_lo": 0.0,
+            "rate_hi": 0.120643305,
         },
         {
             "pack": "default",
@@ -462,6 +476,14 @@ def test_default_rates_and_coverage(default_summary):
             "rate_lo": 0.025836026,
             "rate_hi": 0.198642335,
         },
+        {
+            "kind": "unrequested_tool_call",
+            "judged": 28,
+            "failed": 0,
+            "rate": 0.0,
+            "rate_lo": 0.0,
+            "rate_hi": 0.120643305,
+        },
     ]
     # the default pack requires no tool (answered has tools: [])
     assert metrics["omission_rates"] == []
@@ -507,6 +529,21 @@ def test_default_rates_and_coverage(default_summary):
             "judged_rate": 1.0,
             "judged_rate_lo": 0.912378399,
             **full,
+        },
+        {
+            "pack": "default",
+            "rule_id": "requested-calls",
+            "applied": 40,
+            "checked": 28,
+            "partial": 0,
+            "not_applicable": 12,
+            "unverifiable": 0,
+            "error": 0,
+            "judged": 28,
+            "judged_rate": 0.7,
+            # Wilson 28/40
+            "judged_rate_lo": 0.545699812,
+            "judged_rate_hi": 0.819251548,
         },
         {
             "pack": "default",

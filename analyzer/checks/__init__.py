@@ -34,6 +34,7 @@ from analyzer.checks.output_schema import OutputSchema
 from analyzer.checks.required_tools import RequiredTools
 from analyzer.checks.retries import Retries, RetryScan
 from analyzer.checks.tool_errors import ToolErrors
+from analyzer.checks.tool_requests import ToolRequests
 from analyzer.checks.trajectory import Trajectory
 from analyzer.runs import RunTables
 
@@ -68,6 +69,7 @@ REGISTRY: dict[str, type[Check]] = {
     "required_tools": RequiredTools,
     "retries": Retries,
     "tool_errors": ToolErrors,
+    "tool_requests": ToolRequests,
     "trajectory": Trajectory,
 }
 

@@ -293,6 +293,8 @@ class _Shared:
                 # the evidence.
                 pl.coalesce("span_id", "requested_by").alias("span"),
                 "span_id",
+                "tool_call_id",
+                "requested_by",
                 "executed",
                 "start_ns",
                 "end_ns",
@@ -316,6 +318,7 @@ class _Shared:
                 "end_ns",
                 "status",
                 "output_text",
+                "has_content",
             )
             .collect(engine="in-memory")
         )
@@ -435,7 +438,8 @@ class CheckContext:
 
     @cached_property
     def model_calls(self) -> pl.DataFrame:
-        """Model-call steps: run_id, index, call_no, span_id, start_ns, end_ns, status."""
+        """Model-call steps: run_id, index, call_no, span_id, start_ns, end_ns, status,
+        output_text, has_content."""
         return self._shared.restrict(self._shared.model_calls, self._run_ids)
 
     @cached_property
