@@ -702,12 +702,20 @@ _SEVERITIES = ("critical", "high", "medium", "low")
     type=click.Choice([*_SEVERITIES, "never"]),
     default="never",
     show_default=True,
-    help="Exit 1 when a finding has this severity or a higher one.",
+    help="Exit 1 when a finding has this severity or a higher one. Without labels, a run is "
+    "correct when it has no finding at this severity or above (default: high).",
 )
 @click.option(
     "--verbose",
     is_flag=True,
     help="List every run with a finding (default: the ten worst).",
+)
+@click.option(
+    "--routing-min-runs",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Judged runs a model family needs before the routing pick considers it.",
 )
 @click.option(
     "--fail-on-unchecked",
@@ -765,6 +773,7 @@ def report(
     out: Path | None,
     fmt: str,
     fail_on: str,
+    routing_min_runs: int,
     fail_on_unchecked: bool,
     verbose: bool,
     jobs: int | None,
@@ -840,7 +849,14 @@ def report(
             pool=pool,
         )
     analysis, redaction = _redacted(analysis, redact, redact_salt)
-    summary = build_summary(analysis, labels, case_class=case_class)
+    summary = build_summary(
+        analysis,
+        labels,
+        case_class=case_class,
+        # one meaning of "correct": what --fail-on fails on (default: high and above)
+        correct_at="high" if fail_on == "never" else fail_on,
+        routing_min_runs=routing_min_runs,
+    )
     if out is not None:
         write_outputs(
             analysis,

@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "JUDGED",
     "QUANTILES",
+    "ROUTING_MIN_RUNS",
     "SEVERITY_WEIGHTS",
     "TAIL_METRICS",
     "Z_95",
@@ -72,6 +73,7 @@ __all__ = [
     "quantile_interval",
     "rate",
     "required_tools_of",
+    "routing",
     "rule_coverage",
     "rule_kinds_of",
     "rule_rates",
@@ -1125,3 +1127,78 @@ def breakdown_columns(metrics: Sequence[str] = TAIL_METRICS) -> list[str]:
         "cost_per_correct_run",
         *[f"{m}_{p}" for m in metrics for p in ("p50", "p95")],
     ]
+
+
+#: Runs a model family needs before the routing pick considers it.
+ROUTING_MIN_RUNS = 10
+
+
+def routing(
+    rows: Sequence[dict[str, Any]], *, min_runs: int = ROUTING_MIN_RUNS, by_labels: bool
+) -> dict[str, Any]:
+    """The routing pick from the ``model_family`` breakdown rows: the cheapest family (mean
+    cost per run) whose Wilson upper bound of its correct rate reaches the best correct rate,
+    among the families with at least ``min_runs`` judged runs and a known cost; ``reason``
+    says why it was picked, or why none was.
+
+    A run counts for its primary model's family; it is correct by its labels when
+    ``by_labels`` (only labelled runs are judged), else by its findings (``passed_runs``).
+    """
+    n_key, k_key, rate_key = (
+        ("label_runs", "label_correct_runs", "label_correct_rate")
+        if by_labels
+        else ("runs", "passed_runs", "pass_rate")
+    )
+    families = []
+    for row in rows:
+        n, total = row.get(n_key) or 0, row.get("total_cost_usd")
+        mean = total / row["runs"] if total is not None and row["runs"] else None
+        if row["group"] is None:
+            why = "no model recorded"
+        elif n < min_runs:
+            why = f"{n} judged runs, fewer than {min_runs}"
+        elif mean is None:
+            why = "cost unknown (unpriced runs)"
+        else:
+            why = None
+        families.append(
+            {
+                "model_family": row["group"],
+                "runs": row["runs"],
+                "judged_runs": n,
+                "correct_runs": row.get(k_key) or 0,
+                "correct_rate": row.get(rate_key),
+                "correct_rate_lo": row.get(rate_key + "_lo"),
+                "correct_rate_hi": row.get(rate_key + "_hi"),
+                "mean_cost_usd": mean,
+                "eligible": why is None,
+                "not_eligible_because": why,
+            }
+        )
+    eligible = [f for f in families if f["eligible"]]
+    pick, reason = None, None
+    if not eligible:
+        reason = f"no model family has {min_runs} judged runs or more with a known cost"
+    elif len(eligible) == 1:
+        reason = (
+            f"only {eligible[0]['model_family']} has {min_runs} judged runs or more with a "
+            "known cost: no alternative to compare"
+        )
+    else:
+        best = max(f["correct_rate"] for f in eligible)
+        leader = min(
+            (f for f in eligible if f["correct_rate_hi"] >= best),
+            key=lambda f: (f["mean_cost_usd"], -f["correct_rate"], f["model_family"]),
+        )
+        pick = leader["model_family"]
+        reason = (
+            f"the cheapest of {len(eligible)} model families whose 95% interval reaches the "
+            f"best correct rate ({best:.1%})"
+        )
+    return {
+        "min_runs": min_runs,
+        "correct_by": "labels" if by_labels else "findings",
+        "families": families,
+        "pick": pick,
+        "reason": reason,
+    }

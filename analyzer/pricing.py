@@ -303,6 +303,20 @@ def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+# --- model families ------------------------------------------------------------------------------
+
+#: A snapshot suffix of a model name: a date (-2024-08-06, -20241022, @20240229), a four or
+#: three digit release (-0613, -2407, -002), -latest, or a Bedrock version (-v2:0).
+_SNAPSHOT = r"(?:[-@]\d{4}-?\d{2}-?\d{2}|-\d{3,4}|-latest|-v\d+(?::\d+)?)$"
+
+
+def model_family(name: pl.Expr) -> pl.Expr:
+    """The family of a model name, its snapshot suffixes removed: ``gpt-4.1-2025-04-14`` ->
+    ``gpt-4.1``, ``anthropic.claude-3-5-sonnet-20241022-v2:0`` ->
+    ``anthropic.claude-3-5-sonnet``."""
+    return name.str.replace(_SNAPSHOT, "").str.replace(_SNAPSHOT, "")
+
+
 # --- matching ----------------------------------------------------------------------------------
 
 

@@ -812,7 +812,9 @@ def _runs(
         .agg(pl.col("text").unique().sort().alias("_system"))
     )
     runs = runs.join(system, on="run_id", how="left")
-    runs = runs.with_columns(config_hash=_config_hash(runs))
+    runs = runs.with_columns(
+        config_hash=_config_hash(runs), primary_model=_primary_model(runs, steps)
+    )
     return runs.select(
         "run_id",
         "trace_id",
@@ -825,6 +827,7 @@ def _runs(
         "service_version",
         "conversation_id",
         "models",
+        "primary_model",
         "temperature",
         "temperatures",
         "config_hash",
@@ -1100,6 +1103,37 @@ def _case_id(attributes: pl.Series, case_key: str | None) -> pl.Series:
             values = attributes.gather(rows).str.json_path_match(f"$['{key}']")
             found = found.scatter(rows, values)
     return found.alias("case_id")
+
+
+def _primary_model(runs: pl.DataFrame, steps: pl.DataFrame) -> pl.Series:
+    """The model of most tokens (input + output) in each run, then of most calls, then the
+    first by name; null for a run that names no model."""
+    primary = runs.select(
+        pl.when(pl.col("models").list.len() == 1).then(pl.col("models").list.first())
+    ).to_series()
+    several = runs.select(pl.col("models").list.len() > 1).to_series().arg_true()
+    if len(several):  # most runs use one model: only the others are counted
+        ids = runs.get_column("run_id").gather(several)
+        picked = (
+            steps.filter(
+                (pl.col("kind") == "model_call")
+                & pl.col("model").is_not_null()
+                & pl.col("run_id").is_in(ids.implode())
+            )
+            .group_by("run_id", "model")
+            .agg(
+                (pl.col("input_tokens").fill_null(0) + pl.col("output_tokens").fill_null(0))
+                .sum()
+                .alias("_tokens"),
+                pl.len().alias("_calls"),
+            )
+            .sort(["_tokens", "_calls", "model"], descending=[True, True, False])
+            .group_by("run_id", maintain_order=True)
+            .first()
+        )
+        found = pl.DataFrame({"run_id": ids}).join(picked, on="run_id", how="left")
+        primary = primary.scatter(several, found.get_column("model"))
+    return primary.alias("primary_model")
 
 
 def _config_hash(runs: pl.DataFrame) -> pl.Series:

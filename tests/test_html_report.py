@@ -523,14 +523,14 @@ def model_row(group: str, cost: float, k: int, n: int, lo: float, hi: float) -> 
     }
 
 
-def curve_column(section: str) -> dict[str, str]:
-    """model -> its 'On the curve' cell in the routing table."""
+def routing_column(section: str) -> dict[str, str]:
+    """model family -> its 'Routing' cell in the routing table."""
     rows = re.findall(r"<tr>(.*?)</tr>", section, re.DOTALL)
     out = {}
     for row in rows:
         cells = [Page(c).text.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)]
-        if len(cells) == 10:
-            out[cells[1]] = cells[9]
+        if len(cells) == 9:
+            out[cells[1]] = cells[8]
     return out
 
 
@@ -539,6 +539,7 @@ def curve_column(section: str) -> dict[str, str]:
     [(0.97, "b"), (0.91, "c")],  # near miss: b's interval stops short of c's 0.92
 )
 def test_routing_curve_and_pick(b_hi: float, pick: str):
+    from analyzer.metrics import routing
     from analyzer.report.html import _routing
 
     rows = [
@@ -546,17 +547,21 @@ def test_routing_curve_and_pick(b_hi: float, pick: str):
         model_row("b", 0.02, 90, 100, 0.83, b_hi),
         model_row("c", 0.05, 92, 100, 0.85, 0.96),
         model_row("d", 0.03, 70, 100, 0.60, 0.78),  # dearer than b and worse: off the curve
+        model_row("e", 0.001, 9, 9, 0.70, 1.0),  # cheapest and all correct, but 9 runs only
     ]
-    section = _routing({"metrics": {"breakdowns": {"model": rows}}})
-    assert curve_column(section) == {
-        "a": "yes",
-        "b": "routing pick" if pick == "b" else "yes",
-        "c": "routing pick" if pick == "c" else "yes",
+    picked = routing(rows, by_labels=False)
+    assert picked["pick"] == pick
+    section = _routing({"metrics": {"routing": picked, "methods": {"correct": "no finding"}}})
+    assert routing_column(section) == {
+        "a": "",
+        "b": "routing pick" if pick == "b" else "",
+        "c": "routing pick" if pick == "c" else "",
         "d": "",
+        "e": "9 judged runs, fewer than 10",
     }
-    assert f"Routing pick: {pick}," in Page(section).text
-    # The curve joins a, b, c in cost order; d sits below it.
-    assert section.count("<polyline") == 1 and section.count("<circle") == 4
+    assert f"Routing pick: {pick}, the cheapest of 4 model families" in Page(section).text
+    # The curve joins e, b (or a, b, c) in cost order; every family is a point.
+    assert section.count("<polyline") == 1 and section.count("<circle") == 5
 
 
 def test_page_without_rule_packs(tmp_path: Path):

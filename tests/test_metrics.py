@@ -623,3 +623,87 @@ def test_ordered_sums_and_means_do_not_depend_on_row_order():
     assert reference[0] == pytest.approx(frame.filter(pl.col("g") == "a0")["c"].sum())
     for seed in range(4):
         assert figures(frame.sample(fraction=1.0, shuffle=True, seed=seed)) == reference
+
+
+# --- routing pick -----------------------------------------------------------------------------
+
+
+def family_row(group, runs, passed, cost, lo=0.5, hi=1.0, **labels):
+    return {
+        "group": group,
+        "runs": runs,
+        "passed_runs": passed,
+        "pass_rate": passed / runs,
+        "pass_rate_lo": lo,
+        "pass_rate_hi": hi,
+        "total_cost_usd": None if cost is None else cost * runs,
+        **labels,
+    }
+
+
+def test_routing_says_why_it_picks_nothing():
+    from analyzer.metrics import routing
+
+    few = [family_row("gpt-4.1", 9, 9, 0.01), family_row("gpt-4.1-mini", 4, 4, 0.001)]
+    none = routing(few, by_labels=False)
+    assert none["pick"] is None
+    assert none["reason"] == "no model family has 10 judged runs or more with a known cost"
+    assert [f["not_eligible_because"] for f in none["families"]] == [
+        "9 judged runs, fewer than 10",
+        "4 judged runs, fewer than 10",
+    ]
+    one = routing([*few, family_row("o3", 30, 20, 0.1)], by_labels=False)
+    assert one["pick"] is None and one["reason"].startswith("only o3 has 10 judged runs")
+    # the minimum is a setting: with 4, the cheap family is picked (its interval reaches 1.0)
+    assert routing(few, min_runs=4, by_labels=False)["pick"] == "gpt-4.1-mini"
+    unpriced = routing(
+        [family_row("a", 20, 20, None), family_row(None, 20, 20, 0.1)], by_labels=False
+    )
+    assert [f["not_eligible_because"] for f in unpriced["families"]] == [
+        "cost unknown (unpriced runs)",
+        "no model recorded",
+    ]
+
+
+def test_routing_judges_by_labels_when_given():
+    from analyzer.metrics import routing
+
+    rows = [
+        # by findings the cheap family is perfect; by its labels it is mostly wrong
+        family_row(
+            "cheap", 20, 20, 0.001, label_runs=20, label_correct_runs=5,
+            label_correct_rate=0.25, label_correct_rate_lo=0.11, label_correct_rate_hi=0.47,
+        ),
+        family_row(
+            "dear", 20, 15, 0.01, label_runs=12, label_correct_runs=12,
+            label_correct_rate=1.0, label_correct_rate_lo=0.76, label_correct_rate_hi=1.0,
+        ),
+    ]  # fmt: skip
+    assert routing(rows, by_labels=False)["pick"] == "cheap"
+    by_labels = routing(rows, by_labels=True)
+    assert by_labels["pick"] == "dear" and by_labels["correct_by"] == "labels"
+    assert [(f["judged_runs"], f["correct_runs"]) for f in by_labels["families"]] == [
+        (20, 5),
+        (12, 12),
+    ]
+
+
+def test_model_family_groups_snapshots():
+    from analyzer.pricing import model_family
+
+    names = {
+        "gpt-4.1-2025-04-14": "gpt-4.1",
+        "gpt-4.1": "gpt-4.1",
+        "gpt-4o-mini-2024-07-18": "gpt-4o-mini",
+        "anthropic.claude-3-5-sonnet-20241022-v2:0": "anthropic.claude-3-5-sonnet",
+        "claude-3-opus@20240229": "claude-3-opus",
+        "gpt-4-0613": "gpt-4",
+        "gemini-1.5-pro-002": "gemini-1.5-pro",
+        "gpt-3.5-turbo-latest": "gpt-3.5-turbo",
+        # near misses: sizes and versions that are part of the family's name
+        "llama-3.1-405b": "llama-3.1-405b",
+        "gpt-4.1-mini": "gpt-4.1-mini",
+        "o1": "o1",
+    }
+    got = pl.DataFrame({"n": list(names)}).select(model_family(pl.col("n"))).to_series()
+    assert got.to_list() == list(names.values())

@@ -524,3 +524,16 @@ def test_runs_from_spans_as_read_through_their_rows_are_the_runs_of_the_final_sp
         assert got.runs.height > 0
         for name in ("runs", "steps", "sources", "span_runs"):
             assert getattr(got, name).equals(getattr(expected, name)), (run_key, name)
+
+
+def test_primary_model_is_the_one_of_most_tokens():
+    rows = kyc_rows()
+    # b: gpt-4.1 with 110 tokens; d: a second model with more
+    rows[3].update(model="gpt-4.1-mini", input_tokens=500, output_tokens=20)
+    run = build_runs(*tables(rows)).runs.row(0, named=True)
+    assert run["models"] == ["gpt-4.1", "gpt-4.1-mini"]
+    assert run["primary_model"] == "gpt-4.1-mini"
+    rows[3].update(input_tokens=50, output_tokens=5)
+    assert build_runs(*tables(rows)).runs.row(0, named=True)["primary_model"] == "gpt-4.1"
+    one = build_runs(*tables(kyc_rows())).runs.row(0, named=True)
+    assert one["primary_model"] == "gpt-4.1"

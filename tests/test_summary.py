@@ -206,6 +206,7 @@ def test_default_summary_has_every_block(default_summary):
         "scores",
         "trials",
         "breakdowns",
+        "routing",
     }
     assert default_summary["metrics"]["methods"]["case_class"] == "run attribute app.case_type"
     assert set(default_summary["metrics"]["methods"]) == {
@@ -215,6 +216,7 @@ def test_default_summary_has_every_block(default_summary):
         "cost",
         "trials",
         "case_class",
+        "correct",
     }
 
 
@@ -838,6 +840,16 @@ def test_default_breakdowns(default_summary):
         ),
         ("gpt-4o-mini-2024-07-18", *by_agent[1][1:]),
     ]
+    # Model families (the run's primary model, snapshots grouped): each agent uses one family,
+    # KYC gpt-4.1 (0005's second model, gpt-4.1-mini, has fewer tokens; 0012's dated snapshot
+    # is grouped), support gpt-4.1-mini, real estate gpt-4o-mini: the agents' rows, renamed.
+    families = {r[0]: r[1:] for r in rows(default_summary, "model_family")}
+    agents = {r[0]: r[1:] for r in rows(default_summary, "agent")}
+    assert families == {
+        "gpt-4.1": agents["kyc-reviewer"],
+        "gpt-4.1-mini": agents["support-remboursements"],
+        "gpt-4o-mini": agents["realestate_qa"],
+    }
     # Temperatures (README table): 0.7 for KYC 0002, 0008, 0014, 0016, TCK-1009, -1011 and
     # RE-01..06, RE-11 (13 runs; findings: 0008 high, 0014 low); 0 for the 27 others.
     assert rows(default_summary, "temperature") == [
@@ -1678,6 +1690,9 @@ def test_terminal_headline_figures(kyc_analysis, kyc_summary):
         "  per run p50 $0.004871 [$0.004530, $0.004950] (n = 16)",
         "  per run p95 $0.005359 (n too small for an interval) (n = 16)",
         "  per correct run $0.007523 (10 of 16 runs: no finding at or above high)",
+        "routing  no pick by model family (correct: no finding at or above high; 10+ judged runs)",
+        "  only gpt-4.1 has 10 judged runs or more with a known cost: no alternative to compare",
+        "  gpt-4.1                         10/16 correct  mean $0.004702/run",
         "",
         "omission per required tool: runs without it before the answer / runs judged",
         "  TOOL                                       OMITTED    RATE  95% INTERVAL",

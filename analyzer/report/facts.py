@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 
 from analyzer import metrics as m
 from analyzer.errors import InputError
+from analyzer.pricing import model_family
 
 if TYPE_CHECKING:
     from analyzer.pipeline import Analysis
@@ -35,6 +36,7 @@ _READ = (
     "case_id",
     "agent",
     "models",
+    "model_family",
     "temperature",
     "config_hash",
     "service_version",
@@ -146,6 +148,8 @@ class SummaryFacts:
 def summary_facts(analysis: Analysis, case_class: str) -> SummaryFacts:
     """The facts of `analysis`, whose runs carry ``case_class`` as a column."""
     runs = m.with_group_column(analysis.runs.runs, case_class)
+    if "primary_model" in runs.columns:  # prebuilt runs of an older version have none
+        runs = runs.with_columns(model_family=model_family(pl.col("primary_model")))
     has_case = pl.col("case_id").is_not_null()
     keep = [c for c in runs.columns if c in _READ or c == case_class]
     runs = runs.select(keep).with_columns(

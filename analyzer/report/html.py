@@ -748,11 +748,6 @@ def _cost_tails(runs: pl.DataFrame, summary: Mapping[str, Any]) -> str:
 # --- cost vs correct rate ----------------------------------------------------------------------
 
 
-def _mean_cost(row: Mapping[str, Any]) -> float | None:
-    total, n = row.get("total_cost_usd"), row.get("runs")
-    return total / n if total is not None and n else None
-
-
 def _frontier(points: Sequence[tuple[float, float, int]]) -> list[int]:
     """Indices of the points no cheaper-or-equal point matches in correct rate, by cost."""
     best = -1.0
@@ -765,11 +760,12 @@ def _frontier(points: Sequence[tuple[float, float, int]]) -> list[int]:
 
 
 def _scatter(rows: Sequence[Mapping[str, Any]], frontier: Sequence[int]) -> str:
-    """Inline SVG: mean cost per run (x) against correct rate (y) with Wilson bars."""
-    pts = [(i, _mean_cost(r), r.get("pass_rate")) for i, r in enumerate(rows)]
+    """Inline SVG: mean cost per run (x) against correct rate (y) with Wilson bars, one point
+    per `metrics.routing` family."""
+    pts = [(i, r.get("mean_cost_usd"), r.get("correct_rate")) for i, r in enumerate(rows)]
     pts = [(i, x, y) for i, x, y in pts if x is not None and y is not None]
     if not pts:
-        return "<p>No model has a known cost for all its runs: nothing to plot.</p>"
+        return "<p>No model family has a known cost for all its runs: nothing to plot.</p>"
     W, H, L, R, T, B = 860, 340, 70, 190, 16, 44
     xs = [x for _, x, _ in pts]
     lo_x, hi_x = min(xs), max(xs)
@@ -790,7 +786,7 @@ def _scatter(rows: Sequence[Mapping[str, Any]], frontier: Sequence[int]) -> str:
 
     out = [
         f'<svg class="scatter" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img" '
-        'aria-label="Mean cost per run against correct rate, one point per model">',
+        'aria-label="Mean cost per run against correct rate, one point per model family">',
         f'<rect x="{L}" y="{T}" width="{W - L - R}" height="{H - T - B}" fill="#fafafa" '
         'stroke="#ccc"/>',
     ]
@@ -821,7 +817,7 @@ def _scatter(rows: Sequence[Mapping[str, Any]], frontier: Sequence[int]) -> str:
         f'<text x="14" y="{(T + H - B) / 2:.1f}" text-anchor="middle" '
         f'transform="rotate(-90 14 {(T + H - B) / 2:.1f})">correct rate</text>'
     )
-    on = [(fx(_mean_cost(rows[i])), fy(rows[i]["pass_rate"])) for i in frontier]
+    on = [(fx(rows[i]["mean_cost_usd"]), fy(rows[i]["correct_rate"])) for i in frontier]
     if len(on) > 1:
         path = " ".join(f"{x:.1f},{y:.1f}" for x, y in on)
         out.append(
@@ -831,7 +827,7 @@ def _scatter(rows: Sequence[Mapping[str, Any]], frontier: Sequence[int]) -> str:
     for i, x, y in pts:
         r = rows[i]
         px, py = fx(x), fy(y)
-        lo, hi = r.get("pass_rate_lo"), r.get("pass_rate_hi")
+        lo, hi = r.get("correct_rate_lo"), r.get("correct_rate_hi")
         if lo is not None and hi is not None:
             out.append(
                 f'<line x1="{px:.1f}" y1="{fy(lo):.1f}" x2="{px:.1f}" y2="{fy(hi):.1f}" '
@@ -847,63 +843,55 @@ def _scatter(rows: Sequence[Mapping[str, Any]], frontier: Sequence[int]) -> str:
         color = "#2e8b57" if i in frontier else "#1f4e79"
         out.append(
             f'<text x="{W - R + 12}" y="{T + 12 + 15 * k}" fill="{color}">'
-            f"{i + 1}. {_t(rows[i].get('group'), 26)}</text>"
+            f"{i + 1}. {_t(rows[i].get('model_family') or '(no model)', 26)}</text>"
         )
     out.append("</svg>")
     return "".join(out)
 
 
 def _routing(summary: Mapping[str, Any]) -> str:
-    rows = _get(summary, "metrics", "breakdowns", "model")
-    if rows is None:
+    routing = _get(summary, "metrics", "routing")
+    if routing is None:
         return ""
+    correct = _get(summary, "metrics", "methods", "correct") or "no finding at or above high"
     intro = (
-        "One point per model: its runs' mean cost against the share of its runs that are "
-        "correct (Wilson 95% bars). The dashed line joins the models no cheaper model matches: "
-        "where it turns flat, paying more buys no more correct runs."
+        "One point per model family: a run counts for its primary model (the one of most "
+        "tokens), dated snapshots grouped under their family. Mean cost per run against the "
+        f"share of judged runs that are correct ({_e(correct)}), with Wilson 95% bars. The "
+        "dashed line joins the families with enough runs that no cheaper one matches: where it "
+        "turns flat, paying more buys no more correct runs."
     )
+    title = "Cost vs correct rate by model family"
+    rows = routing.get("families") or []
     if not rows:
-        return _section("routing", "Cost vs correct rate by model", "<p>No run.</p>", intro)
-    rows = sorted(rows, key=lambda r: (r.get("group") is None, str(r.get("group"))))
-    points = [
-        (_mean_cost(r), r["pass_rate"], i)
-        for i, r in enumerate(rows)
-        if _mean_cost(r) is not None and r.get("pass_rate") is not None
-    ]
-    frontier = _frontier(points)
-    pick = _pick(rows, points)
+        return _section("routing", title, "<p>No run.</p>", intro)
+    # the curve joins the families the pick chooses from; the others are points only
+    frontier = _frontier(
+        [(r["mean_cost_usd"], r["correct_rate"], i) for i, r in enumerate(rows) if r["eligible"]]
+    )
+    pick = routing.get("pick")
     svg = _scatter(rows, frontier)
     frame = pl.DataFrame(
         {
             "n": [str(i + 1) for i in range(len(rows))],
-            "model": [
-                _t(r.get("group"), 60) if r.get("group") is not None else "(no model)" for r in rows
-            ],
+            "model": [_t(r.get("model_family") or "(no model)", 60) for r in rows],
             "runs": [_num(r.get("runs")) for r in rows],
-            "correct": [_num(r.get("passed_runs")) for r in rows],
-            "rate": [_pct(r.get("pass_rate")) for r in rows],
-            "interval": [_interval(r.get("pass_rate_lo"), r.get("pass_rate_hi")) for r in rows],
-            "mean": [_usd(_mean_cost(r)) for r in rows],
-            "p50": [_usd(r.get("cost_usd_p50")) for r in rows],
-            "per_correct": [_usd(r.get("cost_per_correct_run")) for r in rows],
-            "frontier": [
-                ("routing pick" if i == pick else "yes") if i in frontier else ""
-                for i in range(len(rows))
+            "judged": [_num(r.get("judged_runs")) for r in rows],
+            "correct": [_num(r.get("correct_runs")) for r in rows],
+            "rate": [_pct(r.get("correct_rate")) for r in rows],
+            "interval": [
+                _interval(r.get("correct_rate_lo"), r.get("correct_rate_hi")) for r in rows
+            ],
+            "mean": [_usd(r.get("mean_cost_usd")) for r in rows],
+            "pick": [
+                "routing pick"
+                if r.get("model_family") == pick and pick is not None
+                else (_t(r.get("not_eligible_because"), 60) if not r.get("eligible") else "")
+                for r in rows
             ],
         },
         schema=dict.fromkeys(
-            (
-                "n",
-                "model",
-                "runs",
-                "correct",
-                "rate",
-                "interval",
-                "mean",
-                "p50",
-                "per_correct",
-                "frontier",
-            ),
+            ("n", "model", "runs", "judged", "correct", "rate", "interval", "mean", "pick"),
             pl.String,
         ),
     )
@@ -912,40 +900,25 @@ def _routing(summary: Mapping[str, Any]) -> str:
         "gt-routing",
         {
             "n": "#",
-            "model": "Model",
+            "model": "Model family",
             "runs": "Runs",
+            "judged": "Judged runs",
             "correct": "Correct runs",
             "rate": "Correct rate",
             "interval": "95% interval",
             "mean": "Mean cost / run",
-            "p50": "p50 cost / run",
-            "per_correct": "Cost per correct run",
-            "frontier": "On the curve",
+            "pick": "Routing",
         },
         note=(
-            "Routing pick: the cheapest model whose 95% interval reaches the best correct rate. "
-            "Mean cost is unknown (—) when a run of the model is unpriced."
+            f"Correct: {_e(correct)}. Routing pick: the cheapest family whose 95% interval "
+            "reaches the best correct rate, among the families with at least "
+            f"{_num(routing.get('min_runs'))} judged runs and a known cost "
+            "(report --routing-min-runs). Mean cost is unknown (—) when a run is unpriced."
         ),
     )
-    lead = ""
-    if pick is not None:
-        lead = (
-            f"<p>Routing pick: <b>{_t(rows[pick].get('group'), 60)}</b>, the cheapest model "
-            "whose correct rate is within the interval of the best.</p>"
-        )
-    return _section("routing", "Cost vs correct rate by model", lead + svg + table, intro)
-
-
-def _pick(rows: Sequence[Mapping[str, Any]], points: Sequence[tuple[float, float, int]]):
-    """The cheapest model whose Wilson upper bound reaches the best correct rate."""
-    if not points:
-        return None
-    best = max(y for _, y, _ in points)
-    for _, _, i in sorted(points, key=lambda p: (p[0], -p[1], p[2])):
-        hi = rows[i].get("pass_rate_hi")
-        if hi is not None and hi >= best:
-            return i
-    return None
+    head = f"Routing pick: <b>{_t(pick, 60)}</b>, " if pick is not None else "No routing pick: "
+    lead = f"<p>{head}{_t(routing.get('reason'), 200)}.</p>"
+    return _section("routing", title, lead + svg + table, intro)
 
 
 # --- findings ----------------------------------------------------------------------------------

@@ -51,8 +51,17 @@ SUMMARY_TAILS = (
 #: The run attribute read as the case class unless ``--case-class`` names another.
 DEFAULT_CASE_CLASS = "app.case_type"
 #: Summary key of each breakdown -> what `metrics.breakdown` groups by (case_class: the option).
-BREAKDOWNS = ("model", "temperature", "agent", "case_class", "config_hash", "service.version")
-#: A run is correct (without labels) when it has no finding at or above this severity.
+BREAKDOWNS = (
+    "model",
+    "model_family",
+    "temperature",
+    "agent",
+    "case_class",
+    "config_hash",
+    "service.version",
+)
+#: Without labels, a run is correct when it has no finding at or above this severity (the
+#: default; `build_summary` takes another, the CLI gives --fail-on's).
 CORRECT_THRESHOLD = "high"
 #: Up to this many runs, the summary reads the runs' facts as one frame (polars computes its
 #: figures in one go); above, part by part in two passes (`analyzer.report.passes`), so that
@@ -81,22 +90,31 @@ def build_summary(
     labels: LabelSet | None = None,
     *,
     case_class: str = DEFAULT_CASE_CLASS,
+    correct_at: str = CORRECT_THRESHOLD,
+    routing_min_runs: int = m.ROUTING_MIN_RUNS,
 ) -> dict[str, Any]:
     """The summary of an analysis: accounting, run totals, findings, metrics and labels.
 
-    ``labels`` (from `analyzer.labels.load_labels`) makes a run correct when all its label
-    fields are right; without them, when it has no finding at or above ``high``.
-    ``case_class`` is the run attribute the ``case_class`` breakdown groups by.
+    "Correct" has one meaning throughout (``metrics.methods.correct`` says it): with
+    ``labels`` (from `analyzer.labels.load_labels`), a labelled run whose label fields are all
+    right; without them, a run with no finding at or above ``correct_at``.
+    ``case_class`` is the run attribute the ``case_class`` breakdown groups by;
+    ``routing_min_runs`` the judged runs a model family needs for the routing pick
+    (`metrics.routing`).
 
     Computed in a thread of its own, where polars computes each of its many small queries
     (`analyzer.workers.in_own_thread`; 5M spans from a dataset: 3.4-3.6 -> 3.1-3.4 s).
     """
     from analyzer.workers import in_own_thread
 
-    return in_own_thread(lambda: _summary(analysis, labels, case_class))
+    return in_own_thread(
+        lambda: _summary(analysis, labels, case_class, correct_at, routing_min_runs)
+    )
 
 
-def _summary(analysis, labels: LabelSet | None, case_class: str) -> dict[str, Any]:
+def _summary(
+    analysis, labels: LabelSet | None, case_class: str, correct_at: str, routing_min_runs: int
+) -> dict[str, Any]:
     from analyzer import __version__
 
     facts = facts_of(analysis, case_class)
@@ -108,11 +126,21 @@ def _summary(analysis, labels: LabelSet | None, case_class: str) -> dict[str, An
         scored = score_labels(labels, analysis.runs.runs, analysis.runs.steps)
     if facts.height <= IN_MEMORY_RUNS:
         runs = facts.runs()
-        run_totals, metrics = _metrics(analysis, facts, runs, scored)
+        run_totals, metrics = _metrics(analysis, facts, runs, scored, correct_at)
     else:
-        figures = _figures(analysis, facts, scored.passed() if scored is not None else None)
+        passed = scored.passed() if scored is not None else None
+        figures = _figures(analysis, facts, passed, correct_at)
         run_totals = _runs_section_by_parts(figures)
-        metrics = _metrics_by_parts(analysis, facts, figures, scored)
+        metrics = _metrics_by_parts(analysis, facts, figures, scored, correct_at)
+    by_labels = scored is not None
+    metrics["methods"]["correct"] = (
+        "a labelled run whose label fields are all right (runs without a label are not judged)"
+        if by_labels
+        else f"a run with no finding at or above {correct_at}"
+    )
+    metrics["routing"] = m.routing(
+        metrics["breakdowns"]["model_family"], min_runs=routing_min_runs, by_labels=by_labels
+    )
     summary = {
         "summary_version": SUMMARY_VERSION,
         "agenttrace_version": __version__,
@@ -218,12 +246,14 @@ def checks_summary(analysis, facts: SummaryFacts) -> dict[str, Any]:
 # --- metrics -------------------------------------------------------------------------------------
 
 
-def _figures(analysis, facts: SummaryFacts, passed: pl.DataFrame | None) -> RunFigures:
+def _figures(
+    analysis, facts: SummaryFacts, passed: pl.DataFrame | None, correct_at: str
+) -> RunFigures:
     """The per-run figures of the facts' runs (read part by part)."""
     evaluation = analysis.evaluation
     blocking = pl.Series("run_id", [], dtype=pl.String)
     if evaluation is not None:
-        ranks = SEVERITIES[: SEVERITIES.index(CORRECT_THRESHOLD) + 1]
+        ranks = SEVERITIES[: SEVERITIES.index(correct_at) + 1]
         found = evaluation.findings
         blocking = found.filter(pl.col("severity").is_in(list(ranks))).get_column("run_id").unique()
     breakdowns = {key: facts.case_class if key == "case_class" else key for key in BREAKDOWNS}
@@ -236,7 +266,9 @@ def _figures(analysis, facts: SummaryFacts, passed: pl.DataFrame | None) -> RunF
     )
 
 
-def _metrics_by_parts(analysis, facts: SummaryFacts, figures: RunFigures, scored) -> dict[str, Any]:
+def _metrics_by_parts(
+    analysis, facts: SummaryFacts, figures: RunFigures, scored, correct_at: str
+) -> dict[str, Any]:
     evaluation = analysis.evaluation
     findings = evaluation.findings if evaluation is not None else None
     rates = facts.rates or {}
@@ -250,16 +282,18 @@ def _metrics_by_parts(analysis, facts: SummaryFacts, figures: RunFigures, scored
     return {
         "methods": {**_METHODS, "case_class": f"run attribute {facts.case_class}"},
         "tails": figures.tails(),
-        "cost": _cost_by_parts(analysis, figures, passed),
+        "cost": _cost_by_parts(analysis, figures, passed, correct_at),
         **{name: rates[name].to_dicts() if name in rates else [] for name in METRIC_RATES},
         "content_coverage": content.to_dicts()[0],
         "scores": figures.scores(),
-        "trials": _trials(case_runs, findings, passed),
+        "trials": _trials(case_runs, findings, passed, correct_at),
         "breakdowns": {key: figures.breakdown(key).to_dicts() for key in BREAKDOWNS},
     }
 
 
-def _cost_by_parts(analysis, figures: RunFigures, passed: pl.DataFrame | None) -> dict[str, Any]:
+def _cost_by_parts(
+    analysis, figures: RunFigures, passed: pl.DataFrame | None, correct_at: str
+) -> dict[str, Any]:
     priced = figures.count("known:cost_usd")
     if passed is None:
         judged_runs = figures.runs
@@ -274,6 +308,7 @@ def _cost_by_parts(analysis, figures: RunFigures, passed: pl.DataFrame | None) -
     return _cost_section(
         analysis,
         passed,
+        correct_at,
         {
             "total_usd": figures.float_total("cost_usd"),
             "recorded_total_usd": figures.float_total("recorded_cost_usd"),
@@ -288,7 +323,9 @@ def _cost_by_parts(analysis, figures: RunFigures, passed: pl.DataFrame | None) -
     )
 
 
-def _cost_section(analysis, passed: pl.DataFrame | None, figures: dict[str, Any]) -> dict[str, Any]:
+def _cost_section(
+    analysis, passed: pl.DataFrame | None, correct_at: str, figures: dict[str, Any]
+) -> dict[str, Any]:
     """The cost section from its figures: with the unpriced models, the cost per correct run
     and how runs were judged correct."""
     from analyzer.pricing import unpriced_models
@@ -304,12 +341,12 @@ def _cost_section(analysis, passed: pl.DataFrame | None, figures: dict[str, Any]
         if judged_cost is not None and correct
         else None,
         "correct_by": "findings" if passed is None else "labels",
-        "correct_threshold": CORRECT_THRESHOLD if passed is None else None,
+        "correct_threshold": correct_at if passed is None else None,
     }
 
 
 def _metrics(
-    analysis, facts: SummaryFacts, runs: pl.DataFrame, scored
+    analysis, facts: SummaryFacts, runs: pl.DataFrame, scored, correct_at: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The runs section (`_runs_section`) and the metrics, computed side by side."""
     evaluation = analysis.evaluation
@@ -321,7 +358,7 @@ def _metrics(
     # what every breakdown adds up, computed once: the first section, which others wait for
     per_run = _Once(
         functools.partial(
-            m.breakdown_runs, runs, findings=findings, weights=weights, at_least=CORRECT_THRESHOLD
+            m.breakdown_runs, runs, findings=findings, weights=weights, at_least=correct_at
         )
     )
 
@@ -334,10 +371,10 @@ def _metrics(
             "per_run": per_run,
             "runs": lambda: _runs_section(runs),
             "tails": lambda: m.tails(runs, metrics=SUMMARY_TAILS).to_dicts(),
-            "cost": lambda: _cost(analysis, runs, judged(), passed),
+            "cost": lambda: _cost(analysis, runs, judged(), passed, correct_at),
             "content_coverage": lambda: m.content_coverage(runs).to_dicts()[0],
             "scores": lambda: _scores(runs),
-            "trials": lambda: _trials(runs, findings, judged()),
+            "trials": lambda: _trials(runs, findings, judged(), correct_at),
             **{
                 key: functools.partial(
                     _breakdown, runs, case_class if key == "case_class" else key, per_run, passed
@@ -388,7 +425,11 @@ def _side_by_side(tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
 
 
 def _cost(
-    analysis, runs: pl.DataFrame, judged: pl.DataFrame, passed: pl.DataFrame | None
+    analysis,
+    runs: pl.DataFrame,
+    judged: pl.DataFrame,
+    passed: pl.DataFrame | None,
+    correct_at: str,
 ) -> dict[str, Any]:
     """The cost section; `judged`: each judged run and whether it passed (by the labels when
     `passed`, else by its findings)."""
@@ -404,6 +445,7 @@ def _cost(
     return _cost_section(
         analysis,
         passed,
+        correct_at,
         {
             "total_usd": _total(cost) if priced else None,
             "recorded_total_usd": _total(recorded)
@@ -438,7 +480,7 @@ def _scores(runs: pl.DataFrame) -> dict[str, Any]:
     }
 
 
-def _trials(runs: pl.DataFrame, findings, judged: pl.DataFrame) -> dict[str, Any]:
+def _trials(runs: pl.DataFrame, findings, judged: pl.DataFrame, correct_at: str) -> dict[str, Any]:
     """Trials: runs sharing a case id; `judged`: each run and whether it passed."""
     cases = runs.filter(pl.col("case_id").is_not_null())
     per_case = cases.group_by("case_id").agg(
@@ -459,7 +501,7 @@ def _trials(runs: pl.DataFrame, findings, judged: pl.DataFrame) -> dict[str, Any
         runs,
         findings,
         ks=range(1, max_k + 1),
-        at_least=CORRECT_THRESHOLD,
+        at_least=correct_at,
         passed=judged,
     )
     spread = per_case.group_by("k").len("cases").sort("k")

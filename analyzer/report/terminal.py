@@ -196,6 +196,32 @@ def _metrics_lines(summary: dict[str, Any]) -> list[str]:
         f"  per correct run {_usd(cost['cost_per_correct_run_usd'])} "
         f"({cost['correct_runs']:,} of {cost['judged_runs']:,} runs: {what})"
     )
+    routing = metrics.get("routing")
+    if routing is not None:
+        head = f"pick {routing['pick']}" if routing["pick"] is not None else "no pick"
+        lines.append(
+            clip(
+                f"routing  {head} by model family (correct: {what}; "
+                f"{routing['min_runs']}+ judged runs)",
+                WIDTH,
+            )
+        )
+        lines.append(clip(f"  {routing['reason']}", WIDTH))
+        for family in routing["families"][:6]:
+            rate = (
+                f"{family['correct_runs']}/{family['judged_runs']} correct"
+                if family["judged_runs"]
+                else "none judged"
+            )
+            mean = _usd(family["mean_cost_usd"]) if family["mean_cost_usd"] is not None else "-"
+            note = family["not_eligible_because"] or ""
+            lines.append(
+                clip(
+                    f"  {clip(family['model_family'] or '(no model)', 28):<28} {rate:>16}  "
+                    f"mean {mean}/run  {note}".rstrip(),
+                    WIDTH,
+                )
+            )
     omissions = metrics["omission_rates"]
     if omissions:
         lines.append("")
