@@ -435,6 +435,63 @@ def test_cases_on_one_side_are_left_out_and_missing_case_ids_unpair(sides):
     assert row(unpaired, "omission_rate", "screen_sanctions").counts == (3, 15, 7, 15)
 
 
+def test_report_folders_keep_their_label_results(sets, tmp_path):
+    """Two folders written by `report --labels --out` diff by their labels with no --labels;
+    the same figures as scoring both sides again."""
+    from analyzer.labels import load_labels
+
+    labels_file = ROOT / "rules" / "kyc-labels.jsonl"
+    folders = {}
+    for name in ("base", "cheap"):
+        out = tmp_path / name
+        result = CliRunner().invoke(
+            main,
+            [
+                "report",
+                str(sets / name),
+                "--rules",
+                str(KYC_PACK),
+                "--labels",
+                str(labels_file),
+                "--out",
+                str(out),
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        assert json.loads((out / "manifest.json").read_text())["labels"]["path"] == str(labels_file)
+        folders[name] = out
+    from_folders = compare(load_side(folders["base"]), load_side(folders["cheap"]))
+    assert from_folders.correct_by == "labels"
+    packs = load_packs([KYC_PACK])
+    labels = load_labels(labels_file)
+    rescored = compare(
+        load_side(sets / "base", packs=packs, labels=labels),
+        load_side(sets / "cheap", packs=packs, labels=labels),
+    )
+    assert [m.as_dict() for m in from_folders.metrics] == [m.as_dict() for m in rescored.metrics]
+    # a folder with label results against one without: said, not silently judged by findings
+    plain = tmp_path / "plain"
+    CliRunner().invoke(
+        main, ["report", str(sets / "cheap"), "--rules", str(KYC_PACK), "--out", str(plain)]
+    )
+    mixed = CliRunner().invoke(main, ["diff", str(folders["base"]), str(plain)])
+    assert mixed.exit_code == 2
+    assert f"labels on one side only: {plain} has no label results" in mixed.output
+    # folders scored with different labels files are not compared by them
+    other = tmp_path / "other-labels.jsonl"
+    other.write_text(labels_file.read_text(encoding="utf-8") + "\n", encoding="utf-8")
+    relabelled = tmp_path / "relabelled"
+    args = ["--rules", str(KYC_PACK), "--labels", str(other), "--out", str(relabelled)]
+    CliRunner().invoke(main, ["report", str(sets / "cheap"), *args])
+    differ = CliRunner().invoke(main, ["diff", str(folders["base"]), str(relabelled)])
+    assert differ.exit_code == 2 and "scored with different labels files" in differ.output
+    # --labels scores both again, whatever the folders hold
+    again = CliRunner().invoke(
+        main, ["diff", str(folders["base"]), str(relabelled), "--labels", str(labels_file)]
+    )
+    assert again.exit_code == 0, again.output
+
+
 def test_report_folder_side(sets, sides, tmp_path):
     out = tmp_path / "rep"
     result = CliRunner().invoke(

@@ -117,6 +117,7 @@ class Side:
     required: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     rule_kinds: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     labelled: pl.DataFrame | None = None  # run_id, passed (all label fields correct)
+    labels_sha256: str | None = None  # of the labels file that scored them, when known
     #: what makes its clean results unreadable as clean (`metrics.unchecked_rules`)
     unchecked: list[dict[str, Any]] = field(default_factory=list)
 
@@ -221,7 +222,9 @@ def load_side(
 ) -> Side:
     """A side from a trace path (analyzed with ``packs`` and ``prices``) or a report folder.
 
-    ``labels`` (an `analyzer.labels.LabelSet`) scores the runs for ``all_fields_correct``.
+    ``labels`` (an `analyzer.labels.LabelSet`) scores the runs for ``all_fields_correct``;
+    without it, a report folder written with ``--labels`` keeps the label results it holds
+    (``labels.parquet``).
     """
     path = Path(path)
     if not path.exists():
@@ -231,6 +234,7 @@ def load_side(
         if labels is not None:
             steps = _read(path, "steps.parquet")
             side.labelled = _label_outcomes(labels, side.runs, steps)
+            side.labels_sha256 = labels.sha256
         return side
     from analyzer.pipeline import analyze_paths
 
@@ -254,6 +258,7 @@ def load_side(
         required=required_tools_of(analysis.packs),
         rule_kinds=rule_kinds_of(analysis.packs),
         labelled=labelled,
+        labels_sha256=labels.sha256 if labels is not None else None,
         unchecked=unchecked_of(analysis.packs, analysis.runs.runs, evaluation.coverage)
         if evaluation
         else [],
@@ -295,6 +300,15 @@ def _report_side(path: Path, packs: Sequence[Any]) -> Side:
         checks = json.loads(summary.read_text(encoding="utf-8")).get("checks") or {}
     except (OSError, ValueError):
         checks = {}
+    labelled = None
+    if (path / "labels.parquet").is_file():
+        # a run is correct when every label field it was scored on is right
+        labelled = (
+            _read(path, "labels.parquet")
+            .group_by("run_id")
+            .agg((pl.col("status") == "correct").all().alias("passed"))
+            .sort("run_id")
+        )
     return Side(
         source=str(path),
         kind="report",
@@ -305,6 +319,8 @@ def _report_side(path: Path, packs: Sequence[Any]) -> Side:
         prices=manifest.get("prices"),
         required=required_tools_of(known),
         rule_kinds=rule_kinds_of(known),
+        labelled=labelled,
+        labels_sha256=(manifest.get("labels") or {}).get("sha256"),
         unchecked=list(checks.get("unchecked") or []),
     )
 
@@ -599,7 +615,17 @@ def compare(
     desc_b, desc_c = _describe(baseline, runs_b), _describe(candidate, runs_c)
     labelled = baseline.labelled is not None and candidate.labelled is not None
     if (baseline.labelled is None) != (candidate.labelled is None):
-        raise ValueError("labels on one side only: score both sides with the same labels")
+        without = candidate if candidate.labelled is None else baseline
+        raise InputError(
+            f"labels on one side only: {without.source} has no label results; give --labels "
+            "to score both sides with the same file"
+        )
+    shas = {baseline.labels_sha256, candidate.labels_sha256}
+    if labelled and None not in shas and len(shas) > 1:
+        raise InputError(
+            "the sides were scored with different labels files; give --labels to score both "
+            "sides with the same file"
+        )
     ctx = _Context(paired, one_to_one, units, resamples, seed)
     required = _merge(baseline.required, candidate.required)
     kinds = _merge(baseline.rule_kinds, candidate.rule_kinds)

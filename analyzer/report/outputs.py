@@ -168,6 +168,8 @@ def write_outputs(
             for pack in analysis.packs
         ],
         "prices": analysis.prices.describe() if analysis.prices is not None else None,
+        # labels.parquet was scored with this file: `diff` reads the results back
+        "labels": {"path": labels.path, "sha256": labels.sha256} if labels is not None else None,
         "redaction": redaction,
         "outputs": {},
     }
