@@ -26,6 +26,8 @@ The run model of the contract (section 2), computed column-wise with polars:
 - **answer**: see `_answers` (a tool-free final model call, or an output tool called last).
 - **sources**: one row per text the run had seen, with the time from which it was available
   (`sources_before` selects those of a step).
+- **primary model**: the model of most tokens in the run (`_primary_model`); the config hash
+  covers the system prompt or the managed prompt's identity (`_config_hash`).
 - **provenance**: each run lists the convention families that classified its spans
   (``conventions``) and the instrumentation scopes that wrote them (``instrumentations``).
 """
@@ -1140,11 +1142,13 @@ def _config_hash(runs: pl.DataFrame) -> pl.Series:
     """A short stable hash of (agent, version, service version, prompts, system prompt, tool
     definitions, models, temperatures).
 
-    A managed prompt counts by its recorded identity (name, version, template); only a run
-    that records none counts by its system prompts' text, since an agent that writes case
-    data into its system prompt would otherwise get one configuration per case."""
+    A managed prompt counts by its recorded identity (name, version, template): one
+    configuration whatever case data was rendered into it. A run that records no identity
+    counts by the text of its system prompts, so an agent that writes case data into an
+    unmanaged system prompt gets one configuration per distinct text; a run that recorded no
+    content, by none."""
     runs = runs.with_columns(
-        _template=pl.when(pl.col("_prompts").list.len() == 0).then(
+        _system_text=pl.when(pl.col("_prompts").list.len() == 0).then(
             pl.col("_system").list.join("\x00")
         )
     )
@@ -1156,7 +1160,7 @@ def _config_hash(runs: pl.DataFrame) -> pl.Series:
         "models",
         "temperatures",
         "service_version",
-        "_template",
+        "_system_text",
     ]
     # runs of one agent mostly share their configuration: each distinct one is hashed once
     configs = runs.select(parts).unique()
