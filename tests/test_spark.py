@@ -245,3 +245,35 @@ def test_report_engine_spark_without_pyspark_says_what_to_install(
     result = CliRunner().invoke(main, ["report", str(SAMPLES / "kyc"), "--engine", "spark"])
     assert result.exit_code == 2
     assert "pip install 'agenttrace[spark]'" in result.output
+
+
+def schema_pack(folder: Path) -> Path:
+    """A pack whose output_schema rule reads a schema file (compiled validators do not pickle:
+    each worker compiles its own)."""
+    schema = ROOT / "tests" / "checks" / "schemas" / "verdict.schema.json"
+    pack = folder / "contract.yaml"
+    pack.write_text(
+        "pack: contract\nrules:\n"
+        f"  - {{id: verdict, type: output_schema, schema: '{schema}', severity: high}}\n",
+        encoding="utf-8",
+    )
+    return pack
+
+
+def test_output_schema_runs_on_every_path(spark, tmp_path: Path) -> None:
+    packs = load_packs([schema_pack(tmp_path)])
+    reference = analyze_paths([SAMPLES / "kyc"], packs=packs)
+    # the test schema is not the KYC verdict's: the 15 answered runs fail it, 0013 has no answer
+    assert reference.evaluation.findings.height == 15
+    assert_same_analysis(reference, analyze_spark([SAMPLES / "kyc"], spark=spark, packs=packs))
+    outs = {}
+    for name, extra in (("memory", ()), ("partitions", ("--partitions", "2"))):
+        outs[name] = tmp_path / name
+        result = CliRunner().invoke(
+            main,
+            ["report", str(SAMPLES / "kyc"), "--rules", str(tmp_path / "contract.yaml"),
+             "--out", str(outs[name]), *extra],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+    read = lambda name: (outs[name] / "findings.jsonl").read_text(encoding="utf-8")  # noqa: E731
+    assert read("partitions") == read("memory") and read("memory").count("\n") == 15

@@ -116,6 +116,7 @@ class AnswerSchema:
     """
 
     def __init__(self, document: Any, path: Path, sha256: str | None = None):
+        self.document = document
         self.path = path
         #: of the schema's documents (the file's and those it refers to), as loaded
         self.sha256 = sha256
@@ -132,6 +133,11 @@ class AnswerSchema:
             except Exception as err:  # the Rust side words its own refusals
                 first = str(err).splitlines()[0]
                 raise ValueError(f"schema file {path} cannot be compiled: {first}") from err
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # compiled validators do not pickle: a worker process (--partitions, Spark) compiles
+        # its own from the document
+        return (AnswerSchema, (self.document, self.path, self.sha256))
 
     def verdict(self, text: str) -> tuple[str, str | None] | None:
         """None for a valid answer, else (detail, location of the error)."""
