@@ -1,10 +1,12 @@
-"""The `agenttrace` command line; the one place that turns AgentTraceError into exit code 2."""
+"""The `agenttrace` command line; the one place that turns errors into exit codes (`_Group`)."""
 
 from __future__ import annotations
 
 import gc
 import json
+import signal
 import sys
+import traceback
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,17 +81,25 @@ _REDACT_SALT = click.option(
 )
 
 
-def _redacted(analysis, redact: bool, salt: str | None) -> tuple[Any, dict[str, str] | None]:
-    """`analysis` redacted when asked (see analyzer.redact), and the manifest's record of it."""
+def _redacted(
+    analysis, redact: bool, salt: str | None, labels=None
+) -> tuple[Any, dict[str, str] | None, Any]:
+    """`analysis` redacted when asked (see analyzer.redact), the manifest's record of it, and
+    `labels`: scored on the real content first, then redacted alike (answers become tokens)."""
     if not redact and salt is None:
-        return analysis, None
-    from analyzer.redact import new_salt, redact_analysis, redaction_record
+        return analysis, None, labels
+    from analyzer.redact import new_salt, redact_analysis, redact_label_scores, redaction_record
 
     given = salt is not None
     salt = salt if given else new_salt()
     if not given:
         click.echo(f"redaction salt (generated, written to no file): {salt}", err=True)
-    return redact_analysis(analysis, salt), redaction_record(salt, given=given)
+    if labels is not None:
+        from analyzer.labels import score_labels
+
+        scored = score_labels(labels, analysis.runs.runs, analysis.runs.steps)
+        labels = redact_label_scores(scored, salt)
+    return redact_analysis(analysis, salt), redaction_record(salt, given=given), labels
 
 
 def _packs(rule_packs: tuple[Path, ...], allow_plugins: bool) -> tuple:
@@ -113,12 +123,34 @@ def _command_line(salt: str | None) -> list[str]:
 
 
 class _Group(click.Group):
+    """Exit codes: 2 for a problem the user can fix (`AgentTraceError`); 3, with one line and
+    no traceback unless ``--debug``, for the environment (a full disk, a permission) or a bug.
+    Click's own exits (usage errors, ``ctx.exit``) and a closed pipe pass through."""
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except AgentTraceError as err:
             click.echo(f"Error: {terminal_lines(err)}", err=True)
             ctx.exit(2)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except BrokenPipeError:
+            raise
+        except Exception as err:
+            if ctx.params.get("debug"):
+                traceback.print_exc()
+            click.echo(f"Error: {_environment_error(err)} (--debug shows the traceback)", err=True)
+            ctx.exit(3)
+
+
+def _environment_error(err: Exception) -> str:
+    """One line for an error that is not the user's input: the OS's words and the file, or
+    the kind of internal error."""
+    if isinstance(err, OSError):
+        where = f"{err.filename}: " if err.filename else ""
+        return terminal_safe(f"{where}{err.strerror or err}")
+    return terminal_safe(f"internal error: {type(err).__name__}: {clip(str(err), 200)}")
 
 
 def run() -> None:
@@ -126,17 +158,32 @@ def run() -> None:
     what the command left. Every object is frozen (``gc.freeze``) when the command ends, so
     that the interpreter's collection at exit no longer walks the objects of polars, Arrow
     and the analysis: 60 ms of a process that imported them (a report of a dataset takes
-    0.8 s). Exit handlers still run (the spill folder is removed)."""
+    0.8 s). Exit handlers still run (the spill folder is removed).
+
+    SIGTERM stops the command as Ctrl-C would: worker processes ended, spill folders removed,
+    exit code 143."""
+    signal.signal(signal.SIGTERM, _stopped)
     try:
         main()
     finally:
         gc.freeze()
 
 
+def _stopped(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="agenttrace")
-def main() -> None:
-    """Offline analysis of the OpenTelemetry traces LLM agents leave behind."""
+@click.option(
+    "--debug", is_flag=True, help="Show the traceback of an internal or environment error."
+)
+def main(debug: bool) -> None:
+    """Offline analysis of the OpenTelemetry traces LLM agents leave behind.
+
+    Exit codes: 0 done; 1 findings at or above --fail-on, or a gate broken; 2 bad input or
+    usage; 3 an environment (disk full, permissions) or internal error.
+    """
     quiet_blas()  # before any command imports numpy
 
 
@@ -345,39 +392,63 @@ def ingest(
     the same command again changes nothing. The new runs are also checked with the rule packs
     and prices given (by default those of `report`), and the results kept: a `report` of the
     dataset with the same packs and prices reads them instead of running the checks again.
+
+    One ingest at a time writes to a dataset: another one fails at once, naming the holder.
+    What an interrupted ingest left is cleared first; a file that changed while it was read
+    is not recorded as ingested (a warning says so) and is read whole again next time.
     """
-    from analyzer.ingest.dataset import ingested_digests
+    from analyzer.ingest.dataset import ingesting
     from analyzer.ingest.files import expand_paths, sha256_of
-    from analyzer.partitioned import ingest_partitioned
+    from analyzer.partitioned import CHANGED_WHILE_READ, ingest_partitioned
     from analyzer.pricing import load_prices
 
     if not paths:
         raise InputError("no input: give at least one trace file or folder")
     packs = _packs(rule_packs, allow_plugins)
     prices = load_prices(prices_file)
-    done = ingested_digests(out)
-    if done:
-        files, _ = expand_paths(list(paths))
-        new = [f for f in files if f.is_dir() or sha256_of(f) not in done]
-        if not new:
-            click.echo(f"nothing new: {len(files):,} files already in the dataset {out}")
-            return
-        if len(new) < len(files):
-            click.echo(f"{len(files) - len(new):,} files already in the dataset skipped")
-        paths = tuple(new)
-    ingested = ingest_partitioned(
-        list(paths),
-        out,
-        tool_version=__version__,
-        jobs=jobs,
-        progress=_progress(),
-        packs=packs,
-        prices=prices,
-        case_class=case_class,
-    )
-    click.echo(_accounting_line(ingested.log, ingested.skipped))
+    files, skipped = expand_paths(list(paths))
+    # read once, here: not walked again once the dataset is locked (an --out inside a folder
+    # given would then be an unfinished dataset in it); never the dataset itself
+    files = [f for f in files if not (f.is_dir() and out.exists() and f.samefile(out))]
+    if not files:
+        raise InputError(f"no input: {', '.join(map(str, paths))} holds no file but {out}")
+    with ingesting(out) as target:
+        if target.recovered or target.interrupted:
+            holder = f" ({target.interrupted})" if target.interrupted else ""
+            click.echo(
+                f"recovered the dataset {out} from an interrupted ingest{holder}: "
+                f"{len(target.recovered):,} unfinished files removed",
+                err=True,
+            )
+        manifest = target.manifest or {}
+        done = {f["sha256"] for f in manifest.get("files", []) if f.get("sha256")}
+        digests = {}
+        if done:
+            digests = {str(f): sha256_of(f) for f in files if not f.is_dir()}
+            new = [f for f in files if f.is_dir() or digests[str(f)] not in done]
+            if not new:
+                click.echo(f"nothing new: {len(files):,} files already in the dataset {out}")
+                return
+            if len(new) < len(files):
+                click.echo(f"{len(files) - len(new):,} files already in the dataset skipped")
+            files = new
+        ingested = ingest_partitioned(
+            files,
+            out,
+            tool_version=__version__,
+            jobs=jobs,
+            progress=_progress(),
+            packs=packs,
+            prices=prices,
+            case_class=case_class,
+            digests=digests,
+        )
+    click.echo(_accounting_line(ingested.log, [str(p) for p in skipped]))
     for line in _quarantine_lines(ingested.log):
         click.echo(line)
+    for file_log in ingested.log.files:
+        if any(w.reason == CHANGED_WHILE_READ for w in file_log.warnings):
+            click.echo(f"warning: {terminal_safe(file_log.path)} {CHANGED_WHILE_READ}", err=True)
     from analyzer.materialized import results_key
 
     names = ", ".join(p.name for p in packs)
@@ -483,9 +554,10 @@ def show(
 
         labels = load_labels(labels_file)
     prices = load_prices(prices_file)
-    analysis, _ = _redacted(_analyze(paths, run_key, case_key, packs, prices), redact, redact_salt)
+    analysis = _analyze(paths, run_key, case_key, packs, prices)
+    matches = _runs_named(analysis.runs.runs, run_id)  # before --redact hashes the case ids
+    analysis, _, _ = _redacted(analysis, redact, redact_salt)
     runs = analysis.runs.runs
-    matches = _runs_named(runs, run_id)
     run, steps = analysis.runs.run(matches[0])
     findings = (
         analysis.evaluation.findings.filter(pl.col("run_id") == run["run_id"])
@@ -628,6 +700,22 @@ def _flagged_steps(steps: pl.DataFrame, findings: pl.DataFrame | None) -> dict[i
 _WHERE_RUNS = 10
 
 
+def _run_facts(analysis) -> pl.DataFrame | None:
+    """One row per run with its score and findings; None without rule packs."""
+    if analysis.evaluation is None:
+        return None
+    # a partitioned result's summary facts hold the runs' columns; else the runs are in memory
+    return analysis.facts.runs() if analysis.facts is not None else analysis.runs.runs
+
+
+def _finding_runs(analysis) -> pl.DataFrame | None:
+    """The runs with a finding, worst first (`finding_runs`); None without rule packs."""
+    from analyzer.report.terminal import finding_runs
+
+    runs = _run_facts(analysis)
+    return None if runs is None else finding_runs(runs)
+
+
 def _where(
     analysis,
     verbose: bool,
@@ -635,18 +723,19 @@ def _where(
     rule_packs: tuple[Path, ...],
     prices_file: Path | None,
     labels_file: Path | None,
+    redacted: bool = False,
 ) -> None:
-    """The runs behind the findings, worst first, and the command that shows the worst."""
+    """The runs behind the findings, worst first, and the command that shows the worst (by
+    its run id when `redacted`: its case id is a token then)."""
     import shlex
 
     import polars as pl
 
     from analyzer.report.terminal import finding_runs, finding_runs_lines
 
-    if analysis.evaluation is None:
+    runs = _run_facts(analysis)
+    if runs is None:
         return
-    # a partitioned result's summary facts hold the runs' columns; else the runs are in memory
-    runs = analysis.facts.runs() if analysis.facts is not None else analysis.runs.runs
     bad = finding_runs(runs)
     for line in finding_runs_lines(bad, None if verbose else _WHERE_RUNS):
         click.echo(line)
@@ -654,7 +743,9 @@ def _where(
         return
     worst = bad.row(0, named=True)
     case = worst["case_id"]
-    unique = case is not None and runs.filter(pl.col("case_id") == case).height == 1
+    unique = (
+        case is not None and not redacted and runs.filter(pl.col("case_id") == case).height == 1
+    )
     args = [case if unique else worst["run_id"], *map(str, paths)]
     for pack in rule_packs:
         args += ["--rules", str(pack)]
@@ -662,6 +753,8 @@ def _where(
         args += ["--prices", str(prices_file)]
     if labels_file is not None:
         args += ["--labels", str(labels_file)]
+    if redacted:
+        args.append("--redact")
     click.echo(terminal_safe("see the worst: agenttrace show " + shlex.join(args)))
 
 
@@ -692,10 +785,11 @@ _SEVERITIES = ("critical", "high", "medium", "low")
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["table", "json", "html"]),
+    type=click.Choice(["table", "json", "html", "markdown"]),
     default="table",
     show_default=True,
-    help="table: the terminal summary; json: summary.json; html: the report.html page.",
+    help="table: the terminal summary; json: summary.json; html: the report.html page; "
+    "markdown: a CI step summary or comment (under 64 KB, no raw HTML).",
 )
 @click.option(
     "--fail-on",
@@ -716,6 +810,20 @@ _SEVERITIES = ("critical", "high", "medium", "low")
     default=10,
     show_default=True,
     help="Judged runs a model family needs before the routing pick considers it.",
+)
+@click.option(
+    "--junit",
+    "junit_file",
+    type=click.Path(path_type=Path, dir_okay=False),
+    metavar="FILE",
+    help="Also write the rule results as JUnit XML: a test suite per rule, a test case per "
+    "run (failures: its findings; skipped: runs the rule could not judge).",
+)
+@click.option(
+    "--annotations",
+    type=click.Choice(["github"]),
+    help="Also print the findings as GitHub Actions annotations (on standard output, after the "
+    "table; not with --format json or html): the ten most severe of each level.",
 )
 @click.option(
     "--fail-on-unchecked",
@@ -774,6 +882,8 @@ def report(
     fmt: str,
     fail_on: str,
     routing_min_runs: int,
+    junit_file: Path | None,
+    annotations: str | None,
     fail_on_unchecked: bool,
     verbose: bool,
     jobs: int | None,
@@ -787,6 +897,11 @@ def report(
     redact_salt: str | None,
 ) -> None:
     """Analyze trace files: accounting, runs, findings (the main job)."""
+    if annotations and fmt != "table":
+        raise click.BadParameter(
+            f"annotations go to standard output, which --format {fmt} fills",
+            param_hint="--annotations",
+        )
     if partitions.strip().lower() == "auto":
         parts: int | None = None
     else:
@@ -806,6 +921,10 @@ def report(
 
     arrow_jemalloc()
 
+    if out is not None:
+        from analyzer.outfiles import check_folder
+
+        check_folder(out)
     packs = _packs(rule_packs, allow_plugins)
     prices = load_prices(prices_file)
     labels = None
@@ -831,7 +950,9 @@ def report(
         # the summary, printed or as JSON, reads no runs, steps or coverage: not written then;
         # the input files' digests are read by the manifest of --out alone
         redacted = redact or redact_salt is not None
-        reads_tables = out is not None or fmt == "html" or labels is not None or redacted
+        reads_tables = (
+            out is not None or fmt == "html" or labels is not None or redacted or junit_file
+        )
         analysis = _analyze(
             paths,
             run_key,
@@ -848,7 +969,7 @@ def report(
             digests=out is not None,
             pool=pool,
         )
-    analysis, redaction = _redacted(analysis, redact, redact_salt)
+    analysis, redaction, labels = _redacted(analysis, redact, redact_salt, labels)
     summary = build_summary(
         analysis,
         labels,
@@ -866,20 +987,36 @@ def report(
             redaction=redaction,
             labels=labels,
         )
+    if junit_file is not None:
+        from analyzer.report.junit import write_junit
+
+        write_junit(analysis, junit_file)
     if fmt == "json":
         click.echo(json_safe(json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False)))
     elif fmt == "html":
         from analyzer.report.html import render_html
 
-        click.echo(render_html(analysis, summary), nl=False)
+        click.echo(render_html(analysis, summary, labels=labels), nl=False)
+    elif fmt == "markdown":
+        from analyzer.report.markdown import markdown_summary
+
+        limit = None if verbose else _WHERE_RUNS
+        click.echo(markdown_summary(summary, _finding_runs(analysis), limit=limit), nl=False)
     else:
         from analyzer.report import terminal_summary
 
         for line in terminal_summary(analysis, summary, color=sys.stdout.isatty()):
             click.echo(line)
-        _where(analysis, verbose, paths, rule_packs, prices_file, labels_file)
+        _where(
+            analysis, verbose, paths, rule_packs, prices_file, labels_file, redaction is not None
+        )
         if out is not None:
             click.echo(f"outputs written to {out}")
+        if annotations == "github" and analysis.evaluation is not None:
+            from analyzer.report.annotations import github_annotations
+
+            for line in github_annotations(analysis.evaluation.findings):
+                click.echo(line)
     unchecked = summary["checks"]["unchecked"]
     if fail_on_unchecked and unchecked:
         rules_named = sorted({f"{u['pack']}/{u['rule_id']}" for u in unchecked})
@@ -1038,6 +1175,10 @@ def diff(
     from analyzer.pricing import load_prices
 
     # Every file the user wrote is checked before any trace is read: a typo fails fast.
+    if out is not None:
+        from analyzer.outfiles import check_folder
+
+        check_folder(out)
     gate = load_gate(gate_file) if gate_file is not None else None
     packs = _packs(rule_packs, allow_plugins)
     prices = load_prices(prices_file)
@@ -1055,10 +1196,12 @@ def diff(
     result = compare(sides[0], sides[1])
     checks = judge(gate, result) if gate is not None else None
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "diff.json").write_text(render_json(result, checks, gate) + "\n", encoding="utf-8")
-        (out / "diff.md").write_text(render_markdown(result, checks), encoding="utf-8")
-        (out / "diff.html").write_text(render_html(result, checks), encoding="utf-8")
+        from analyzer.outfiles import output_folder, write_text
+
+        output_folder(out)
+        write_text(out / "diff.json", render_json(result, checks, gate) + "\n")
+        write_text(out / "diff.md", render_markdown(result, checks))
+        write_text(out / "diff.html", render_html(result, checks))
     if fmt == "json":
         click.echo(render_json(result, checks, gate))
     elif fmt == "markdown":

@@ -27,7 +27,8 @@ Matches:
 - ``numeric``: the value (a number, or a text holding exactly one number such as ``1 234,56 €``
   or ``$1,234.56``) within ``tolerance`` (absolute) or ``relative_tolerance`` (times the
   expected value) of ``expected``, bounds included; decimal arithmetic, so 0.1 + 0.2 is 0.3.
-- ``regex``: ``expected`` is a Python regular expression that must match the whole value.
+- ``regex``: ``expected`` is a regular expression that must match the whole value, in RE2
+  syntax (Python's, without backreferences and lookaround), run in time linear in the value.
 
 A run is *correct* when all its label fields are; ``critical: true`` fields are also reported
 apart. Runs whose case has no label are in no label figure.
@@ -57,6 +58,7 @@ from typing import Any
 
 import polars as pl
 
+from analyzer import linear_regex
 from analyzer.errors import InputError
 from analyzer.metrics import rate
 from analyzer.resources import schema
@@ -204,8 +206,8 @@ def _case(data: dict[str, Any], line: int) -> tuple[CaseLabel, list[str]]:
             problems.append(f"fields.{name}.expected: {label.expected!r} is not a number")
         if label.match == "regex":
             try:
-                re.compile(label.expected)
-            except re.error as err:
+                linear_regex.compile_linear(str(label.expected))
+            except linear_regex.UnsupportedPattern as err:
                 problems.append(f"fields.{name}.expected: invalid regular expression ({err})")
         fields.append(label)
     tools = data.get("tools")
@@ -365,7 +367,7 @@ def field_matches(label: FieldLabel, value: Any) -> bool:
     if label.match == "regex":
         if isinstance(value, dict | list):
             return False
-        return re.fullmatch(expected, _value_text(value)) is not None
+        return linear_regex.fullmatch(str(expected), _value_text(value))
     raise ValueError(f"unknown match {label.match!r}")
 
 

@@ -22,7 +22,7 @@ from analyzer.checks.base import Check, LoadEnv, did_you_mean
 from analyzer.checks.plugin import PLUGIN_TYPE, build_plugin
 from analyzer.errors import RulePackError
 from analyzer.resources import schema
-from analyzer.yamlplace import path_text, show, yaml_line
+from analyzer.yamlplace import load_yaml, path_text, show, yaml_line
 
 if TYPE_CHECKING:  # jsonschema is imported where a pack is read (not by a pool's workers)
     from jsonschema import Draft202012Validator, ValidationError
@@ -199,8 +199,7 @@ def _load_bytes(
         problems.add(shown, None, "", f"not UTF-8 text (byte {err.start})")
         return None
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data, root = load_yaml(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -373,7 +372,7 @@ def read_tool_specs(path: Path) -> dict[str, Any]:
     except OSError as err:
         raise ValueError(f"cannot read tool specs file {path}: {err.strerror or err}") from err
     try:
-        doc = yaml.safe_load(text) if path.suffix.lower() in (".yaml", ".yml") else json.loads(text)
+        doc = load_yaml(text)[0] if path.suffix.lower() in (".yaml", ".yml") else json.loads(text)
     except (ValueError, yaml.YAMLError) as err:
         raise ValueError(f"tool specs file {path} is not valid JSON/YAML: {err}") from err
     items = doc

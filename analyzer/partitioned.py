@@ -23,11 +23,10 @@ import itertools
 import math
 import re
 import shutil
-import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from concurrent.futures import Executor, ThreadPoolExecutor
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +55,14 @@ from analyzer.spans import (
     plain_resources,
     shared_resources,
 )
-from analyzer.workers import computes_inline, default_jobs, process_pool, release_c_heap
+from analyzer.spill import new_spill_folder
+from analyzer.workers import (
+    computes_inline,
+    default_jobs,
+    process_pool,
+    release_c_heap,
+    stop_workers,
+)
 
 if TYPE_CHECKING:
     from analyzer.checks import CheckError
@@ -1037,8 +1043,12 @@ def _pool(jobs: int, started: Executor | None = None) -> Iterator[Executor]:
         pool = process_pool(jobs)
     try:
         yield pool
-    except BaseException:
+    except Exception:
         pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    except BaseException:  # stopped (SIGTERM, Ctrl-C): the workers' results will not be used
+        if isinstance(pool, ProcessPoolExecutor):
+            stop_workers(pool)
         raise
     pool.shutdown(wait=False)
 
@@ -1105,14 +1115,12 @@ def analyze_partitioned(
         case_class or DEFAULT_CASE_CLASS,
         _TABLES if tables is None else tuple(n for n in _TABLES if n == "findings" or n in tables),
     )
-    if spill is not None:
-        Path(spill).mkdir(parents=True, exist_ok=True)
     prebuilt = prebuilt_dataset(files) if run_key is None and case_key is None else None
     if prebuilt is not None:
         return _analyze_prebuilt_dataset(files[0], prebuilt, options, jobs, spill)
     if partitions is None:
         partitions = choose_partitions(estimate_bytes(paths), jobs)
-    folder = Path(tempfile.mkdtemp(prefix="agenttrace-spill-", dir=spill))
+    folder = new_spill_folder(spill)
     try:
         (folder / "keys").mkdir()
         log = IngestLog()
@@ -1165,7 +1173,7 @@ def _analyze_prebuilt_dataset(
     # of a dataset of many nights read that night's parts)
     parts = [p for p in parts if p.may_start_in(options.since_ns, options.until_ns)]
     kept = read_as_kept(parts, options)
-    folder = Path(tempfile.mkdtemp(prefix="agenttrace-spill-", dir=spill))
+    folder = new_spill_folder(spill)
     try:
         outs = [str(folder / f"part-{p:05d}") for p in range(len(parts))]
         # kept results are a few small files per part: read on threads (a process takes
@@ -1356,7 +1364,8 @@ def _ingest_spilled(
 ) -> _IngestPart:
     """De-duplicate one spilled partition (also against the dataset's spans; `lines`: see
     `_read_ipc_folder`), write its part, its prebuilt runs (`analyzer.prebuilt`) and, with
-    `options`, their rule results (`analyzer.materialized`)."""
+    `options`, their rule results (`analyzer.materialized`) into `out`: the ingest's staging
+    folder inside the dataset, whose parts `analyzer.ingest.dataset.commit_parts` moves in."""
     from analyzer.ingest.dataset import count_orphans, drop_known, known_spans, write_part
     from analyzer.materialized import keep_results
     from analyzer.prebuilt import build_prebuilt, write_prebuilt
@@ -1423,6 +1432,7 @@ def ingest_partitioned(
     packs: Sequence[Pack] = (),
     prices: PriceTable | None = None,
     case_class: str | None = None,
+    digests: Mapping[str, str] | None = None,
 ) -> Ingested:
     """`read_traces` + `write_dataset` in bounded memory: the input is spilled into hash
     partitions of trace ids, each de-duplicated (also against spans already in the dataset
@@ -1431,8 +1441,21 @@ def ingest_partitioned(
     the runs are also checked with them and `prices` (default: the bundled table), and the
     results kept for reports with the same packs and prices (`analyzer.materialized`; the
     summary facts for `case_class`, default `analyzer.report.summary.DEFAULT_CASE_CLASS`).
-    Returns the accounting (and an empty span table)."""
-    from analyzer.ingest.dataset import existing_manifest, known_spans, write_manifest
+    Returns the accounting (and an empty span table).
+
+    A transaction (`analyzer.ingest.dataset.ingesting`): under the dataset's lock, the parts
+    are written in a staging folder inside the dataset, moved in, and the manifest written
+    last. A file that changed while it was read (its size, times or inode differ after the
+    read from before it, or its SHA-256 from `digests`, those taken before by the caller) is
+    not recorded as ingested (no SHA-256 in the manifest) and gets a warning: the next ingest
+    reads it whole again, its spans kept now counting as duplicates then."""
+    from analyzer.ingest.dataset import (
+        commit_parts,
+        ingesting,
+        known_spans,
+        next_part_index,
+        write_manifest,
+    )
 
     options = None
     if packs:
@@ -1448,50 +1471,84 @@ def ingest_partitioned(
         # an even count above one, which two processes (the small machine) share evenly
         partitions = max(1, math.ceil(estimate_bytes(paths) / PARTITION_BYTES))
         partitions += partitions % 2 if partitions > 1 else 0
-    manifest = existing_manifest(out)
-    out.mkdir(parents=True, exist_ok=True)
-    old_parts = list(manifest.get("parts", [])) if manifest else []
-    if spill is not None:
-        Path(spill).mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix="agenttrace-spill-", dir=spill))
-    try:
-        (folder / "keys").mkdir()
-        known = _spill_known(known_spans(out, old_parts, with_part=True), folder, partitions)
-        log = IngestLog()
-        units, owners = _plan_units(files, log, jobs)
-        base = len(old_parts)
-        with _pool(jobs) as pool:
-            lines = _spill_all(pool, units, owners, folder, partitions, None, progress)
-            results = list(
-                pool.map(
-                    _ingest_spilled,
-                    [str(folder / "in" / f"p{p:05d}") for p in range(partitions)],
-                    [known.get(p) for p in range(partitions)],
-                    [str(out)] * partitions,
-                    [f"part-{base + p:05d}.parquet" for p in range(partitions)],
-                    [[str(out / p["path"]) for p in old_parts]] * partitions,
-                    [options] * partitions,
-                    [lines] * partitions,
+    with ingesting(out) as target:
+        manifest = target.manifest
+        old_parts = list(manifest.get("parts", [])) if manifest else []
+        staging = target.staging()
+        folder = new_spill_folder(spill)
+        try:
+            (folder / "keys").mkdir()
+            known = _spill_known(known_spans(out, old_parts, with_part=True), folder, partitions)
+            log = IngestLog()
+            before = {str(f): _file_identity(f) for f in files if not f.is_dir()}
+            units, owners = _plan_units(files, log, jobs)
+            base = next_part_index(old_parts)
+            with _pool(jobs) as pool:
+                lines = _spill_all(pool, units, owners, folder, partitions, None, progress)
+                _changed_files(owners, before, digests or {})
+                results = list(
+                    pool.map(
+                        _ingest_spilled,
+                        [str(folder / "in" / f"p{p:05d}") for p in range(partitions)],
+                        [known.get(p) for p in range(partitions)],
+                        [str(staging)] * partitions,
+                        [f"part-{base + p:05d}.parquet" for p in range(partitions)],
+                        [[str(out / p["path"]) for p in old_parts]] * partitions,
+                        [options] * partitions,
+                        [lines] * partitions,
+                    )
                 )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        partials = [
+            PartialResult(
+                runs=pl.DataFrame(),
+                steps=pl.DataFrame(),
+                findings=None,
+                coverage=None,
+                counts=r.counts,
+                orphans=r.orphans,
+                warnings=r.warnings,
             )
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    partials = [
-        PartialResult(
-            runs=pl.DataFrame(),
-            steps=pl.DataFrame(),
-            findings=None,
-            coverage=None,
-            counts=r.counts,
-            orphans=r.orphans,
-            warnings=r.warnings,
-        )
-        for r in results
-    ]
-    _fill_log(log, partials, 0)
-    new_parts = [r.part for r in results if r.part is not None]
-    write_manifest(out, manifest, new_parts, log, log.orphans, tool_version=tool_version)
+            for r in results
+        ]
+        _fill_log(log, partials, 0)
+        new_parts = [r.part for r in results if r.part is not None]
+        commit_parts(staging, out)
+        write_manifest(out, manifest, new_parts, log, log.orphans, tool_version=tool_version)
+        shutil.rmtree(staging, ignore_errors=True)
     return Ingested(spans=empty_table(SPAN_SCHEMA), log=log, skipped=[str(p) for p in skipped])
+
+
+#: The warning a file that changed while it was read gets (`ingest_partitioned`).
+CHANGED_WHILE_READ = (
+    "changed while it was read: not recorded as ingested; the next ingest reads it whole "
+    "again (the spans kept now count as duplicates then)"
+)
+
+
+def _file_identity(path: Path) -> tuple[int, ...] | None:
+    """What changes when a file's content does: inode, size, modification and change times."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _changed_files(
+    owners: list[FileLog | None], before: dict[str, tuple[int, ...] | None], digests: Mapping
+) -> None:
+    """Clear the SHA-256 of each file read (all read and hashed by now) that changed since
+    `before` (or whose digest differs from `digests`), with a warning: not recorded as
+    ingested under either content."""
+    for log in {id(o): o for o in owners if o is not None}.values():
+        old = digests.get(log.path)
+        moved = before.get(log.path) != _file_identity(Path(log.path))
+        if not moved and (old is None or not log.sha256 or old == log.sha256):
+            continue
+        log.sha256 = ""
+        log.warn("file", CHANGED_WHILE_READ, spans=0)
 
 
 def _spill_known(keys: pl.DataFrame, folder: Path, partitions: int) -> dict[int, str]:

@@ -41,6 +41,7 @@ import dataclasses
 import datetime as dt
 import difflib
 import hashlib
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -53,7 +54,7 @@ import yaml
 
 from analyzer.errors import PriceTableError
 from analyzer.resources import bundled_rules_text, schema
-from analyzer.yamlplace import problems_text, show
+from analyzer.yamlplace import load_yaml, problems_text, show
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator, ValidationError
@@ -137,7 +138,7 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
         except UnicodeDecodeError as err:
             raise PriceTableError(f"{shown}: not UTF-8 text ({err.reason})") from err
     try:
-        data = yaml.load(text, Loader=_FastLoader)  # a safe loader
+        data, _ = load_yaml(text, _FastLoader)  # a safe loader, aliases bounded
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{shown}:{mark.line + 1}" if mark is not None else shown
@@ -245,7 +246,8 @@ def _explain(err: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
 
 
 def _semantic_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
-    """What the schema cannot say: real dates, unique names, patterns polars accepts."""
+    """What the schema cannot say: real dates, unique names, patterns polars accepts, prices
+    that are numbers (YAML's ``.nan`` passes every bound)."""
     out: list[tuple[tuple[str | int, ...], str]] = []
     as_of = data.get("as_of")
     if isinstance(as_of, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", as_of):
@@ -268,6 +270,10 @@ def _semantic_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...]
                 )
             else:
                 seen[key] = i
+        for field in ("input", "output", "cached_input"):
+            price = entry.get(field)
+            if isinstance(price, float) and math.isnan(price):
+                out.append((("models", i, field), "not a number (.nan)"))
         pattern = entry.get("match")
         if isinstance(pattern, str) and pattern:
             patterns.append((i, pattern))

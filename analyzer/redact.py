@@ -2,16 +2,26 @@
 
 `redact_analysis` is applied to an `Analysis` once the checks have run, so every renderer
 (summary.json, findings, runs/steps Parquet, the terminal, report.html) shows only tokens and
-needs no change. What is replaced, and what is kept:
+needs no change. What is kept in clear is an allow-list; everything else is hashed:
 
-- replaced: tool call arguments (the values inside JSON arguments; the keys, i.e. the argument
-  names, are kept and the text stays JSON), tool results, model output text, answers, message
-  content, sources, span status messages, attribute values of spans and events (except
-  identifiers and names, see `_KEEP_KEY`), run attribute values, the excerpts of quarantined
-  records, and in finding details every quoted value (and number, where a value is shown)
-  taken from the trace (a number shown unquoted, where it also occurs in the run's content);
-- kept: ids (run, trace, span, tool call, case), names of agents, models, tools and arguments,
-  counts, tokens, costs, times, statuses, rule ids and the rule pack's own values.
+- kept: run, trace, span and tool call ids (made by the tracer and the model provider), names
+  of agents, models, tools and arguments, counts, tokens, costs, times, statuses, rule ids and
+  the rule pack's own values, the numbers and words of a finding's own wording (``line 1 col
+  26``, ``is not of type 'integer'``, a missing argument's name), and the values of the
+  attributes in `semconv.REDACT_KEPT_KEYS`: ``gen_ai.operation.name``, the kinds of span of
+  each convention, model, provider, agent, tool and prompt names and versions, finish
+  reasons, token counts and costs, tool call ids, ``service.name``/``.version``/
+  ``.namespace``, ``telemetry.sdk.*`` and ``deployment.environment(.name)``;
+- hashed: every other attribute value of runs, spans, resources and events (so identifiers
+  such as ``enduser.id``, ``session.id``, ``gen_ai.conversation.id`` or the case key, names
+  such as ``user.name``, and ``error.type``), the run's case and conversation ids and the
+  steps' error types (ids that joins need: the same value gives the same token), tool call
+  arguments (the values inside JSON arguments; the keys, i.e. the argument names, are kept and
+  the text stays JSON), tool results, model output text, answers, message content, sources,
+  span status messages, the recorded tool definitions' descriptions, titles, enums, examples
+  and defaults (names, types and structure kept), the excerpts of quarantined records, and in
+  finding details every quoted value found in the run's content, and for the kinds that show
+  a value unquoted, each number the run's content holds (and how a figure was read).
 
 A token is ``[redacted:` + 16 hex digits + ``]``: the HMAC-SHA256 of the value keyed by the
 salt. The same value gives the same token everywhere within one salt (so findings stay joinable
@@ -38,19 +48,27 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from analyzer.conventions.semconv import REDACT_KEPT_KEYS
 from analyzer.runs import RunSet
 
-__all__ = ["TOKEN_RE", "Redactor", "new_salt", "redact_analysis", "redaction_record"]
+__all__ = [
+    "TOKEN_RE",
+    "Redactor",
+    "new_salt",
+    "redact_analysis",
+    "redact_label_scores",
+    "redaction_record",
+]
 
 #: What a token looks like (for tests and for readers of redacted outputs).
 TOKEN_RE = re.compile(r"\[redacted:[0-9a-f]{16}\]")
 
-# Attribute keys whose values are identifiers or names, not content: kept as they are.
-_KEEP_KEY = re.compile(
-    r"(^|\.)(name|model|model_name|kind|system|id|version|type|operation\.name|finish_reasons"
-    r"|provider\.name|span\.kind|case_id|case_type|conversation\.id|session\.id)$"
-    r"|^(service|telemetry|host|process|os|deployment)\."
-)
+# Keys inside a recorded tool definition whose values are names or the schema's own words
+# ("string", "required" argument names): kept; every other text in it (descriptions, titles,
+# enums, examples, defaults) is hashed.
+_SCHEMA_WORDS = frozenset({"name", "type", "required", "format"})
+# Keys whose values are example or allowed values: every leaf below is hashed.
+_SCHEMA_VALUES = frozenset({"default", "examples", "example", "enum", "const"})
 # A value quoted in a finding's detail: 'text' or "text" (Python's repr uses double quotes
 # when the text holds a single quote), ended by the text's end or a separator: a quote inside
 # the value (O'Brien) does not end it.
@@ -58,6 +76,20 @@ _QUOTED = re.compile(
     r"""'((?:[^\\\n]|\\.)*?)'(?=[\s,.;:)\]]|$)|"((?:[^\\\n]|\\.)*?)"(?=[\s,.;:)\]]|$)"""
 )
 _NUMBER = re.compile(r"(?<![\w.\-\[:])-?\d[\d.,]*(?![\w\]])")
+# Numbers of the checkers' own wording (where a JSON error is, how many more errors, a
+# schema's or the pack's limit): never trace content, kept even where the run holds them.
+_WORDING = (
+    r"\bline \d+,? col(?:umn)? \d+|\bchar \d+|\(\+\d+ more\)"
+    r"|\b(?:minimum|maximum|multiple) of -?\d[\d.]*|\b[Ee]xpected -?\d[\d.,]*(?![\w\]])"
+    r"|\b(?:longer|shorter|more|less|fewer) than \d+"
+)
+_NUMBER_OR_WORDING = re.compile(rf"(?P<wording>{_WORDING})|{_NUMBER.pattern}")
+# Quoted words of a JSON Schema message that are no trace value: a type, a pattern (before
+# the quote), an argument's name (after it).
+_QUOTED_BEFORE = re.compile(r"(?:\bof type|\bdoes not match) $")
+_QUOTED_AFTER = re.compile(r" is a required property|(?:, '[^'\n]*')* (?:was|were) unexpected\)")
+# How a figure of the answer was read: derived from the trace, hashed whatever the run holds.
+_READ_AS = re.compile(r"\(read as ([^)]*)\)")
 _UNESCAPE = {"\\n": "\n", "\\r": "\r", "\\t": "\t"}
 # Finding kinds whose details show a value of the trace unquoted (a number).
 _NUMBERS_SHOWN = frozenset(
@@ -159,6 +191,8 @@ class Redactor:
             return detail
 
         def quoted(m: re.Match[str]) -> str:
+            if _QUOTED_BEFORE.search(detail, 0, m.start()) or _QUOTED_AFTER.match(detail, m.end()):
+                return m.group(0)  # a schema's word, a pattern, an argument's name
             inner = m.group(1) if m.group(1) is not None else m.group(2)
             q = m.group(0)[0]
             known = self.quoted.get(inner)
@@ -172,12 +206,15 @@ class Redactor:
             return m.group(0)
 
         def number(m: re.Match[str]) -> str:
+            if m.group("wording") is not None:
+                return m.group()
             found = re.search(rf"(?<![\d.]){re.escape(m.group())}(?![\d])", content)
             return self.token(m.group()) if found else m.group()
 
         out = _QUOTED.sub(quoted, detail)
         if kind in _NUMBERS_SHOWN:
-            out = _NUMBER.sub(number, out)
+            out = _READ_AS.sub(lambda m: f"(read as {self.token(m.group(1))})", out)
+            out = _NUMBER_OR_WORDING.sub(number, out)
         return out
 
 
@@ -238,7 +275,25 @@ def _map_calls(frame: pl.DataFrame, column: str, r: Redactor) -> pl.DataFrame:
     return frame.with_columns(pl.Series(column, mapped).cast(series.dtype))
 
 
+def _map_str_list(frame: pl.DataFrame, column: str, fn: Callable[[Any], Any]) -> pl.DataFrame:
+    """`fn` applied to each distinct text of a list-of-text column."""
+    if column not in frame.columns:
+        return frame
+    series = frame.get_column(column)
+    lists = series.to_arrow()
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    values = lists.flatten()
+    if not len(values):
+        return frame
+    mapped = _arrow_strings(values, fn)
+    offsets = pc.subtract(lists.offsets, lists.offsets[0])
+    rebuilt = type(lists).from_arrays(offsets, mapped, type=lists.type, mask=lists.is_null())
+    return frame.with_columns(pl.Series(column, rebuilt).cast(series.dtype))
+
+
 def _redact_steps(steps: pl.DataFrame, r: Redactor) -> pl.DataFrame:
+    steps = _map_str(steps, "error_type", r.text)
     steps = _map_str(steps, "arguments", r.json_text)
     steps = _map_calls(steps, "requested_calls", r)
     steps = _map_str(steps, "result", r.json_text)
@@ -255,11 +310,34 @@ def _attributes_json(text: str | None, r: Redactor) -> str | None:
         return r.text(text)
     if not isinstance(attrs, dict):
         return r.json_text(text)
-    out = {
-        k: v if _KEEP_KEY.search(k) or isinstance(v, bool | int | float) else r._walk(v)
-        for k, v in attrs.items()
-    }
+    out = {k: v if k in REDACT_KEPT_KEYS else r._walk(v) for k, v in attrs.items()}
     return json.dumps(out, ensure_ascii=False, sort_keys=True)
+
+
+def _tool_definitions(text: str | None, r: Redactor) -> str | None:
+    """A recorded tool definition (JSON) with its descriptions, titles, enums, examples and
+    defaults hashed; names (of tools and arguments), types and the structure kept."""
+    if not text:
+        return text
+    try:
+        parsed = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return r.text(text)
+
+    def walk(value: Any, key: str | None) -> Any:
+        if key in _SCHEMA_VALUES:
+            return r._walk(value)
+        if isinstance(value, dict):
+            if key == "properties":  # argument names -> their schemas
+                return {k: walk(v, None) for k, v in value.items()}
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, key) for v in value]
+        if isinstance(value, str) and key not in _SCHEMA_WORDS:
+            return r._leaf(value)
+        return value  # names, types, numbers (limits), booleans
+
+    return json.dumps(walk(parsed, None), ensure_ascii=False)
 
 
 # --- Arrow tables -----------------------------------------------------------------------------
@@ -283,7 +361,7 @@ def _redact_attr_lists(lists: pa.Array, r: Redactor) -> pa.Array:
         return lists
     keys = pc.struct_field(values, "key")
     distinct = keys.unique()
-    kept_keys = [k for k in distinct.to_pylist() if k and _KEEP_KEY.search(k)]
+    kept_keys = [k for k in distinct.to_pylist() if k in REDACT_KEPT_KEYS]
     redact = pc.invert(pc.is_in(keys, pa.array(kept_keys, pa.string()))).fill_null(True)
     fields = [pc.struct_field(values, f.name) for f in values.type]
     names = [f.name for f in values.type]
@@ -315,12 +393,16 @@ def _redact_events(events: pa.Array, r: Redactor) -> pa.Array:
 def _redact_spans(spans: pa.Table, r: Redactor) -> pa.Table:
     columns = {name: spans.column(name) for name in spans.column_names}
     columns["attributes"] = _redact_attr_lists(spans.column("attributes"), r)
+    columns["resource_attributes"] = _redact_attr_lists(spans.column("resource_attributes"), r)
     columns["events"] = _redact_events(spans.column("events"), r)
     columns["status_message"] = _arrow_strings(
         spans.column("status_message").combine_chunks(), r.text
     )
     return pa.table([columns[n] for n in spans.column_names], schema=spans.schema)
 
+
+# Run columns holding identifiers of the trace's own (joins keep working: one value, one token).
+_HASHED_IDS = ("case_id", "conversation_id")
 
 # --- the analysis -----------------------------------------------------------------------------
 
@@ -366,6 +448,9 @@ def redact_analysis(analysis, salt: str):
     steps = _redact_steps(runset.steps, r)
     runs = _map_str(runset.runs, "answer", r.json_text)
     runs = _map_str(runs, "attributes", lambda t: _attributes_json(t, r))
+    runs = _map_str_list(runs, "tool_definitions", lambda t: _tool_definitions(t, r))
+    for column in _HASHED_IDS:
+        runs = _map_str(runs, column, r.text)
     sources = _map_str(runset.sources, "text", r.json_text)
     # a plain RunSet: a partitioned analysis's steps are read from its spill here, once
     runset = RunSet(runs=runs, steps=steps, sources=sources, span_runs=runset.span_runs)
@@ -377,6 +462,7 @@ def redact_analysis(analysis, salt: str):
             for run_id, kind, detail in findings.select("run_id", "kind", "detail").iter_rows()
         ]
         findings = findings.with_columns(pl.Series("detail", details, dtype=pl.String))
+        findings = _map_str(findings, "case_id", r.text)
         errors = [
             dataclasses.replace(e, error=r.detail(e.error, None, content.get(e.run_id, "")))
             for e in evaluation.errors
@@ -392,3 +478,19 @@ def redact_analysis(analysis, salt: str):
         evaluation=evaluation,
         facts=None,  # they hold content (answers, attributes): summaries read the redacted runs
     )
+
+
+def redact_label_scores(scores, salt: str):
+    """`analyzer.labels.LabelScores` computed on the real content (labels are scored before
+    `redact_analysis`: answers become tokens), with the case ids and the expected and answered
+    values tokenized as the analysis's are (same salt, same tokens). Field, tool and argument
+    names stay, as they do in the analysis."""
+    r = Redactor(salt)
+    fields = scores.fields
+    for column in ("case_id", "expected", "actual"):
+        fields = _map_str(fields, column, r.text)
+    labels = dataclasses.replace(
+        scores.labels, cases={r.text(case): label for case, label in scores.labels.cases.items()}
+    )
+    runs = _map_str(scores.runs, "case_id", r.text)
+    return dataclasses.replace(scores, labels=labels, fields=fields, runs=runs)

@@ -49,7 +49,9 @@ DEFAULT_MASTER = "local[*]"
 # FileLog, on one extra row per file, every span column null), the run-key value of a span, and
 # the group key.
 _LOG, _VALUE, _PART = "_agenttrace_log", "_agenttrace_value", "_agenttrace_part"
-_FRAMES = ("runs", "steps", "findings", "coverage")
+#: The frames of a partial result sent back to the driver (the unpriced models too: the
+#: summary reads them from the merged result, not from its steps).
+_FRAMES = ("runs", "steps", "findings", "coverage", "unpriced")
 #: Spans per Arrow batch handed from a reader to Spark.
 _BATCH_ROWS = 4096
 #: Rows of a result frame per Arrow IPC piece sent back to the driver.
@@ -533,6 +535,7 @@ def _collect(rows: Iterator[Any]) -> tuple[list[Any], dict[int, Any]]:
                 steps=frames["steps"],
                 findings=frames["findings"],
                 coverage=frames["coverage"],
+                unpriced=frames["unpriced"],
                 errors=errors,
                 counts=counts,
                 orphans=orphans,

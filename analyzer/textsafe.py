@@ -1,10 +1,23 @@
-"""Making untrusted trace text safe to print on a terminal (files keep the exact text)."""
+"""Making untrusted trace text safe for where it is shown: a terminal, JSON read on a terminal,
+Markdown posted as a CI comment (files keep the exact text)."""
 
 from __future__ import annotations
 
+import html
 import re
 
-__all__ = ["clip", "json_safe", "terminal_lines", "terminal_safe"]
+__all__ = [
+    "MARKDOWN_LIMIT",
+    "clip",
+    "clip_markdown",
+    "json_safe",
+    "markdown_safe",
+    "terminal_lines",
+    "terminal_safe",
+]
+
+#: Bytes a GitHub comment or job summary holds (64 KB): `clip_markdown` keeps a text within.
+MARKDOWN_LIMIT = 65_536
 
 # C0/C1 controls (ESC starts every terminal escape sequence, and C1 0x9b is a one-character
 # CSI), DEL, line and paragraph separators, and bidi marks and overrides that can make a line
@@ -40,3 +53,44 @@ def clip(text: object, width: int) -> str:
     """Terminal-safe `text` cut to `width` characters, with an ellipsis when cut."""
     s = terminal_safe(text)
     return s if len(s) <= width else s[: max(0, width - 1)] + "…"
+
+
+# Markdown's metacharacters (HTML is escaped apart), each shown as itself after a backslash.
+_MARKDOWN_META = str.maketrans({ch: "\\" + ch for ch in "\\`*_[]|#~"})
+# What GitHub makes live in a comment: "@name" (a mention, which notifies), "x://" and "www."
+# (links). A zero-width joiner after "@" and a zero-width space in "://" and "www." leave
+# the text reading the same, inert.
+_LIVE = re.compile(r"@|://|(?<![\w.])www\.", re.IGNORECASE)
+_INERT = {"@": "@\u200d", "://": ":\u200b//"}
+
+
+def markdown_safe(text: object) -> str:
+    """Untrusted `text` inside one line of Markdown (a sentence, a table cell): terminal-safe
+    (`terminal_safe`), HTML escaped, Markdown's metacharacters escaped, and no mention or
+    link that GitHub would make live."""
+    s = html.escape(terminal_safe(text), quote=False).translate(_MARKDOWN_META)
+    return _LIVE.sub(lambda m: _INERT.get(m.group()) or m.group()[:3] + "\u200b.", s)
+
+
+def clip_markdown(text: str, limit: int = MARKDOWN_LIMIT, *, whole: str = "") -> str:
+    """Markdown `text` within `limit` bytes (UTF-8): cut at a line's end, a last line saying
+    how many lines and bytes were left out (and `whole`: where to find them)."""
+    size = len(text.encode("utf-8"))
+    if size <= limit:
+        return text
+    lines = text.splitlines(keepends=True)
+    budget, kept = limit - 200 - len(whole.encode("utf-8")), 0  # room for the note
+    for line in lines:
+        n = len(line.encode("utf-8"))
+        if n > budget:
+            break
+        budget -= n
+        kept += 1
+    head = "".join(lines[:kept])
+    left = size - len(head.encode("utf-8"))
+    if head and not head.endswith("\n"):
+        head += "\n"
+    return (
+        f"{head}\n**Clipped**: {len(lines) - kept:,} more lines ({left:,} bytes) left out to "
+        f"stay within {limit // 1024} KB{'; ' + whole if whole else ''}.\n"
+    )

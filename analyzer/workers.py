@@ -85,8 +85,31 @@ def process_pool(jobs: int) -> ProcessPoolExecutor:
         jobs,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=share_cpus,
-        initargs=(max(1, default_jobs() // jobs),),
+        initargs=(max(1, default_jobs() // jobs), os.getpid()),
     )
+
+
+def stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End the worker processes of `pool` now (SIGTERM), without waiting for their tasks: the
+    command was stopped (SIGTERM, Ctrl-C) and what they compute will not be used."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())  # public in 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        with contextlib.suppress(Exception):
+            process.terminate()
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel kill this process when its parent dies (Linux), and exit now if the
+    parent is already gone: a worker never outlives a killed command."""
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def start_pool(jobs: int) -> ProcessPoolExecutor:
@@ -121,7 +144,7 @@ def quiet_blas() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-def share_cpus(threads: int) -> None:
+def share_cpus(threads: int, parent: int | None = None) -> None:
     """Make polars and Arrow compute with `threads` threads in this process (the CPUs shared
     out among the pool's workers) instead of one thread per CPU each, keep the memory freed by
     polars, Arrow and C code for reuse (`WORKER_MALLOC_CONF`, `ARROW_WORKER_MALLOC_CONF` with
@@ -129,8 +152,11 @@ def share_cpus(threads: int) -> None:
     start no OpenBLAS threads (`quiet_blas`).
 
     Called first in a new worker (a pool's ``initializer``); a worker whose main module has
-    already imported polars keeps polars' defaults.
+    already imported polars keeps polars' defaults. With `parent` (the pool's process id), the
+    worker dies with it (`die_with_parent`).
     """
+    if parent is not None:
+        die_with_parent(parent)
     quiet_blas()
     os.environ["POLARS_MAX_THREADS"] = str(threads)
     user = os.environ.get("_RJEM_MALLOC_CONF", "").removeprefix(_POLARS_MALLOC_CONF).strip(",")

@@ -1,5 +1,6 @@
-"""Where a problem sits in a YAML file (its line and a readable path), and the error that lists
-the problems of a file (price tables, gate files; rule packs list theirs across files)."""
+"""Where a problem sits in a YAML file (its line and a readable path), the error that lists
+the problems of a file (price tables, gate files; rule packs list theirs across files), and the
+one YAML loader of every file agenttrace reads (`load_yaml`: aliases bounded)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,105 @@ from typing import Any
 
 import yaml
 
-__all__ = ["path_text", "problems_text", "show", "yaml_line"]
+__all__ = [
+    "MAX_YAML_NODES",
+    "YamlAliasBomb",
+    "load_yaml",
+    "path_text",
+    "problems_text",
+    "show",
+    "yaml_line",
+]
+
+#: Nodes a YAML document may hold once its aliases are expanded (each alias counts the nodes
+#: it stands for). A "billion laughs" document of nine nested aliases holds 10^9 and would
+#: hang every walk over it; the largest bundled file holds a few thousand.
+MAX_YAML_NODES = 1_000_000
+
+
+class YamlAliasBomb(yaml.YAMLError):
+    """A YAML document whose aliases expand past `MAX_YAML_NODES` nodes, or refer to themselves."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = None
+
+    def __str__(self) -> str:
+        return self.problem
+
+
+def load_yaml(text: str, loader: type = yaml.SafeLoader) -> tuple[Any, yaml.Node | None]:
+    """The data of the YAML document `text` (as ``yaml.load`` with `loader`, a safe loader)
+    and its node tree as written (for `yaml_line`), composed and constructed in one parse (two
+    when the text holds a merge key ``<<``, which constructing flattens into the tree).
+
+    Raises `YamlAliasBomb` (a ``yaml.YAMLError``) before constructing a document whose aliases
+    expand past `MAX_YAML_NODES` nodes or that holds itself; other errors as ``yaml.load``.
+    """
+    parser = loader(text)
+    try:
+        root = parser.get_single_node()
+        if root is None:
+            return None, None
+        if "*" in text:  # no alias without an asterisk: nothing to count
+            _check_expansion(root)
+        data = parser.construct_document(root)
+    finally:
+        parser.dispose()
+    if "<<" in text:  # merge keys were flattened into the tree: the tree as written, anew
+        again = loader(text)
+        try:
+            root = again.get_single_node()
+        finally:
+            again.dispose()
+    return data, root
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Raise `YamlAliasBomb` when `root` expands to more than `MAX_YAML_NODES` nodes.
+
+    An alias is the very node its anchor names, so the tree is a graph: each distinct node is
+    sized once (post-order, iterative) and the sizes of shared nodes add up as they expand.
+    """
+    cap = MAX_YAML_NODES + 1
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        if done:
+            open_nodes.discard(key)
+            total = 1
+            if isinstance(node, yaml.SequenceNode):
+                total += sum(sizes[id(child)] for child in node.value)
+            elif isinstance(node, yaml.MappingNode):
+                total += sum(sizes[id(k)] + sizes[id(v)] for k, v in node.value)
+            if total > MAX_YAML_NODES:
+                line = node.start_mark.line + 1 if node.start_mark is not None else "?"
+                raise YamlAliasBomb(
+                    f"aliases expand the document past {MAX_YAML_NODES:,} nodes (from line "
+                    f"{line}): refused as an alias bomb"
+                )
+            sizes[key] = min(total, cap)
+            continue
+        if key in sizes:
+            continue
+        open_nodes.add(key)
+        stack.append((node, True))
+        if isinstance(node, yaml.SequenceNode):
+            children = node.value
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            continue
+        for child in children:
+            if id(child) in open_nodes:
+                line = child.start_mark.line + 1 if child.start_mark is not None else "?"
+                raise YamlAliasBomb(f"an alias holds itself (line {line}): refused")
+            if id(child) not in sizes:
+                stack.append((child, False))
 
 
 def show(value: Any, limit: int = 40) -> str:

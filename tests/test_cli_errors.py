@@ -27,6 +27,13 @@ models:
   - {model: x, input: -1}
   - {input: 2}
 """
+#: A price the cost sum overflows with (1e308) used to end in an OverflowError traceback.
+HUGE_PRICES = """\
+currency: USD
+as_of: "2026-12-01"
+models:
+  - {model: gpt-4.1, input: 1.0e+308, output: 1}
+"""
 PLUGIN_PACK = "pack: p\nrules:\n  - {id: short, type: 'plugin_example:MaxLength', max_chars: 4}\n"
 TRACE_LINE = (
     '{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c",'
@@ -46,6 +53,9 @@ def here(tmp_path: Path, monkeypatch) -> Path:
     (tmp_path / "data.csv").write_text("trace_id,span_id\n1,2\n")
     (tmp_path / "blob.bin").write_bytes(bytes(range(256)) * 4)
     (tmp_path / "trace.jsonl").write_text(TRACE_LINE)
+    (tmp_path / "huge.yaml").write_text(HUGE_PRICES)
+    (tmp_path / "nan.yaml").write_text(HUGE_PRICES.replace("1.0e+308", ".nan"))
+    (tmp_path / "inf.yaml").write_text(HUGE_PRICES.replace("1.0e+308", ".inf"))
     return tmp_path
 
 
@@ -104,6 +114,29 @@ GOLDEN = {
         ">= 0\n"
         "  prices.yaml:4: models[1]: missing required key 'model'\n"
         "  prices.yaml:4: models[1]: missing required key 'output'\n",
+    ),
+    "price too large to sum": (
+        ["report", "trace.jsonl", "--prices", "huge.yaml"],
+        "Error: 1 problem in price table huge.yaml:\n"
+        "  huge.yaml:4: models[0].input: 1e+308 is greater than the maximum of 1000000\n",
+    ),
+    "price .inf": (
+        ["report", "trace.jsonl", "--prices", "inf.yaml"],
+        "Error: 1 problem in price table inf.yaml:\n"
+        "  inf.yaml:4: models[0].input: inf is greater than the maximum of 1000000\n",
+    ),
+    "price .nan": (
+        ["report", "trace.jsonl", "--prices", "nan.yaml"],
+        "Error: 1 problem in price table nan.yaml:\n"
+        "  nan.yaml:4: models[0].input: not a number (.nan)\n",
+    ),
+    "--out names a file": (
+        ["report", "trace.jsonl", "--out", "data.csv"],
+        "Error: data.csv: --out names a file; give a folder (new or existing)\n",
+    ),
+    "diff --out names a file": (
+        ["diff", "trace.jsonl", "trace.jsonl", "--out", "data.csv"],
+        "Error: data.csv: --out names a file; give a folder (new or existing)\n",
     ),
     "missing prices file": (
         ["report", "trace.jsonl", "--prices", "gone.yaml"],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -574,3 +575,55 @@ def test_hostile_text_is_escaped(sides):
     assert "<script>" not in md and "\\|x\\|" in md and "a\\|b\\`c\\*d" in md
     assert all("\x1b" not in line and len(line) <= 100 for line in render_table(diff))
     assert json.loads(render_json(diff))["baseline"]["source"].startswith("<script>")
+
+
+def test_json_escapes_control_and_bidi_characters(sides):
+    diff = compare(sides["base"], sides["cheap"])
+    hostile = "ok\u202eevil\u2066x\u2069\x85\x9b31m\u200f\u2028end"
+    diff.baseline["source"] = hostile
+    diff.candidate["agents"] = [hostile]
+    text = render_json(diff)
+    raw = [ch for ch in text if 0x80 <= ord(ch) <= 0x9F or 0x202A <= ord(ch) <= 0x202E]
+    raw += [ch for ch in text if 0x2066 <= ord(ch) <= 0x2069 or ch in "\u200f\u2028"]
+    assert raw == []
+    assert "\\u202e" in text and "\\u0085" in text
+    doc = json.loads(text)  # the same value, escaped
+    assert doc["baseline"]["source"] == hostile and doc["candidate"]["agents"] == [hostile]
+
+
+def test_markdown_is_clipped_to_64_kb_with_what_was_left_out(sides, monkeypatch):
+    diff = compare(sides["base"], sides["cheap"])
+    diff.metrics = diff.metrics * (8000 // len(diff.metrics) + 1)
+    monkeypatch.setattr("analyzer.diff.render.clip_markdown", lambda text, **_: text, raising=False)
+    whole = render_markdown(diff)
+    monkeypatch.undo()
+    assert len(whole.encode()) > 500_000
+    md = render_markdown(diff)
+    assert len(md.encode()) <= 65_536
+    *kept, note = md.rstrip("\n").split("\n")
+    found = re.fullmatch(
+        r"\*\*Clipped\*\*: ([\d,]+) more lines \(([\d,]+) bytes\) left out to stay within 64 KB; "
+        r"the whole diff: `--format json` or `--format html`\.",
+        note,
+    )
+    assert found, note
+    lines, size = (int(g.replace(",", "")) for g in found.groups())
+    head = "\n".join(kept[:-1]) + "\n"  # the blank line before the note is not the diff's
+    assert whole.startswith(head) and kept[-1] == ""
+    assert lines == len(whole.splitlines()) - len(kept[:-1])
+    assert size == len(whole.encode()) - len(head.encode())
+    small = render_markdown(compare(sides["base"], sides["cheap"]))
+    assert "Clipped" not in small and len(small.encode()) < 65_536
+
+
+def test_markdown_leaves_no_live_mention_or_link(sides):
+    diff = compare(sides["base"], sides["cheap"])
+    diff.candidate["agents"] = ["@someone see https://evil.example/x, WWW.evil.example, a@b.io"]
+    diff.baseline["source"] = "http://evil.example/y"
+    md = render_markdown(diff)
+    assert "@someone" not in md and "a@b.io" not in md
+    assert "://" not in md and "www.evil" not in md.lower()
+    # still reads the same: the marks are zero-width
+    shown = md.replace("\u200d", "").replace("\u200b", "")
+    assert "@someone see https://evil.example/x, WWW.evil.example, a@b.io" in shown
+    assert "http://evil.example/y" in shown

@@ -31,6 +31,7 @@ from analyzer.checks.grounded_arguments import GroundedArguments
 from analyzer.checks.grounded_figures import GroundedFigures
 from analyzer.checks.output_pattern import OutputPattern
 from analyzer.checks.output_schema import OutputSchema
+from analyzer.checks.plugin import PluginCheck, PluginTimeout, guarded, plugin_seconds
 from analyzer.checks.required_tools import RequiredTools
 from analyzer.checks.retries import Retries, RetryScan
 from analyzer.checks.tool_errors import ToolErrors
@@ -72,6 +73,9 @@ REGISTRY: dict[str, type[Check]] = {
     "tool_requests": ToolRequests,
     "trajectory": Trajectory,
 }
+
+#: The rule classes whose code is agenttrace's (any other is a plugin deriving from Check).
+_BUILT_IN = frozenset([*REGISTRY.values(), PluginCheck])
 
 #: Columns of the findings frame, in order (findings.jsonl / findings.parquet).
 FINDING_SCHEMA: dict[str, pl.DataType] = {
@@ -184,6 +188,7 @@ def _run_rule(
     errors: list[CheckError] = []
     queue: list[pl.DataFrame | None] = [None if everything else ids]
     spent = 0
+    plugin = type(rule) not in _BUILT_IN
     while queue:
         chunk = queue.pop(0)
         spent += 1
@@ -197,10 +202,18 @@ def _run_rule(
             ),
         )
         try:
-            out = _conform(rule.check(ctx), ids if chunk is None else chunk)
+            if plugin:  # plugin code: bounded in time, cannot end the process
+                checked = guarded(lambda ctx=ctx: rule.check(ctx), plugin_seconds(), rule.type)
+            else:
+                checked = rule.check(ctx)
+            out = _conform(checked, ids if chunk is None else chunk)
         except Exception as exc:
             members = ids if chunk is None else chunk
-            if members.height == 1 or spent + len(queue) >= _ISOLATION_BUDGET:
+            if (
+                members.height == 1
+                or spent + len(queue) >= _ISOLATION_BUDGET
+                or isinstance(exc, PluginTimeout)  # another try would time out again
+            ):
                 for run_id in members.get_column("run_id"):
                     err = CheckError.from_exception(run_id, rule.id, pack.name, exc)
                     if members.height > 1:

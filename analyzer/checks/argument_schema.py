@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ except ImportError:  # pragma: no cover - jsonschema alone gives the same verdic
     jsonschema_rs = None
 import polars as pl
 
+from analyzer import linear_regex
 from analyzer.checks.base import Check, CheckContext
 from analyzer.checks.grounded_arguments import is_flat_object
 
@@ -240,10 +240,15 @@ class _Schema:
 
     @functools.cached_property
     def python(self) -> Any:
-        from jsonschema import Draft202012Validator
         from referencing import Registry
 
-        return Draft202012Validator(self.document, registry=Registry(retrieve=_refuse))  # type: ignore[call-arg]
+        text = json.dumps(self.document)
+        if '"unevaluatedProperties"' in text and '"patternProperties"' in text:
+            # jsonschema would match these patterns with Python's re: not judged
+            raise linear_regex.UnsupportedPattern(
+                "unevaluatedProperties beside patternProperties is not judged"
+            )
+        return _linear_validator()(self.document, registry=Registry(retrieve=_refuse))  # type: ignore[call-arg]
 
     def errors(self, doc: Any) -> tuple[str, str | None] | None:
         """None when ``doc`` is valid, else (detail, top-level argument at fault)."""
@@ -273,6 +278,69 @@ class _Schema:
         return f"arguments fail schema{where}: {message}{more}", argument
 
 
+@functools.cache
+def _linear_validator() -> Any:
+    """Draft 2020-12 as jsonschema words it, its regular expressions run by RE2 in linear time.
+
+    A schema recorded in a trace is hostile input: ``"pattern": "^(a+)+$"`` against 40 a's
+    and a "!" keeps Python's ``re`` busy for minutes. ``pattern``, ``patternProperties`` and
+    ``additionalProperties`` (which skips the names ``patternProperties`` match) match with
+    `analyzer.linear_regex` here; a pattern RE2 cannot compile (backreferences, lookaround)
+    raises `UnsupportedPattern`, so the schema is reported as not applied. (jsonschema matches
+    ``patternProperties`` itself inside ``unevaluatedProperties``: `_Schema.python` refuses a
+    schema using both.)
+    """
+    from jsonschema import Draft202012Validator, ValidationError, validators
+    from jsonschema._utils import extras_msg
+
+    def pattern(validator, patrn, instance, schema):
+        if validator.is_type(instance, "string") and not linear_regex.search(patrn, instance):
+            yield ValidationError(f"{instance!r} does not match {patrn!r}")
+
+    def pattern_properties(validator, patterns, instance, schema):
+        if not validator.is_type(instance, "object"):
+            return
+        for patrn, subschema in patterns.items():
+            for k, v in instance.items():
+                if linear_regex.search(patrn, k):
+                    yield from validator.descend(v, subschema, path=k, schema_path=patrn)
+
+    def additional(instance, schema):
+        properties = schema.get("properties", {})
+        patterns = list(schema.get("patternProperties", {}))
+        return [
+            k
+            for k in instance
+            if k not in properties and not any(linear_regex.search(p, k) for p in patterns)
+        ]
+
+    def additional_properties(validator, ap, instance, schema):
+        if not validator.is_type(instance, "object"):
+            return
+        extras = set(additional(instance, schema))
+        if validator.is_type(ap, "object"):
+            for extra in extras:
+                yield from validator.descend(instance[extra], ap, path=extra)
+        elif not ap and extras:
+            if "patternProperties" in schema:
+                verb = "does" if len(extras) == 1 else "do"
+                joined = ", ".join(repr(each) for each in sorted(extras))
+                patterns = ", ".join(repr(each) for each in sorted(schema["patternProperties"]))
+                yield ValidationError(f"{joined} {verb} not match any of the regexes: {patterns}")
+            else:
+                error = "Additional properties are not allowed (%s %s unexpected)"
+                yield ValidationError(error % extras_msg(sorted(extras, key=str)))
+
+    return validators.extend(
+        Draft202012Validator,
+        {
+            "pattern": pattern,
+            "patternProperties": pattern_properties,
+            "additionalProperties": additional_properties,
+        },
+    )
+
+
 def _culprit(error: Any) -> str | None:
     """The argument a top-level error is about: the first required one missing, or the first
     one not allowed."""
@@ -286,7 +354,9 @@ def _culprit(error: Any) -> str | None:
         known = schema.get("properties") or {}
         patterns = list((schema.get("patternProperties") or {}).keys())
         extra = [
-            k for k in instance if k not in known and not any(re.search(p, k) for p in patterns)
+            k
+            for k in instance
+            if k not in known and not any(linear_regex.search(p, k) for p in patterns)
         ]
         return extra[0] if extra else None
     return None

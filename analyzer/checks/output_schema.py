@@ -21,6 +21,7 @@ import polars as pl
 import yaml
 
 from analyzer.checks.base import INTERNAL, Check, CheckContext, LoadEnv, RunFinding, quote
+from analyzer.yamlplace import load_yaml
 
 if TYPE_CHECKING:
     from referencing import Resource
@@ -183,7 +184,7 @@ def _read_document(path: Path) -> Any:
         raise ValueError(f"cannot read schema file {path}: {err.strerror or err}") from err
     try:
         if path.suffix.lower() in (".yaml", ".yml"):
-            return yaml.safe_load(text)
+            return load_yaml(text)[0]
         return json.loads(text)
     except (ValueError, yaml.YAMLError) as err:
         raise ValueError(f"schema file {path} is not valid JSON/YAML: {err}") from err

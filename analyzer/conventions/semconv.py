@@ -710,4 +710,61 @@ CONTENT_EVENTS = frozenset(
     (EVENT_CONTENT_PROMPT, EVENT_CONTENT_COMPLETION, EVENT_CHOICE, *MESSAGE_EVENT_ROLES)
 )
 
+# -------------------------------------------------------------------------------------------------
+# OpenTelemetry resource conventions (stable): the service and the SDK that wrote the spans.
+# -------------------------------------------------------------------------------------------------
+SERVICE_NAME = "service.name"
+SERVICE_VERSION = "service.version"
+SERVICE_NAMESPACE = "service.namespace"
+TELEMETRY_SDK_NAME = "telemetry.sdk.name"
+TELEMETRY_SDK_LANGUAGE = "telemetry.sdk.language"
+TELEMETRY_SDK_VERSION = "telemetry.sdk.version"
+DEPLOYMENT_ENVIRONMENT = "deployment.environment"  # -> deployment.environment.name in v1.27
+DEPLOYMENT_ENVIRONMENT_NAME = "deployment.environment.name"
+
+#: The allow-list of `--redact` (analyzer.redact): attributes whose values are kept in clear.
+#: Names of models, providers, agents, tools and prompts, kinds of operation and span, finish
+#: reasons, versions, token counts and costs, tool call ids (made by the model provider, like
+#: trace and span ids), the service and the SDK. Every other value is hashed: identifiers of
+#: conversations, sessions, users and cases, error types, content.
+REDACT_KEPT_KEYS = frozenset(
+    (
+        GEN_AI_OPERATION_NAME,
+        OPENINFERENCE_SPAN_KIND,
+        TRACELOOP_SPAN_KIND,
+        LLM_REQUEST_TYPE,
+        LANGSMITH_SPAN_KIND,
+        AI_OPERATION_ID,
+        VERCEL_OPERATION_NAME,
+        AI_TELEMETRY_FUNCTION_ID,
+        LANGFUSE_TYPE,
+        LANGFUSE_MODEL,
+        LANGFUSE_LEVEL,
+        LANGFUSE_USAGE_DETAILS,
+        LANGFUSE_COST_DETAILS,
+        GEN_AI_AGENT_VERSION,
+        TRACELOOP_ENTITY_NAME,
+        TRACELOOP_ENTITY_VERSION,
+        PYDANTIC_MODEL_NAME,
+        TOOL_CALL_FUNCTION_NAME,
+        *MODEL_KEYS,
+        *PROVIDER_KEYS,
+        *NUMERIC_KEYS,
+        *TOOL_NAME_KEYS,
+        *TOOL_CALL_ID_KEYS,
+        *FINISH_REASON_KEYS,
+        *AGENT_NAME_KEYS,
+        *PROMPT_NAME_KEYS,
+        *PROMPT_VERSION_KEYS,
+        SERVICE_NAME,
+        SERVICE_VERSION,
+        SERVICE_NAMESPACE,
+        TELEMETRY_SDK_NAME,
+        TELEMETRY_SDK_LANGUAGE,
+        TELEMETRY_SDK_VERSION,
+        DEPLOYMENT_ENVIRONMENT,
+        DEPLOYMENT_ENVIRONMENT_NAME,
+    )
+)
+
 __all__ = sorted(name for name in list(globals()) if name.isupper())  # every constant is public

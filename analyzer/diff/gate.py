@@ -37,7 +37,7 @@ from analyzer.diff.compare import Diff, MetricDelta
 from analyzer.diff.fmt import amount_text, delta_text, label, value_text
 from analyzer.errors import GateError
 from analyzer.resources import schema
-from analyzer.yamlplace import problems_text, show
+from analyzer.yamlplace import load_yaml, problems_text, show
 
 __all__ = ["AUTOMATIC", "Gate", "GateCheck", "judge", "load_gate"]
 
@@ -98,8 +98,7 @@ def load_gate(path: str | Path) -> Gate:
     except UnicodeDecodeError as err:
         raise GateError(f"{shown}: not UTF-8 text ({err.reason})") from err
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        data, root = load_yaml(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{shown}:{mark.line + 1}" if mark is not None else shown

@@ -1,7 +1,9 @@
 """A diff as a terminal table, JSON, Markdown (for a pull request) and a self-contained HTML page.
 
 Every text that comes from the traces (paths, agent and model names, tool names, rule ids) is
-made safe for its medium: `analyzer.textsafe.clip` on a terminal, escaped in Markdown and HTML.
+made safe for its medium (`analyzer.textsafe`): `clip` on a terminal, `json_safe` in JSON (no
+raw control or bidi character), `markdown_safe` in Markdown (escaped, no live mention or
+link; the whole clipped to GitHub's 64 KB), escaped in HTML.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from analyzer.diff.fmt import delta_text, interval_text, value_text
 from analyzer.diff.fmt import label as _label
 from analyzer.diff.gate import Gate, GateCheck
 from analyzer.diff.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
-from analyzer.textsafe import clip, terminal_safe
+from analyzer.textsafe import clip, clip_markdown, json_safe, markdown_safe, terminal_safe
 
 __all__ = [
     "DIFF_VERSION",
@@ -193,7 +195,7 @@ def render_table(diff: Diff, checks: Sequence[GateCheck] | None = None) -> list[
 def render_json(
     diff: Diff, checks: Sequence[GateCheck] | None = None, gate: Gate | None = None
 ) -> str:
-    """The diff as one JSON document (sorted keys)."""
+    """The diff as one JSON document (sorted keys; characters a terminal could act on escaped)."""
     from analyzer import __version__
 
     doc: dict[str, Any] = {
@@ -212,23 +214,25 @@ def render_json(
             "broken": broken,
             "checks": [c.as_dict() for c in checks],
         }
-    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False)
+    return json_safe(json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False))
 
 
 # --- Markdown ------------------------------------------------------------------------------------
 
 
+# Where a clipped Markdown diff's whole text is.
+_WHOLE = "the whole diff: `--format json` or `--format html`"
+
+
 def _md(text: object) -> str:
-    """Trace text safe inside a Markdown table cell: no markup, no HTML, one line."""
-    s = terminal_safe(text)
-    s = html.escape(s, quote=False)
-    for ch in "\\`*_[]|#~":
-        s = s.replace(ch, "\\" + ch)
-    return s
+    """Trace text safe inside a Markdown table cell: no markup, no HTML, one line, no live
+    mention or link."""
+    return markdown_safe(text)
 
 
 def render_markdown(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
-    """The diff as Markdown to paste into a pull request: verdict, deltas, configuration."""
+    """The diff as Markdown to paste into a pull request: verdict, deltas, configuration;
+    at most 64 KB (`clip_markdown`: a last line says what was left out)."""
     b, c = diff.baseline, diff.candidate
     out = ["## agenttrace diff", ""]
     if checks is not None:
@@ -261,7 +265,7 @@ def render_markdown(diff: Diff, checks: Sequence[GateCheck] | None = None) -> st
         mark = " (changed)" if _PART_OF[part] in diff.config_changes else ""
         out.append(f"| {part}{mark} | {_md(vb)} | {_md(vc)} |")
     out += ["", f"<sub>{_md(_methods(diff))}</sub>", ""]
-    return "\n".join(out)
+    return clip_markdown("\n".join(out), whole=_WHOLE)
 
 
 # --- HTML ----------------------------------------------------------------------------------------

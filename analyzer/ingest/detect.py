@@ -18,6 +18,7 @@ __all__ = [
     "StreamBreak",
     "open_decompressed",
     "sniff",
+    "sniff_stream",
     "stream_break",
 ]
 
@@ -25,9 +26,16 @@ GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 PARQUET_MAGIC = b"PAR1"
 SNIFF_BYTES = 1 << 16
+#: When the first lines do not say whether a JSON file is OTLP JSON lines (they are not JSON,
+#: or JSON of another shape), this many lines (in at most `SCAN_BYTES`) are looked at for one
+#: that starts like an OTLP request: the file is then read as lines, the others quarantined.
+SCAN_LINES = 1000
+SCAN_BYTES = 8 << 20
 
 #: A compressed file may expand this many times before it is refused as a decompression bomb
-#: (only counted past `_BOMB_FLOOR` bytes, so small files with long runs pass).
+#: (only counted past `_BOMB_FLOOR` bytes, so small files with long runs pass). The ratio is
+#: checked as the file is read, against the compressed bytes read so far: a 3 MB gzip of
+#: 3 GB is refused after 64 MiB, not after 3 GB.
 MAX_DECOMPRESSED_RATIO = 1000
 _BOMB_FLOOR = 64 << 20
 
@@ -79,6 +87,10 @@ class _Decoder(io.RawIOBase):
         self._compressed_size = compressed_size
         self._limit = max(_BOMB_FLOOR, compressed_size * MAX_DECOMPRESSED_RATIO)
         self._path = path
+        # the outermost layer: its compressed bytes read are the file's (a nested layer's
+        # output counts against the file's bytes read so far, not against its own input)
+        outer = getattr(source, "raw", None)
+        self._root: _Decoder = outer._root if isinstance(outer, _Decoder) else self
         self._input = b""
         self._out = memoryview(b"")
         self._ended = False
@@ -99,16 +111,36 @@ class _Decoder(io.RawIOBase):
             view[n : n + k] = self._out[:k]
             self._out = self._out[k:]
             n += k
-            if self.delivered + n > self._limit:
-                self._ended = True
-                self._out = memoryview(b"")
-                raise DecompressionBomb(
-                    f"{self._path}: decompresses to more than {self._limit:,} bytes (the limit: "
-                    f"{MAX_DECOMPRESSED_RATIO}x its {self._compressed_size:,} compressed bytes, "
-                    f"at least {_BOMB_FLOOR >> 20} MiB); refused as a decompression bomb"
-                )
+            if self.delivered + n > _BOMB_FLOOR:
+                self._guard(self.delivered + n)
         self.delivered += n
         return n
+
+    @property
+    def consumed(self) -> int:
+        """Compressed bytes the decompressor has taken in (read, less those still waiting)."""
+        return self.taken - len(self._input)
+
+    def _guard(self, delivered: int) -> None:
+        """Raise `DecompressionBomb` once `delivered` bytes exceed the ratio: to the file's
+        compressed size, or to the compressed bytes read so far (a running check)."""
+        read = min(self._root.consumed, self._compressed_size)
+        limit = max(_BOMB_FLOOR, read * MAX_DECOMPRESSED_RATIO)
+        if delivered <= limit:
+            return
+        self._ended = True
+        self._out = memoryview(b"")
+        if limit >= self._limit:
+            raise DecompressionBomb(
+                f"{self._path}: decompresses to more than {self._limit:,} bytes (the limit: "
+                f"{MAX_DECOMPRESSED_RATIO}x its {self._compressed_size:,} compressed bytes, "
+                f"at least {_BOMB_FLOOR >> 20} MiB); refused as a decompression bomb"
+            )
+        raise DecompressionBomb(
+            f"{self._path}: its first {read:,} compressed bytes decompress to more than "
+            f"{limit:,} bytes (the limit: {MAX_DECOMPRESSED_RATIO}x the compressed bytes read, "
+            f"at least {_BOMB_FLOOR >> 20} MiB); refused as a decompression bomb"
+        )
 
     def readall(self) -> bytes:
         chunks = []
@@ -276,24 +308,101 @@ def _peek(stream: BinaryIO, n: int) -> bytes:
 def sniff(stream: BinaryIO, size: int = -1) -> str:
     """The format of a stream: jsonl, otlp-json, json, proto, parquet, empty or unknown.
 
-    `size` is the stream's length when known (-1 for a decompressed stream).
+    `size` is the stream's length when known (-1 for a decompressed stream). See
+    `sniff_stream`, which also says how many blank lines it read off a stream that cannot seek.
+    """
+    return sniff_stream(stream, size)[0]
+
+
+def sniff_stream(stream: BinaryIO, size: int = -1) -> tuple[str, int]:
+    """The format of a stream (as `sniff`) and the newlines read off it to get past blank
+    lines at its start (only from a stream that cannot seek: a seekable one is left where it
+    was; a reader of lines numbers its first line that many lines on).
+
+    Blank lines at the start are looked past however many there are (a file is empty only
+    when it holds nothing else). A file whose first lines are not OTLP JSON lines (garbage,
+    or JSON of another shape) is OTLP JSON lines still when one of its first `SCAN_LINES`
+    lines starts like an OTLP request and it is no protobuf: its bad lines are quarantined
+    one by one as it is read.
     """
     head = _peek(stream, SNIFF_BYTES)
-    text = head.lstrip()
-    if not text:
-        return "empty"
     if head.startswith(PARQUET_MAGIC):
-        return "parquet"
+        return "parquet", 0
+    text = head.lstrip()
+    offset = skipped = 0
+    if head and not text:  # blank as far as it was looked at: look past the blank lines
+        head, offset, skipped = _past_blanks(stream)
+        text = head.lstrip()
+    if not text:
+        return "empty", skipped
     if text[:1] in (b"{", b"["):
         lines = [ln for ln in head.split(b"\n", 8)[:8] if ln.strip()]
         first = lines[0].strip() if lines else b""
         if first not in (b"{", b"[") and any(_OTLP_LINE.match(ln) for ln in lines):
-            return "jsonl"
+            return "jsonl", skipped
         if _OTLP_DOC.match(text):
-            return "otlp-json"
-        return "json"
+            return "otlp-json", skipped
+        if first not in (b"{", b"[") and _otlp_line_ahead(stream, offset):
+            return "jsonl", skipped
+        return "json", skipped
     from analyzer.ingest.otlp_proto import looks_like_frames
 
-    if looks_like_frames(head, size):
-        return "proto"
-    return "unknown"
+    if not offset and not skipped and looks_like_frames(head, size):
+        return "proto", 0
+    if _otlp_line_ahead(stream, offset):
+        return "jsonl", skipped
+    return "unknown", skipped
+
+
+def _seekable(stream: BinaryIO) -> bool:
+    try:
+        return stream.seekable()
+    except (OSError, ValueError):
+        return False
+
+
+def _past_blanks(stream: BinaryIO) -> tuple[bytes, int, int]:
+    """The stream's head from its first byte that is not blank (empty at its end), where that
+    is from the stream's position (seekable: the stream is left where it was), and the
+    newlines read off the stream (not seekable: the blank bytes are read and dropped, one
+    buffer at a time; a decompression bomb of blanks is refused by its guard meanwhile)."""
+    if _seekable(stream):
+        start = stream.tell()
+        offset = 0
+        try:
+            while chunk := stream.read(1 << 20):
+                blank = len(chunk) - len(chunk.lstrip())
+                if blank < len(chunk):
+                    offset += blank
+                    stream.seek(start + offset)
+                    return stream.read(SNIFF_BYTES), offset, 0
+                offset += blank
+            return b"", offset, 0
+        finally:
+            stream.seek(start)
+    newlines = 0
+    while True:
+        buffered = _peek(stream, SNIFF_BYTES)
+        if not buffered:
+            return b"", 0, newlines
+        blank = len(buffered) - len(buffered.lstrip())
+        newlines += buffered.count(b"\n", 0, blank)
+        stream.read(blank)
+        if blank < len(buffered):
+            return _peek(stream, SNIFF_BYTES), 0, newlines
+
+
+def _otlp_line_ahead(stream: BinaryIO, offset: int) -> bool:
+    """Whether one of the first `SCAN_LINES` lines from `offset` bytes past the stream's
+    position (within `SCAN_BYTES`; a stream that cannot seek: within what it has buffered)
+    starts like an OTLP request. The stream is left where it was."""
+    if _seekable(stream):
+        start = stream.tell()
+        try:
+            stream.seek(start + offset)
+            data = stream.read(SCAN_BYTES)
+        finally:
+            stream.seek(start)
+    else:
+        data = _peek(stream, offset + SCAN_BYTES)[offset:]
+    return any(_OTLP_LINE.match(ln) for ln in data.split(b"\n", SCAN_LINES)[:SCAN_LINES])

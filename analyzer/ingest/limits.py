@@ -8,7 +8,8 @@
   far as Python's parsers and writers allow (about 900 levels) and otherwise quarantined with
   the reason `nesting_reason` gives ("nesting deeper than 512 levels (10,002 found)").
 - `MAX_DECOMPRESSED_RATIO` (`analyzer.ingest.detect`): a compressed file expanding more than
-  this many times (past 64 MiB) is refused as a decompression bomb.
+  this many times (past 64 MiB) is refused as a decompression bomb, as soon as its output
+  passes that ratio to the compressed bytes read so far (a bomb is not expanded first).
 
 Readers look these up at call time (``limits.MAX_RECORD_BYTES``), so changing them here, or
 setting them on this module, changes every reader.

@@ -1067,15 +1067,18 @@ def _done(item: tuple[FileLog, Future[list[pa.RecordBatch]]], log: FileLog) -> l
     return batches
 
 
-def read_lines(stream: BinaryIO, log: FileLog, *, jobs: int = 1) -> Iterator[pa.RecordBatch]:
+def read_lines(
+    stream: BinaryIO, log: FileLog, *, jobs: int = 1, first_line: int = 1
+) -> Iterator[pa.RecordBatch]:
     """Spans of an OTLP JSON lines stream (the collector ``file`` exporter): one request a line.
 
-    ``source_pos`` is the 1-based line number. Blank lines are skipped and not counted; a line
+    ``source_pos`` is the 1-based line number (the stream's first line is `first_line`: blank
+    lines already read off it are counted). Blank lines are skipped and not counted; a line
     that is not JSON is quarantined as a record; a span that cannot be read is quarantined alone.
     Groups of lines are read on `jobs` threads; rows, counts and quarantine are the same for
     any value.
     """
-    for batch in _read_lines(stream, log, [1], None, jobs):
+    for batch in _read_lines(stream, log, [first_line], None, jobs):
         yield plain_resources(batch)
 
 

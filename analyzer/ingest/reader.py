@@ -20,7 +20,7 @@ import zstandard
 from analyzer.errors import AgentTraceError, TraceFormatError
 from analyzer.ingest import limits
 from analyzer.ingest.accounting import FileLog, IngestLog
-from analyzer.ingest.detect import open_decompressed, sniff, stream_break
+from analyzer.ingest.detect import open_decompressed, sniff_stream, stream_break
 from analyzer.ingest.files import DATASET_MANIFEST, expand_paths, sha256_of
 from analyzer.ingest.limits import truncate_text
 from analyzer.spans import (
@@ -77,12 +77,12 @@ def _read_file(path: Path, log: FileLog, *, jobs: int) -> Iterator[pa.RecordBatc
     log.size = size
     with path.open("rb") as raw:
         stream, layers = open_decompressed(raw, size, str(path))
-        fmt = sniff(stream, -1 if layers else size)
+        fmt, blank_lines = sniff_stream(stream, -1 if layers else size)
         log.format = "+".join([fmt, *layers]) if layers else fmt
         if fmt == "jsonl":
             from analyzer.ingest.otlp_json import read_lines
 
-            yield from read_lines(stream, log, jobs=jobs)
+            yield from read_lines(stream, log, jobs=jobs, first_line=1 + blank_lines)
         elif fmt == "otlp-json":
             from analyzer.ingest.otlp_json import read_document
 

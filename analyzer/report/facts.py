@@ -12,6 +12,7 @@ the runs.
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -179,8 +180,42 @@ def facts_of(analysis: Analysis, case_class: str) -> SummaryFacts:
     those of its tables."""
     facts = analysis.facts
     if facts is not None and facts.case_class == case_class:
-        return facts
+        return _recount_undeclared_kinds(facts, analysis)
     return summary_facts(analysis, case_class)
+
+
+def _recount_undeclared_kinds(facts: SummaryFacts, analysis: Analysis) -> SummaryFacts:
+    """`facts` merged from partitions, with the rates of the kinds found by rules that declare
+    none (plugins) counted again over all runs: each partition knew only the kinds it found,
+    so it counted as judged none of its runs for a kind found elsewhere."""
+    evaluation = analysis.evaluation
+    rule_kinds = m.rule_kinds_of(analysis.packs)
+    undeclared = [key for key, kinds in rule_kinds.items() if not kinds]
+    if facts.rates is None or evaluation is None or not undeclared:
+        return facts
+    keys = ["pack", "rule_id"]
+    findings = evaluation.findings
+    by_undeclared = findings.join(
+        pl.DataFrame(undeclared, schema=keys, orient="row"), on=keys, how="semi"
+    )
+    kinds = set(by_undeclared.get_column("kind").to_list())
+    if not kinds:
+        return facts
+    of_kinds = findings.filter(pl.col("kind").is_in(sorted(kinds)))
+    rules = {k for k, declared in rule_kinds.items() if kinds & set(declared)}
+    rules |= set(of_kinds.select(keys).unique().iter_rows())
+    coverage = evaluation.coverage.join(
+        pl.DataFrame(sorted(rules), schema=keys, orient="row"), on=keys, how="semi"
+    )
+    recounted = m.kind_rates(
+        of_kinds, coverage, rule_kinds={k: rule_kinds.get(k, ()) for k in rules}
+    ).filter(pl.col("kind").is_in(sorted(kinds)))
+    old = facts.rates["kind_rates"]
+    merged = pl.concat(
+        [old.filter(~pl.col("kind").is_in(sorted(kinds))), recounted.select(old.columns)],
+        how="vertical_relaxed",
+    ).sort("kind", nulls_last=True)
+    return dataclasses.replace(facts, rates={**facts.rates, "kind_rates": merged})
 
 
 def merge_facts(parts: list[SummaryFacts]) -> SummaryFacts:

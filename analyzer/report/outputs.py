@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from analyzer.checks import COVERAGE_SCHEMA, FINDING_SCHEMA, Evaluation
+from analyzer.outfiles import output_folder, replacing, write_text
 
 __all__ = ["write_outputs"]
 
@@ -29,9 +30,13 @@ _HASHED = (
 
 
 def _json(path: Path, data: Any) -> None:
-    path.write_text(
-        json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def _jsonl(path: Path, rows) -> None:
+    with replacing(path) as tmp, tmp.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 #: Rows per row group of the Parquet outputs (`_parquet`): one row group at a time is in memory.
@@ -43,6 +48,11 @@ def _parquet(batches: pa.RecordBatchReader, path: Path) -> None:
     `ROW_GROUP_ROWS` rows (the last one fewer), each encoded from one contiguous table: so the
     file's bytes depend on the rows only, not on how they were cut into batches (a frame's
     chunks, a partitioned merge's pieces), and one row group is in memory at a time."""
+    with replacing(path) as tmp:
+        _parquet_to(batches, tmp)
+
+
+def _parquet_to(batches: pa.RecordBatchReader, path: Path) -> None:
     schema = batches.schema
     # No dictionary pages: most texts are unique (arguments, results, answers), and the steps
     # of 1M spans were encoded in 1.0-1.3 s with them, 0.87 s without, and smaller.
@@ -81,6 +91,26 @@ def _with_started_at(runs: pa.RecordBatchReader) -> pa.RecordBatchReader:
     )
 
 
+def _label_fields(analysis, labels) -> pl.DataFrame:
+    """Every labelled field of every run, expected against actual (labels.parquet)."""
+    from analyzer.labels import LabelScores, score_labels
+
+    if not isinstance(labels, LabelScores):
+        runs = analysis.runs.select("runs", ["run_id", "case_id", "answer", "answer_ns"])
+        steps = analysis.runs.select(
+            "steps", ["run_id", "index", "kind", "name", "start_ns", "arguments"]
+        )
+        labels = score_labels(labels, runs, steps)
+    return labels.fields.sort("case_id", "run_id", "field")
+
+
+def _labels_file(labels) -> dict[str, str] | None:
+    if labels is None:
+        return None
+    labels = getattr(labels, "labels", labels)  # scored: the file it was scored with
+    return {"path": labels.path, "sha256": labels.sha256}
+
+
 def write_outputs(
     analysis,
     summary: dict[str, Any],
@@ -92,13 +122,19 @@ def write_outputs(
 ) -> None:
     """Write every output file of a report into `out` (created if needed).
 
+    Each file is written under a temporary name and renamed when complete
+    (`analyzer.outfiles`); ``manifest.json`` is removed first and written last, so a folder
+    holding it holds one complete report.
+
     `redaction`: how the content was redacted (`analyzer.redact.redaction_record`), or None.
-    `labels`: the golden labels the summary scored (`analyzer.labels.LabelSet`), or None;
-    given, labels.parquet holds every labelled field of every run, expected against actual.
+    `labels`: the golden labels the summary scored (`analyzer.labels.LabelSet`, or already
+    scored: `LabelScores`), or None; given, labels.parquet holds every labelled field of every
+    run, expected against actual.
     """
     from analyzer import __version__
 
-    out.mkdir(parents=True, exist_ok=True)
+    output_folder(out)
+    (out / "manifest.json").unlink(missing_ok=True)
     _json(out / "summary.json", summary)
     evaluation = analysis.evaluation
     if evaluation is None:  # no pack: no finding, no coverage
@@ -124,25 +160,16 @@ def write_outputs(
     # mostly).
     with ThreadPoolExecutor(2, thread_name_prefix="agenttrace-parquet") as writers:
         written = [writers.submit(steps), writers.submit(others)]
-        with (out / "findings.jsonl").open("w", encoding="utf-8") as fh:
-            for row in findings.iter_rows(named=True):
-                fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
+        _jsonl(out / "findings.jsonl", findings.iter_rows(named=True))
         if labels is not None:
-            from analyzer.labels import score_labels
-
-            runs = analysis.runs.select("runs", ["run_id", "case_id", "answer", "answer_ns"])
-            steps = analysis.runs.select(
-                "steps", ["run_id", "index", "kind", "name", "start_ns", "arguments"]
-            )
-            fields = score_labels(labels, runs, steps).fields.sort("case_id", "run_id", "field")
-            fields.write_parquet(out / "labels.parquet")
+            fields = _label_fields(analysis, labels)
+            with replacing(out / "labels.parquet") as tmp:
+                fields.write_parquet(tmp)
         log = analysis.ingested.log
-        with (out / "quarantine.jsonl").open("w", encoding="utf-8") as fh:
-            for entry in log.quarantine:
-                fh.write(json.dumps(entry.as_dict(), sort_keys=True, ensure_ascii=False) + "\n")
+        _jsonl(out / "quarantine.jsonl", (entry.as_dict() for entry in log.quarantine))
         from analyzer.report.html import render_html
 
-        (out / "report.html").write_text(render_html(analysis, summary), encoding="utf-8")
+        write_text(out / "report.html", render_html(analysis, summary))
         for done in written:
             done.result()
     manifest = {
@@ -169,7 +196,7 @@ def write_outputs(
         ],
         "prices": analysis.prices.describe() if analysis.prices is not None else None,
         # labels.parquet was scored with this file: `diff` reads the results back
-        "labels": {"path": labels.path, "sha256": labels.sha256} if labels is not None else None,
+        "labels": _labels_file(labels),
         "redaction": redaction,
         "outputs": {},
     }

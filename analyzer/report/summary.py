@@ -16,7 +16,7 @@ from analyzer.report.facts import facts_of
 from analyzer.report.passes import RunFigures, with_label_rates
 
 if TYPE_CHECKING:
-    from analyzer.labels import LabelSet
+    from analyzer.labels import LabelScores, LabelSet
     from analyzer.report.facts import SummaryFacts
 
 __all__ = [
@@ -87,7 +87,7 @@ _METHODS = {
 
 def build_summary(
     analysis,
-    labels: LabelSet | None = None,
+    labels: LabelSet | LabelScores | None = None,
     *,
     case_class: str = DEFAULT_CASE_CLASS,
     correct_at: str = CORRECT_THRESHOLD,
@@ -96,7 +96,8 @@ def build_summary(
     """The summary of an analysis: accounting, run totals, findings, metrics and labels.
 
     "Correct" has one meaning throughout (``metrics.methods.correct`` says it): with
-    ``labels`` (from `analyzer.labels.load_labels`), a labelled run whose label fields are all
+    ``labels`` (from `analyzer.labels.load_labels`, or already scored: `LabelScores`, as
+    `--redact` does before redacting), a labelled run whose label fields are all
     right; without them, a run with no finding at or above ``correct_at``.
     ``case_class`` is the run attribute the ``case_class`` breakdown groups by;
     ``routing_min_runs`` the judged runs a model family needs for the routing pick
@@ -121,9 +122,13 @@ def _summary(
     log = analysis.ingested.log
     scored = None
     if labels is not None:
-        from analyzer.labels import score_labels
+        from analyzer.labels import LabelScores, score_labels
 
-        scored = score_labels(labels, analysis.runs.runs, analysis.runs.steps)
+        scored = (
+            labels
+            if isinstance(labels, LabelScores)
+            else score_labels(labels, analysis.runs.runs, analysis.runs.steps)
+        )
     if facts.height <= IN_MEMORY_RUNS:
         runs = facts.runs()
         run_totals, metrics = _metrics(analysis, facts, runs, scored, correct_at)
