@@ -627,3 +627,32 @@ def test_markdown_leaves_no_live_mention_or_link(sides):
     shown = md.replace("\u200d", "").replace("\u200b", "")
     assert "@someone see https://evil.example/x, WWW.evil.example, a@b.io" in shown
     assert "http://evil.example/y" in shown
+
+
+def test_regressed_and_fixed_cases_are_listed(sides):
+    """The four dossiers that stopped screening passed before and fail after: regressed one
+    way, fixed the other; the cheaper model changes no verdict."""
+    diff = compare(sides["base"], sides["drop"])
+    assert [c["case_id"] for c in diff.cases["regressed"]] == sorted(DROPPED.values())
+    assert diff.cases["fixed"] == []
+    first = diff.cases["regressed"][0]
+    assert first["baseline"] == {"passed": 1, "runs": 1, "findings": []}
+    assert first["candidate"] == {
+        "passed": 0,
+        "runs": 1,
+        "findings": ["kyc-required-checks: omission", "kyc-required-checks: premature_answer"],
+    }
+    back = compare(sides["drop"], sides["base"])
+    swapped = [
+        {"case_id": c["case_id"], "baseline": c["candidate"], "candidate": c["baseline"]}
+        for c in diff.cases["regressed"]
+    ]
+    assert back.cases == {"regressed": [], "fixed": swapped}
+    assert compare(sides["base"], sides["cheap"]).cases == {"regressed": [], "fixed": []}
+    lines = render_table(diff)
+    at = lines.index("REGRESSED CASES 4 (passed runs / judged runs):")
+    assert lines[at + 1] == (  # clipped to the table's 100 columns
+        "  KYC-2026-0001  1/1 -> 0/1  now: kyc-required-checks: omission, "
+        "kyc-required-checks: premature_ans…"
+    )
+    assert json.loads(render_json(diff))["cases"] == diff.cases

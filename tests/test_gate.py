@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -202,3 +203,88 @@ def test_bad_gate_file_exits_2_before_reading_traces(tmp_path):
     )
     assert result.exit_code == 2
     assert f"{gate}:1: scor: unknown metric 'scor' (did you mean 'score'?)" in result.output
+
+
+# --- significance and minimum n ------------------------------------------------------------------
+
+
+def _rate_row(key, base, cand, lo, hi, n=(15, 15)):
+    delta = round(cand - base, 12)
+    return MetricDelta("kind_rate", key, base, cand, delta, lo, hi, "newcombe", *n)
+
+
+def test_significant_breaks_only_when_the_interval_excludes_no_change():
+    # the case: a 0 -> 13.3 % rate over 15 runs, interval [-0.6, +29.7] points
+    noisy = _rate_row("omission", 0.0, 2 / 15, -0.006, 0.297)
+    clear = _rate_row("hallucinated_argument", 0.0, 0.40, 0.15, 0.62)
+    plain = gate_from_mapping({"kind_rate": {"max_increase": 0}})
+    assert [(c.key, c.passed) for c in judge(plain, _diff(noisy, clear))] == [
+        ("omission", False),
+        ("hallucinated_argument", False),
+    ]
+    gate = gate_from_mapping({"kind_rate": {"max_increase": 0, "significant": True}})
+    checks = judge(gate, _diff(noisy, clear))
+    assert [(c.key, c.passed) for c in checks] == [
+        ("hallucinated_argument", False),
+        ("omission", True),
+    ]
+    assert checks[1].message == (
+        "kind_rate[omission] changed by +13.33 pp; may increase by at most 0 pp "
+        "(not significant: 95 % interval [-0.6 pp, +29.7 pp] includes no change)"
+    )
+    assert checks[0].message.endswith("(significant: 95 % interval [+15.0 pp, +62.0 pp])")
+
+
+def test_significant_without_an_interval_keeps_the_breach():
+    row = _row("cost_p95_usd", None, 0.010, 0.020)  # no interval
+    gate = gate_from_mapping({"cost_p95_usd": {"max_increase_pct": 10, "significant": True}})
+    (check,) = judge(gate, _diff(row))
+    assert not check.passed and check.message.endswith("(no interval to judge its significance)")
+
+
+def test_min_gain_significant_needs_a_significant_gain():
+    gate = gate_from_mapping({"score": {"min_gain": 8, "significant": True}})
+    for lo, ok in ((-1.0, False), (2.0, True)):
+        row = MetricDelta("score", None, 70.0, 80.0, 10.0, lo, 20.0, "t", 30, 30)
+        assert [c.passed for c in judge(gate, _diff(row))] == [ok], lo
+
+
+def test_no_regression_on_with_significant():
+    diff = _diff(
+        _row("score", None, 70.0, 80.0),
+        _rate_row("noisy-rule", 0.0, 2 / 15, -0.006, 0.297),
+        _rate_row("real-rule", 0.0, 0.40, 0.15, 0.62),
+    )
+    diff.metrics[1:] = [dataclasses.replace(r, metric="rule_rate") for r in diff.metrics[1:]]
+    gate = gate_from_mapping({"score": {"no_regression_on": ["automatic"], "significant": True}})
+    assert [(c.key, c.passed) for c in judge(gate, diff)] == [
+        ("real-rule", False),
+        ("noisy-rule", True),
+    ]
+
+
+def test_min_n_judges_only_the_keys_with_enough_runs():
+    small = _rate_row("rare", 0.0, 0.5, 0.1, 0.9, n=(4, 2))
+    big = _rate_row("common", 0.10, 0.30, 0.05, 0.35, n=(40, 50))
+    gate = gate_from_mapping({"kind_rate": {"max_increase": 0.05, "min_n": 10}})
+    checks = judge(gate, _diff(small, big))
+    assert [(c.key, c.passed, c.observed) for c in checks] == [
+        ("common", False, 0.2),
+        ("rare", True, None),
+    ]
+    assert checks[1].message == (
+        "kind_rate[rare] not judged: n = 4 / 2 (baseline / candidate), fewer than min_n 10"
+    )
+    # every key below min_n: nothing judged, and a gate never passes by checking nothing
+    (only,) = [c for c in judge(gate, _diff(small)) if not c.passed]
+    assert only.message == "kind_rate: nothing to judge in this diff with n >= 10 on both sides"
+
+
+def test_significant_or_min_n_alone_is_a_user_error(tmp_path):
+    path = _gate(tmp_path, "kind_rate: {significant: true, min_n: 5}\n")
+    with pytest.raises(GateError) as err:
+        load_gate(path)
+    assert str(err.value) == (
+        f"1 problem in gate file {path}:\n  {path}:1: kind_rate: no limit to apply: min_n, "
+        "significant only qualify the limits beside them"
+    )

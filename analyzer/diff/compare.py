@@ -187,6 +187,9 @@ class Diff:
     correct_by: str = "findings"  # what makes a run correct: "findings" or "labels"
     #: each side's problems that make its clean results unreadable as clean
     unchecked: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: paired diffs: the cases that passed less often on the candidate (``regressed``) and
+    #: more often (``fixed``), by case id (`_case_changes`); None for two samples
+    cases: dict[str, list[dict[str, Any]]] | None = None
 
     def rows(self, metric: str) -> list[MetricDelta]:
         """The rows of one metric, in key order."""
@@ -200,6 +203,7 @@ class Diff:
             "pairing": self.pairing,
             "correct_by": self.correct_by,
             "unchecked": self.unchecked,
+            "cases": self.cases,
             "metrics": [m.as_dict() for m in self.metrics],
         }
 
@@ -648,7 +652,57 @@ def compare(
         metrics=rows,
         correct_by="labels" if labelled else "findings",
         unchecked={"baseline": baseline.unchecked, "candidate": candidate.unchecked},
+        cases=_case_changes(values_b, values_c, baseline, candidate) if paired else None,
     )
+
+
+def _case_changes(
+    values_b: pl.DataFrame, values_c: pl.DataFrame, baseline: Side, candidate: Side
+) -> dict[str, list[dict[str, Any]]]:
+    """The cases judged on both sides whose runs passed less often on the candidate
+    (``regressed``) or more often (``fixed``), by case id: each with its runs passed / judged
+    on each side and the findings (``rule: kind``) of its runs on each side."""
+
+    def per_case(values: pl.DataFrame, side: Side) -> pl.DataFrame:
+        judged = values.filter(pl.col("passed").is_not_nan())
+        counts = judged.group_by("case_id").agg(
+            pl.len().cast(pl.Int64).alias("runs"),
+            pl.col("passed").sum().cast(pl.Int64).alias("passed"),
+        )
+        found = (
+            side.findings.select("run_id", "rule_id", "kind")
+            .join(judged.select("run_id", "case_id"), on="run_id")
+            .group_by("case_id")
+            .agg(pl.format("{}: {}", "rule_id", "kind").unique().sort().alias("findings"))
+        )
+        return counts.join(found, on="case_id", how="left").with_columns(
+            pl.col("findings").fill_null([])
+        )
+
+    both = per_case(values_b, baseline).join(
+        per_case(values_c, candidate), on="case_id", suffix="_candidate"
+    )
+    before = pl.col("passed") / pl.col("runs")
+    after = pl.col("passed_candidate") / pl.col("runs_candidate")
+
+    def listed(frame: pl.DataFrame) -> list[dict[str, Any]]:
+        return [
+            {
+                "case_id": r["case_id"],
+                "baseline": {"passed": r["passed"], "runs": r["runs"], "findings": r["findings"]},
+                "candidate": {
+                    "passed": r["passed_candidate"],
+                    "runs": r["runs_candidate"],
+                    "findings": r["findings_candidate"],
+                },
+            }
+            for r in frame.sort("case_id").iter_rows(named=True)
+        ]
+
+    return {
+        "regressed": listed(both.filter(after < before)),
+        "fixed": listed(both.filter(after > before)),
+    }
 
 
 def _key_order(key: str | None) -> tuple[int, float, str]:

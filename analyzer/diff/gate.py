@@ -16,14 +16,20 @@ deterministic check, like the protocol's grep for forbidden markers), so ``autom
 every rule of the packs; rule ids name a subset. A rule regresses when its failure rate (runs
 with a finding / runs it judged) is higher on the candidate.
 
-Limits judge the point estimates (the interval is shown beside them). A limit whose metric
-was not measured on both sides, or that has nothing to judge, is broken: a gate never passes
-by checking nothing. Problems in the file (schema, unknown rule ids or keys) are a
-`GateError` naming the file, the line and the path inside it.
+Limits judge the point estimates (the interval is shown beside them), unless the limit says
+``significant: true``: a limit on the delta is then broken only when its 95 % interval
+excludes no change (a 0 -> 13 % rate over a handful of runs, interval [-0.6, +29.7] points,
+does not break ``max_increase: 0``), and ``min_gain`` also needs a significant gain.
+``min_n: N`` judges only the keys with at least N runs (cases, pairs) on both sides, and lists
+the others as not judged. A limit whose metric was not measured on both sides, or that has
+nothing to judge, is broken: a gate never passes by checking nothing. Problems in the file
+(schema, unknown rule ids or keys) are a `GateError` naming the file, the line and the path
+inside it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -45,6 +51,8 @@ __all__ = ["AUTOMATIC", "Gate", "GateCheck", "judge", "load_gate"]
 AUTOMATIC = "automatic"
 #: The gate key that breaks when the candidate's rules checked nothing or less than they name.
 UNCHECKED = "fail_on_unchecked"
+#: Keys of a limit that only qualify the limits beside them.
+_QUALIFIERS = frozenset({"significant", "min_n", "only"})
 #: Float slack: a delta of 1e-15 is no increase.
 _EPS = 1e-9
 
@@ -117,6 +125,12 @@ def gate_from_mapping(
     else:
         for err in sorted(_validator().iter_errors(data), key=lambda e: [str(p) for p in e.path]):
             problems.extend(_explain(err))
+        for metric, limit in data.items():
+            if isinstance(limit, dict) and limit and set(limit) <= _QUALIFIERS:
+                problems.append(
+                    ((metric,), f"no limit to apply: {', '.join(sorted(limit))} only qualify "
+                     "the limits beside them")
+                )  # fmt: skip
     _raise(problems, source, root)
     assert isinstance(data, dict)
     return Gate(limits=dict(data), source=source, sha256=sha256, root=root)
@@ -216,6 +230,12 @@ def judge(gate: Gate, diff: Diff) -> list[GateCheck]:
                     )
             rows = [r for r in rows if r.key in set(only)]
         bounds = [(name, limit[name]) for name in _ORDER if name in limit]
+        significant = bool(limit.get("significant"))
+        min_n = limit.get("min_n")
+        if min_n and bounds:
+            few = [r for r in rows if min(r.n_baseline, r.n_candidate) < min_n]
+            checks.extend(_too_few(r, bounds[0], min_n) for r in few)
+            rows = [r for r in rows if r not in few]
         if bounds and not rows:
             checks.append(
                 GateCheck(
@@ -225,14 +245,19 @@ def judge(gate: Gate, diff: Diff) -> list[GateCheck]:
                     bounds[0][1],
                     None,
                     False,
-                    f"{metric}: nothing to judge in this diff",
+                    f"{metric}: nothing to judge in this diff"
+                    + (f" with n >= {min_n} on both sides" if min_n else ""),
                 )
             )
         for row in rows:
             for name, threshold in bounds:
-                checks.append(_check(row, name, threshold))
+                checks.append(_check(row, name, threshold, significant=significant))
         if "no_regression_on" in limit:
-            checks.extend(_no_regression(diff, metric, limit["no_regression_on"], problems))
+            checks.extend(
+                _no_regression(
+                    diff, metric, limit["no_regression_on"], problems, significant=significant
+                )
+            )
     _raise(problems, gate.source, gate.root)
     return [c for c in checks if not c.passed] + [c for c in checks if c.passed]
 
@@ -250,7 +275,47 @@ def _unchecked(diff: Diff) -> GateCheck:
     return GateCheck(UNCHECKED, None, UNCHECKED, True, len(problems), not problems, message)
 
 
-def _check(row: MetricDelta, name: str, threshold: float) -> GateCheck:
+def _too_few(row: MetricDelta, bound: tuple[str, Any], min_n: int) -> GateCheck:
+    """A key left out by ``min_n``: listed as passed, not judged."""
+    name, threshold = bound
+    return GateCheck(
+        row.metric,
+        row.key,
+        name,
+        threshold,
+        None,
+        True,
+        f"{label(row)} not judged: n = {row.n_baseline:,} / {row.n_candidate:,} "
+        f"(baseline / candidate), fewer than min_n {min_n:,}",
+    )
+
+
+def _significance(row: MetricDelta) -> str:
+    if row.lo is None or row.hi is None:
+        return "no interval to judge its significance"
+    interval = f"[{delta_text(row.metric, row.lo)}, {delta_text(row.metric, row.hi)}]"
+    if row.excludes_zero:
+        return f"significant: 95 % interval {interval}"
+    return f"not significant: 95 % interval {interval} includes no change"
+
+
+def _check(
+    row: MetricDelta, name: str, threshold: float, *, significant: bool = False
+) -> GateCheck:
+    """One limit on one row; with `significant`, a breach of a limit on the delta counts only
+    when the row's interval excludes no change (min_gain: the gain must be significant)."""
+    checked = _check_point(row, name, threshold)
+    if not significant or name in ("max", "min"):
+        return checked
+    note = _significance(row)
+    if name == "min_gain":
+        ok = checked.passed and row.excludes_zero is True
+    else:  # a breach that is not significant is no breach; without an interval, it stands
+        ok = checked.passed or row.excludes_zero is False
+    return dataclasses.replace(checked, passed=ok, message=f"{checked.message} ({note})")
+
+
+def _check_point(row: MetricDelta, name: str, threshold: float) -> GateCheck:
     what = label(row)
     m = row.metric
     base, cand, delta = row.baseline, row.candidate, row.delta
@@ -306,6 +371,8 @@ def _no_regression(
     metric: str,
     names: list[str],
     problems: list[tuple[tuple[str | int, ...], str]],
+    *,
+    significant: bool = False,
 ) -> list[GateCheck]:
     rules = {r.key: r for r in diff.rows("rule_rate")}
     chosen: list[tuple[str, str]] = []  # (rule id, the name that chose it)
@@ -343,18 +410,14 @@ def _no_regression(
             )
             continue
         ok = row.delta <= _EPS
-        out.append(
-            GateCheck(
-                metric,
-                rule,
-                "no_regression_on",
-                why,
-                row.delta,
-                ok,
-                f"rule {rule} failure rate went from {value_text('rule_rate', row.baseline)} "
-                f"to {value_text('rule_rate', row.candidate)}; must not increase",
-            )
+        message = (
+            f"rule {rule} failure rate went from {value_text('rule_rate', row.baseline)} "
+            f"to {value_text('rule_rate', row.candidate)}; must not increase"
         )
+        if significant and not ok:
+            ok = row.excludes_zero is False
+            message += f" ({_significance(row)})"
+        out.append(GateCheck(metric, rule, "no_regression_on", why, row.delta, ok, message))
     if not rules and names:
         out.append(
             GateCheck(

@@ -186,7 +186,34 @@ def render_table(diff: Diff, checks: Sequence[GateCheck] | None = None) -> list[
         )
     lines.append("")
     lines.append("CHANGE: better/WORSE when the 95% interval of the delta excludes 0; - when not.")
+    for name, cases in _changed_cases(diff):
+        shown = cases[:_CASES_SHOWN]
+        more = f"; the first {len(shown)}, --format json for all" if len(shown) < len(cases) else ""
+        lines += ["", f"{name.upper()} CASES {len(cases):,} (passed runs / judged runs{more}):"]
+        for case in shown:
+            lines.append(clip(f"  {_case_text(case)}", _WIDTH))
     return [line[:_WIDTH] for line in lines]
+
+
+#: Regressed and fixed cases listed by the table (JSON and Markdown list them all).
+_CASES_SHOWN = 20
+
+
+def _changed_cases(diff: Diff) -> list[tuple[str, list[dict[str, Any]]]]:
+    """("regressed", cases), ("fixed", cases), those with any case; none for two samples."""
+    cases = diff.cases or {}
+    return [(name, cases[name]) for name in ("regressed", "fixed") if cases.get(name)]
+
+
+def _runs_passed(side: dict[str, Any]) -> str:
+    return f"{side['passed']}/{side['runs']}"
+
+
+def _case_text(case: dict[str, Any]) -> str:
+    """One case on one line: its id, passed runs before -> after, the candidate's findings."""
+    b, c = case["baseline"], case["candidate"]
+    found = ", ".join(c["findings"]) or "no finding"
+    return f"{case['case_id']}  {_runs_passed(b)} -> {_runs_passed(c)}  now: {found}"
 
 
 # --- JSON ----------------------------------------------------------------------------------------
@@ -260,6 +287,21 @@ def render_markdown(diff: Diff, checks: Sequence[GateCheck] | None = None) -> st
             f"{value_text(row.metric, row.candidate)} | {delta_text(row.metric, row.delta)} | "
             f"{interval_text(row)} | {change} |"
         )
+    for name, cases in _changed_cases(diff):
+        out += [
+            "",
+            f"**{name.capitalize()} cases: {len(cases):,}** (runs passed / judged)",
+            "",
+            "| case | baseline | candidate | candidate findings | baseline findings |",
+            "|---|---:|---:|---|---|",
+        ]
+        for case in cases:
+            b_side, c_side = case["baseline"], case["candidate"]
+            out.append(
+                f"| {_md(case['case_id'])} | {_runs_passed(b_side)} | {_runs_passed(c_side)} | "
+                f"{_md(', '.join(c_side['findings']) or '–')} | "
+                f"{_md(', '.join(b_side['findings']) or '–')} |"
+            )
     out += ["", "| configuration | baseline | candidate |", "|---|---|---|"]
     for part, vb, vc in _config_lines(diff):
         mark = " (changed)" if _PART_OF[part] in diff.config_changes else ""
@@ -271,19 +313,15 @@ def render_markdown(diff: Diff, checks: Sequence[GateCheck] | None = None) -> st
 # --- HTML ----------------------------------------------------------------------------------------
 
 _CSP = "default-src 'none'; style-src 'unsafe-inline'"
+# report.html's styles (cards, headings, sections), then the diff's tables
 _CSS = """
-body { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, Arial, sans-serif;
-  margin: 0 auto; max-width: 1200px; padding: 16px 24px 48px; color: #222; }
-h1 { font-size: 1.6em; margin-bottom: 4px; }
-h2 { border-bottom: 2px solid #ddd; padding-bottom: 4px; margin-top: 40px; }
-.muted { color: #666; font-size: 0.9em; }
 table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
 th, td { border-bottom: 1px solid #e4e4e4; padding: 4px 10px; text-align: left; }
-th { border-bottom: 2px solid #aaa; }
+th { border-bottom: 2px solid #aaa; background: #f6f6f6; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .worse, .broken { color: #c0392b; font-weight: 600; }
 .better, .passed { color: #1e7b34; font-weight: 600; }
-code { font-family: ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace; }
+.card.broken .value { color: #c0392b; } .card.passed .value { color: #1e7b34; }
 """
 
 
@@ -303,28 +341,135 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[tuple[str, str]]]
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
 
 
+def _card(label: str, value: str, note: str = "", cls: str = "") -> str:
+    """A headline card as report.html draws them; `value` and `note` already escaped."""
+    note_html = f'<div class="note">{note}</div>' if note else ""
+    return (
+        f'<div class="{f"card {cls}".strip()}"><div class="label">{_e(label)}</div>'
+        f'<div class="value">{value}</div>{note_html}</div>'
+    )
+
+
+def _section(sid: str, title: str, body: str, intro: str = "") -> str:
+    lead = f'<p class="muted">{intro}</p>\n' if intro else ""
+    return f'<section id="{sid}">\n<h2>{_e(title)}</h2>\n{lead}{body}\n</section>'
+
+
 def render_html(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
-    """A self-contained page (no script, no external resource); every text escaped."""
+    """A self-contained page in report.html's style (no script, no external resource):
+    headline cards, the gate, the metrics, the changed cases and what was compared; every
+    text escaped."""
     from analyzer import __version__
+    from analyzer.report.html import _CSS as _REPORT_CSS
 
     b, c = diff.baseline, diff.candidate
     parts = []
+    worse = sum(1 for row in diff.metrics if row.change == "worse")
+    better = sum(1 for row in diff.metrics if row.change == "better")
+    cards = []
+    if checks is not None:
+        ok, broken = _gate_summary(checks)
+        cards.append(
+            _card(
+                "Gate",
+                "passed" if ok else "FAILED",
+                f"{broken} of {len(checks)} limits broken",
+                "passed" if ok else "broken",
+            )
+        )
+    cards += [
+        _card(
+            "Runs compared",
+            f"{_e(b['runs_compared'])} → {_e(c['runs_compared'])}",
+            "baseline → candidate",
+        ),
+        _card(
+            "Metrics worse",
+            str(worse),
+            f"of {len(diff.metrics)}; {better} better, the others no significant change",
+            "broken" if worse else "",
+        ),
+        _card(
+            "Configuration changed",
+            _e(", ".join(diff.config_changes) or "nothing"),
+            _e(_pairing_text(diff)),
+        ),
+    ]
+    for name, cases in _changed_cases(diff):
+        cards.append(
+            _card(f"{name.capitalize()} cases", f"{len(cases):,}", "runs passed / judged changed")
+        )
+    parts.append(_section("headline", "Headline", f'<div class="cards">{"".join(cards)}</div>'))
     if checks is not None:
         ok, broken = _gate_summary(checks)
         cls = "passed" if ok else "broken"
         parts.append(
-            f'<h2>Gate</h2>\n<p class="{cls}">Gate {"passed" if ok else "FAILED"}: {broken} of '
-            f"{len(checks)} limits broken.</p>\n"
-            + _html_table(
-                ["", "limit", "check"],
-                [
+            _section(
+                "gate",
+                "Gate",
+                f'<p class="{cls}">Gate {"passed" if ok else "FAILED"}: {broken} of '
+                f"{len(checks)} limits broken.</p>\n"
+                + _html_table(
+                    ["", "limit", "check"],
                     [
-                        ("ok" if ch.passed else "broken", "passed" if ch.passed else "broken"),
-                        (_e(ch.limit), ""),
-                        (_e(ch.message), ""),
-                    ]
-                    for ch in checks
-                ],
+                        [
+                            ("ok" if ch.passed else "broken", "passed" if ch.passed else "broken"),
+                            (_e(ch.limit), ""),
+                            (_e(ch.message), ""),
+                        ]
+                        for ch in checks
+                    ],
+                ),
+            )
+        )
+    metric_rows = [
+        [
+            (_e(_label(row)), ""),
+            (_e(value_text(row.metric, row.baseline)), "num"),
+            (_e(value_text(row.metric, row.candidate)), "num"),
+            (_e(delta_text(row.metric, row.delta)), "num"),
+            (_e(interval_text(row)), "num"),
+            (_e(row.change), row.change if row.change in ("better", "worse") else ""),
+        ]
+        for row in diff.metrics
+    ]
+    parts.append(
+        _section(
+            "metrics",
+            "Metrics",
+            _html_table(
+                ["metric", "baseline", "candidate", "delta", "95% CI", "change"], metric_rows
+            ),
+            "Candidate against baseline; a change is better or worse when its 95% interval "
+            "excludes 0.",
+        )
+    )
+    for name, cases in _changed_cases(diff):
+        rows = [
+            [
+                (_e(case["case_id"]), "mono"),
+                (_e(_runs_passed(case["baseline"])), "num"),
+                (_e(_runs_passed(case["candidate"])), "num"),
+                (_e(", ".join(case["candidate"]["findings"]) or "–"), ""),
+                (_e(", ".join(case["baseline"]["findings"]) or "–"), ""),
+            ]
+            for case in cases
+        ]
+        parts.append(
+            _section(
+                f"cases-{name}",
+                f"{name.capitalize()} cases: {len(cases):,}",
+                _html_table(
+                    [
+                        "case",
+                        "baseline passed",
+                        "candidate passed",
+                        "candidate findings",
+                        "baseline findings",
+                    ],
+                    rows,
+                ),
+                "Runs passed / judged, per case, on each side.",
             )
         )
     config_rows = [
@@ -349,34 +494,36 @@ def render_html(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
             ]
         )
     parts.append(
-        "<h2>What was compared</h2>\n"
-        f'<p class="muted">{_e(_pairing_text(diff))}</p>\n'
-        + _html_table(["", "baseline", "candidate"], config_rows)
+        _section(
+            "compared",
+            "What was compared",
+            _html_table(["", "baseline", "candidate"], config_rows),
+            _e(_pairing_text(diff)),
+        )
     )
-    metric_rows = [
-        [
-            (_e(_label(row)), ""),
-            (_e(value_text(row.metric, row.baseline)), "num"),
-            (_e(value_text(row.metric, row.candidate)), "num"),
-            (_e(delta_text(row.metric, row.delta)), "num"),
-            (_e(interval_text(row)), "num"),
-            (_e(row.change), row.change if row.change in ("better", "worse") else ""),
-        ]
-        for row in diff.metrics
-    ]
-    parts.append(
-        "<h2>Metrics</h2>\n"
-        + _html_table(["metric", "baseline", "candidate", "delta", "95% CI", "change"], metric_rows)
-        + f'\n<p class="muted">{_e(_methods(diff))}</p>'
+    parts.append(_section("methods", "Methods", f'<p class="muted">{_e(_methods(diff))}</p>'))
+    nav = " · ".join(
+        f'<a href="#{sid}">{_e(title)}</a>'
+        for sid, title in (
+            ("headline", "Headline"),
+            ("gate", "Gate"),
+            ("metrics", "Metrics"),
+            ("cases-regressed", "Regressed cases"),
+            ("cases-fixed", "Fixed cases"),
+            ("compared", "What was compared"),
+            ("methods", "Methods"),
+        )
+        if any(p.startswith(f'<section id="{sid}">') for p in parts)
     )
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         "<title>agenttrace diff</title>\n"
-        f"<style>{_CSS}</style>\n</head>\n<body>\n"
+        f"<style>{_REPORT_CSS}{_CSS}</style>\n</head>\n<body>\n"
         "<h1>agenttrace diff</h1>\n"
-        f'<p class="muted">agenttrace {_e(__version__)}</p>\n'
-        + "\n".join(parts)
-        + "\n</body>\n</html>\n"
+        f'<p class="muted">agenttrace {_e(__version__)}: baseline {_e(b["source"])} against '
+        f"candidate {_e(c['source'])}</p>\n"
+        f"<nav>{nav}</nav>\n" + "\n".join(parts) + "\n</body>\n</html>\n"
     )
