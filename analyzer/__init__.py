@@ -2,7 +2,7 @@
 
 #: The package version (pyproject.toml reads it from here): a literal, so that a process
 #: imports no importlib.metadata for it (25 ms for `agenttrace --help`; polars imports it too).
-__version__ = "0.2.1"
+__version__ = "0.3.0"
 
 __all__ = ["__version__", "analyze", "analyze_paths", "read_traces"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import random
@@ -20,6 +21,8 @@ from factories import otlp_attr, otlp_span
 from analyzer.pack import load_default_pack, load_packs
 from analyzer.pipeline import analyze_paths
 from analyzer.report import build_summary, write_outputs
+from analyzer.report.browser import SCRIPT as SCRIPT_TEXT
+from analyzer.report.browser import SCRIPT_HASH
 from analyzer.report.html import _IMPORT, _table, render_html
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,14 +69,14 @@ class Page(HTMLParser):
         self.tags.append((tag, dict(attrs)))
         if tag not in _INLINE:
             self.chunks.append(" ")
-        if tag == "style":
+        if tag in ("style", "script"):
             self._skip += 1
         self._in_title = tag == "title"
 
     def handle_endtag(self, tag):
         if tag not in _INLINE:
             self.chunks.append(" ")
-        if tag == "style":
+        if tag in ("style", "script"):
             self._skip -= 1
         if tag == "title":
             self._in_title = False
@@ -86,6 +89,34 @@ class Page(HTMLParser):
 
     def attr_values(self, name: str) -> list[str]:
         return [a[name] or "" for _, a in self.tags if name in a]
+
+    def scripts(self) -> list[dict[str, str | None]]:
+        """The attributes of each <script> element."""
+        return [a for t, a in self.tags if t == "script"]
+
+
+def only_our_scripts(page: str, parsed: Page) -> None:
+    """The page's scripts: the run browser's data blocks (inert) and one script, exactly
+    browser.js, which the Content-Security-Policy allows by its hash and allows alone."""
+    scripts = parsed.scripts()
+    data = [a for a in scripts if a.get("type") == "application/octet-stream"]
+    code = [a for a in scripts if a.get("type") != "application/octet-stream"]
+    assert len(code) == 1 and not code[0], code
+    assert data and all(re.fullmatch(r"ab-(index|detail-\d+)", a.get("id") or "") for a in data)
+    assert len(data) == len(scripts) - 1
+    body = re.findall(r"<script>(.*?)</script>", page, re.DOTALL)
+    assert body == [SCRIPT_TEXT]
+    csp = re.search(r'<meta http-equiv="Content-Security-Policy" content="([^"]+)">', page)
+    assert csp is not None
+    assert csp.group(1) == (
+        f"default-src 'none'; style-src 'unsafe-inline'; script-src '{SCRIPT_HASH}'"
+    )
+    digest = base64.b64encode(hashlib.sha256(SCRIPT_TEXT.encode("utf-8")).digest()).decode()
+    assert f"sha256-{digest}" == SCRIPT_HASH
+    for block in re.findall(
+        r'<script type="application/octet-stream" id="[^"]+">(.*?)</script>', page, re.DOTALL
+    ):
+        assert re.fullmatch(r"[A-Za-z0-9+/=]+", block)
 
 
 def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -263,10 +294,13 @@ def test_every_link_lands_on_the_page_and_nothing_external(sample):
     assert sum(h.startswith("#run-") for h in hrefs) >= 7
     assert not parsed.attr_values("src")
     assert not re.search(r"https?://|@import|url\(", page, re.IGNORECASE)
-    assert not [t for t, _ in parsed.tags if t in ("script", "iframe", "img", "link", "object")]
+    assert not [t for t, _ in parsed.tags if t in ("iframe", "img", "link", "object")]
+    only_our_scripts(page, parsed)
     # great-tables tables carry our fixed ids, never random ones.
     table_ids = re.findall(r'<div id="(gt-[^"]+)"', page)
-    assert table_ids[:4] == ["gt-cost-tails", "gt-routing", "gt-rule-rates", "gt-findings-0"]
+    fixed = ["gt-cost-tails", "gt-routing", "gt-tails", "gt-rule-rates", "gt-findings-0"]
+    assert [t for t in table_ids if t in fixed] == fixed
+    assert all(re.fullmatch(r"gt-[a-z-]+(-\d+)?", t) for t in table_ids)
 
 
 def test_same_input_same_bytes_and_nanoplots_do_not_jitter(sample):
@@ -477,7 +511,8 @@ def test_hostile_text_is_escaped_once_in_the_source(hostile):
     page, _ = hostile
     parsed = Page(page)
     # The only elements are ours: no script, image, frame or handler from the trace.
-    assert not [t for t, _ in parsed.tags if t in ("script", "img", "iframe", "object", "embed")]
+    assert not [t for t, _ in parsed.tags if t in ("img", "iframe", "object", "embed")]
+    only_our_scripts(page, parsed)
     assert not [k for _, a in parsed.tags for k in a if k.lower().startswith("on")]
     assert all(h.startswith("#") for h in parsed.attr_values("href"))
     assert not parsed.attr_values("src")
@@ -496,7 +531,8 @@ def test_hostile_text_stays_text_in_chromium(hostile, tmp_path: Path):
     dom = Page(out)
     assert dom.title == "agenttrace report"  # no payload ran
     assert "pwned" not in dom.title
-    assert not [t for t, _ in dom.tags if t in ("script", "img", "iframe", "object", "embed")]
+    assert not [t for t, _ in dom.tags if t in ("img", "iframe", "object", "embed")]
+    only_our_scripts(out, dom)
     assert not [k for _, a in dom.tags for k in a if k.lower().startswith("on")]
     assert not [h for h in dom.attr_values("href") if not h.startswith("#")]
     # The serialized DOM holds the payloads as escaped text nodes.
@@ -671,3 +707,90 @@ def test_chromium_shows_the_wrong_cases_with_expected_and_answered(tmp_path: Pat
     )
     width, height, shades = png_summary(shot.read_bytes())
     assert (width, height) == (1280, 3000) and shades > 100
+
+
+@needs_chromium
+def test_hostile_text_stays_text_when_the_run_browser_opens_it(hostile, tmp_path: Path):
+    # The same payloads with the page's script running: the run browser lists the run, opens
+    # it with its steps expanded, and not one payload runs (no dialog, the title unchanged).
+    sync_api = pytest.importorskip("playwright.sync_api")
+    _, path = hostile
+    dialogs: list[str] = []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page()
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.goto(path.as_uri())
+        page.wait_for_selector("html[data-browser=ready]")
+        page.click("#ab-body button.ab-open")
+        page.wait_for_selector("#ab-run table.ab-steps")
+        for row in page.locator("#ab-run tr.ab-step").all():
+            row.click()
+        text = page.inner_text("#ab-run")
+        title = page.title()
+        browser.close()
+    assert title == "agenttrace report" and not dialogs
+    for where in (SCRIPT, ARGUMENTS, f"found {IMG}"):
+        assert where in text, where
+
+
+# --- every figure of the summary --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def kyc_labelled():
+    from analyzer.labels import load_labels
+
+    analysis = analyze_paths([SAMPLES / "kyc"], packs=load_packs([ROOT / "rules" / "kyc.yaml"]))
+    labels = load_labels(ROOT / "rules" / "kyc-labels.jsonl")
+    summary = build_summary(analysis, labels)
+    return summary, render_html(analysis, summary, labels=labels)
+
+
+def test_breakdowns_by_temperature_and_every_other_group(kyc_labelled):
+    summary, page = kyc_labelled
+    groups = summary["metrics"]["breakdowns"]
+    for key, rows in groups.items():
+        table = "gt-breakdown-" + re.sub(r"[^a-z0-9]+", "-", key.lower())
+        assert len(table_rows(page, table)) == len(rows), key
+    # Temperature: 12 runs at 0.0 (7 correct by the findings, 10 with every label field
+    # right), 4 at 0.7; the figures as summary.json has them.
+    rows = {r["group"]: r for r in groups["temperature"]}
+    assert rows[0.0]["runs"] == 12 and rows[0.0]["passed_runs"] == 7
+    assert rows[0.0]["label_correct_runs"] == 10
+    cells = table_rows(page, "gt-breakdown-temperature")
+    assert cells[0][:4] == ["0.0", "12", "7 (58.3%)", "32.0% – 80.7%"]
+    assert cells[0][6] == f"${rows[0.0]['total_cost_usd']:.4f}"
+    assert cells[0][-2].startswith("10 of 12 (83.3%;")
+    assert [c[0] for c in cells] == ["0.0", "0.7"]
+
+
+def test_trials_tails_coverage_and_accounting(kyc_labelled):
+    summary, page = kyc_labelled
+    text = Page(page).text
+    trials = summary["metrics"]["trials"]
+    assert table_rows(page, "gt-pass-k") == [
+        [str(r["k"]), str(r["cases"]), str(r["trials"]), f"{100 * r['value']:.1f}%"]
+        for r in trials["pass_hat_k"]
+    ]
+    assert "Trials and pass^k" in text and "Answers disagree" in text
+    tails = table_rows(page, "gt-tails")
+    assert [r[0] for r in tails] == [
+        "Cost per run",
+        "Input tokens",
+        "Output tokens",
+        "Tokens",
+        "Model calls",
+        "Tool calls",
+        "Duration (s)",
+        "Retries",
+        "Score",
+    ]
+    assert "e+" not in " ".join(" ".join(r) for r in tails)  # never in exponent notation
+    coverage = table_rows(page, "gt-rule-coverage")
+    assert len(coverage) == len(summary["metrics"]["rule_coverage"])
+    kinds = table_rows(page, "gt-kind-rates")
+    assert [r[0] for r in kinds] == [k["kind"] for k in summary["metrics"]["kind_rates"]]
+    runs = summary["runs"]
+    assert f"Orphan spans (parent missing) {summary['ingest']['orphan_spans']}" in text
+    assert f"Input tokens {runs['input_tokens']:,}" in text

@@ -267,7 +267,7 @@ def test_output_schema_runs_on_every_path(spark, tmp_path: Path) -> None:
     assert reference.evaluation.findings.height == 15
     assert_same_analysis(reference, analyze_spark([SAMPLES / "kyc"], spark=spark, packs=packs))
     outs = {}
-    for name, extra in (("memory", ()), ("partitions", ("--partitions", "2"))):
+    for name, extra in (("memory", ()), ("partitions", ("--partitions", "4", "--jobs", "2"))):
         outs[name] = tmp_path / name
         result = CliRunner().invoke(
             main,

@@ -396,8 +396,13 @@ def render_html(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
         ),
     ]
     for name, cases in _changed_cases(diff):
+        how = "less" if name == "regressed" else "more"
         cards.append(
-            _card(f"{name.capitalize()} cases", f"{len(cases):,}", "runs passed / judged changed")
+            _card(
+                f"{name.capitalize()} cases",
+                f"{len(cases):,}",
+                f"cases whose runs passed {how} often on the candidate",
+            )
         )
     parts.append(_section("headline", "Headline", f'<div class="cards">{"".join(cards)}</div>'))
     if checks is not None:

@@ -9,10 +9,13 @@ import math
 import random
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from analyzer.report.browser import CSS as _BROWSER_CSS
+from analyzer.report.browser import SCRIPT, SCRIPT_HASH, browser_section
 from analyzer.textsafe import clip
 
 if TYPE_CHECKING:
@@ -36,9 +39,9 @@ _CURVE_POINTS = 60
 
 _DASH = "—"
 
-# No network, no script: the page needs none, and a payload that escaped the escaping could
-# still neither run nor call home.
-_CSP = "default-src 'none'; style-src 'unsafe-inline'"
+# No network, and no script but the run browser's (allowed by its hash): a payload that
+# escaped the escaping could still neither run nor call home.
+_CSP = f"default-src 'none'; style-src 'unsafe-inline'; script-src '{SCRIPT_HASH}'"
 
 _CSS = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, Arial, sans-serif;
@@ -107,6 +110,15 @@ def _num(value: float | int | None, digits: int = 3) -> str:
     if isinstance(value, int) or float(value).is_integer():
         return f"{int(value):,}"
     return f"{value:.{digits}g}"
+
+
+def _fig(value: float | int | None) -> str:
+    """A measured quantity (a quantile of tokens, calls, seconds): never in exponent notation."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return _DASH
+    if abs(value) >= 100 or float(value).is_integer():
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
 
 
 def _pct(rate: float | None) -> str:
@@ -199,12 +211,19 @@ def _table(
 # --- the page ----------------------------------------------------------------------------------
 
 
-def render_html(analysis, summary: Mapping[str, Any]) -> str:
-    """The report page: headline figures, tool omissions, cost tails, cost vs correct rate per
-    model, findings by rule with evidence, and the worst runs with their trajectories.
+def render_html(analysis, summary: Mapping[str, Any], *, labels=None) -> str:
+    """The report page: headline figures, a browser of every run, tool omissions, cost tails,
+    cost vs correct rate per model, breakdowns, trials, findings by rule with evidence, and
+    the worst runs with their trajectories.
 
-    Self-contained (no script, no external resource) and deterministic: the same analysis and
-    summary give the same bytes. Every text from the traces is escaped.
+    `labels`: the golden labels the summary scored (`analyzer.labels.LabelSet`, or its
+    `LabelScores`), or None; given, each run's view shows its label fields, expected against
+    answered.
+
+    Self-contained (no external resource; one inline script, allowed by its hash, that puts
+    trace text on the page as text only) and deterministic: the same analysis and summary give
+    the same bytes. Every text from the traces is escaped. Every section but the run browser
+    reads without script.
     """
     # Every run, but only the columns the page ranks and plots them by; the other columns and
     # the steps only of the runs it shows (a partitioned result's are read so from its spill).
@@ -212,26 +231,28 @@ def render_html(analysis, summary: Mapping[str, Any]) -> str:
     findings = analysis.evaluation.findings if analysis.evaluation is not None else None
     ctx = _Context(analysis.runs, runs, findings)
     worst = ctx.worst_runs()
-    parts = [
-        _unchecked(summary),
-        _headline(summary),
-        _omissions(summary),
-        _cost_tails(runs, summary),
-        _routing(summary),
-        _labels(summary),
-        _findings(summary, ctx, worst),
-        _cited_runs(ctx, worst),
-        _worst(ctx, worst),
-        _methods(summary),
-    ]
+    # The run browser's data is built in a thread of its own (polars, JSON and zlib, which let
+    # the GIL go) while the static sections are rendered (great-tables: Python, mostly).
+    with ThreadPoolExecutor(1, thread_name_prefix="agenttrace-browser") as pool:
+        browser = pool.submit(
+            browser_section, analysis.runs, findings, ctx.ranks, _label_fields(analysis, labels)
+        )
+        parts = _static_parts(summary, runs, ctx, worst)
+        parts.insert(2, browser.result())
     titles = (
         ("unchecked", "Unchecked"),
         ("headline", "Headline"),
+        ("browser", "Run browser"),
         ("omissions", "Tool omissions"),
         ("cost-tails", "Cost tails"),
         ("routing", "Cost vs correct rate"),
+        ("breakdowns", "Breakdowns"),
+        ("trials", "Trials"),
+        ("tails", "Distributions"),
         ("labels", "Golden labels"),
         ("findings", "Findings by rule"),
+        ("coverage", "Rule coverage"),
+        ("accounting", "Input and checks"),
         ("runs", "Runs cited"),
         ("worst", "Worst runs"),
         ("methods", "Methods"),
@@ -240,7 +261,7 @@ def render_html(analysis, summary: Mapping[str, Any]) -> str:
     nav = " · ".join(
         f'<a href="#{sid}">{_e(name)}</a>'
         for sid, name in titles
-        if any(p.startswith(f'<section id="{sid}">') for p in parts)
+        if any(p.startswith(f'<section id="{sid}"') for p in parts)
     )
     version = _e(summary.get("agenttrace_version", ""))
     return (
@@ -249,12 +270,53 @@ def render_html(analysis, summary: Mapping[str, Any]) -> str:
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         "<title>agenttrace report</title>\n"
-        f"<style>{_CSS}</style>\n</head>\n<body>\n"
+        f"<style>{_CSS}{_BROWSER_CSS}</style>\n</head>\n<body>\n"
         f"<h1>agenttrace report</h1>\n"
         f'<p class="muted">agenttrace {version}, summary version '
         f"{_e(summary.get('summary_version', ''))}</p>\n"
-        f"<nav>{nav}</nav>\n" + "\n".join(p for p in parts if p) + "\n</body>\n</html>\n"
+        f"<nav>{nav}</nav>\n"
+        + "\n".join(p for p in parts if p)
+        + f"\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
     )
+
+
+def _static_parts(
+    summary: Mapping[str, Any], runs: pl.DataFrame, ctx: _Context, worst: list[str]
+) -> list[str]:
+    """Every section of the page but the run browser, in page order."""
+    return [
+        _unchecked(summary),
+        _headline(summary),
+        _omissions(summary),
+        _cost_tails(runs, summary),
+        _routing(summary),
+        _breakdowns(summary),
+        _trials(summary),
+        _tails(summary),
+        _labels(summary),
+        _findings(summary, ctx, worst),
+        _rule_coverage(summary),
+        _accounting(summary),
+        _cited_runs(ctx, worst),
+        _worst(ctx, worst),
+        _methods(summary),
+    ]
+
+
+def _label_fields(analysis, labels) -> pl.DataFrame | None:
+    """Each labelled run's fields, expected against answered (`LabelScores.fields`)."""
+    if labels is None:
+        return None
+    fields = getattr(labels, "fields", None)
+    if isinstance(fields, pl.DataFrame):  # already scored
+        return fields
+    from analyzer.labels import score_labels
+
+    runs = analysis.runs.select("runs", ["run_id", "case_id", "answer", "answer_ns"])
+    steps = analysis.runs.select(
+        "steps", ["run_id", "index", "kind", "name", "start_ns", "arguments"]
+    )
+    return score_labels(labels, runs, steps).fields
 
 
 def _unchecked(summary: Mapping[str, Any]) -> str:
@@ -921,6 +983,426 @@ def _routing(summary: Mapping[str, Any]) -> str:
     return _section("routing", title, lead + svg + table, intro)
 
 
+# --- input and checks -------------------------------------------------------------------------
+
+#: Quarantined records, warnings and check errors listed (the rest are in summary.json).
+LISTED = 50
+
+
+def _listing(items: Sequence[Any], what: str) -> str:
+    """Up to LISTED entries (each a mapping or a text), escaped, as a list."""
+    if not items:
+        return ""
+    rows = []
+    for item in items[:LISTED]:
+        if isinstance(item, Mapping):
+            rows.append("; ".join(f"{_e(k)}: {_t(v, 300)}" for k, v in sorted(item.items())))
+        else:
+            rows.append(_t(item, 300))
+    more = (
+        f'<p class="muted">First {LISTED} of {len(items)}; all in summary.json.</p>'
+        if len(items) > LISTED
+        else ""
+    )
+    return (
+        f"<h3>{_e(what)} ({len(items)})</h3><ul>{''.join(f'<li>{r}</li>' for r in rows)}</ul>{more}"
+    )
+
+
+def _accounting(summary: Mapping[str, Any]) -> str:
+    ing = summary.get("ingest") or {}
+    runs = summary.get("runs") or {}
+    if not ing and not runs:
+        return ""
+    info = [
+        ("Files read", _num(ing.get("files"))),
+        ("Files skipped (not traces)", _t(", ".join(ing.get("files_skipped") or []) or _DASH, 400)),
+        ("Records read", _num(ing.get("records_read"))),
+        ("Spans read", _num(ing.get("spans_read"))),
+        ("Spans kept", _num(ing.get("spans_kept"))),
+        ("Duplicate spans dropped", _num(ing.get("duplicate_spans"))),
+        ("Spans quarantined", _num(ing.get("spans_quarantined"))),
+        ("Records quarantined", _num(ing.get("records_quarantined"))),
+        ("Orphan spans (parent missing)", _num(ing.get("orphan_spans"))),
+        ("Runs", _num(ing.get("runs", runs.get("count")))),
+        ("Runs with content recorded", _num(runs.get("with_content"))),
+        ("Model calls", _num(runs.get("model_calls"))),
+        ("Tool calls", _num(runs.get("tool_calls"))),
+        ("Tool calls requested, never run", _num(runs.get("unexecuted_tool_calls"))),
+        ("Input tokens", _num(runs.get("input_tokens"))),
+        ("Output tokens", _num(runs.get("output_tokens"))),
+        ("Cached input tokens", _num(runs.get("cached_input_tokens"))),
+        (
+            "Runs per agent",
+            ", ".join(f"{_t(k, 60)}: {_num(v)}" for k, v in (runs.get("agents") or {}).items())
+            or _DASH,
+        ),
+        ("Models", _t(", ".join(runs.get("models") or []) or _DASH, 600)),
+    ]
+    cost = _get(summary, "metrics", "cost") or {}
+    if cost:
+        info += [
+            ("Recorded cost (spans' own figure)", _usd(cost.get("recorded_total_usd"))),
+            ("Retry cost", _usd(cost.get("retry_cost_usd"))),
+            ("Runs whose retry cost is unknown", _num(cost.get("retry_cost_unknown_runs"))),
+        ]
+    dl = "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in info)
+    parts = [f'<dl class="run">{dl}</dl>']
+    reasons = [
+        {
+            "rule": f"{r.get('pack')}/{r.get('rule_id')}",
+            "status": x.get("status"),
+            "reason": x.get("reason"),
+            "runs": x.get("runs"),
+        }
+        for r in _get(summary, "checks", "rules") or []
+        for x in r.get("reasons") or []
+    ]
+    if reasons:
+        frame = pl.DataFrame(
+            {
+                "rule": [_t(x["rule"], 60) for x in reasons],
+                "status": [_t(x["status"], 30) for x in reasons],
+                "reason": [_t(x["reason"], 200) for x in reasons],
+                "runs": [_num(x["runs"]) for x in reasons],
+            },
+            schema=dict.fromkeys(("rule", "status", "reason", "runs"), pl.String),
+        )
+        parts.append(
+            _table(
+                frame,
+                "gt-check-reasons",
+                {"rule": "Rule", "status": "Status", "reason": "Why", "runs": "Runs"},
+                title="Why a rule could not judge a run",
+            )
+        )
+    parts.append(_listing(_get(summary, "findings", "check_errors") or [], "Check errors"))
+    parts.append(_listing(ing.get("quarantine") or [], "Quarantined"))
+    parts.append(_listing(ing.get("warnings") or [], "Warnings"))
+    return _section(
+        "accounting",
+        "Input and checks: nothing lost",
+        "\n".join(p for p in parts if p),
+        "Every span read is kept, dropped as a duplicate, or quarantined with its reason.",
+    )
+
+
+# --- breakdowns, trials, distributions, rule coverage -----------------------------------------
+
+#: Groups shown per breakdown table (the rest are in summary.json).
+BREAKDOWN_ROWS = 50
+
+_BREAKDOWN_TITLES = {
+    "model": "By model (a run that used two models counts under both)",
+    "model_family": "By model family (the run's primary model, dated snapshots grouped)",
+    "temperature": "By temperature",
+    "agent": "By agent",
+    "case_class": "By case class",
+    "config_hash": "By configuration (agent, prompt, tools, model, temperature)",
+    "service.version": "By service version",
+}
+
+
+def _q(row: Mapping[str, Any], name: str, fmt=_fig) -> str:
+    """p50 / p95 of a breakdown row's `name`."""
+    return f"{fmt(row.get(f'{name}_p50'))} / {fmt(row.get(f'{name}_p95'))}"
+
+
+def _group_label(value: Any) -> str:
+    return "(none)" if value is None else _t(value, 60)
+
+
+def _breakdowns(summary: Mapping[str, Any]) -> str:
+    groups = _get(summary, "metrics", "breakdowns")
+    if not groups:
+        return ""
+    correct = _get(summary, "metrics", "methods", "correct") or "no finding at or above high"
+    parts = []
+    for key, rows in sorted(groups.items(), key=lambda kv: _breakdown_order(kv[0])):
+        if not rows:
+            continue
+        shown = rows[:BREAKDOWN_ROWS]
+        labelled = any(r.get("label_runs") for r in shown)
+        columns: dict[str, list[str]] = {
+            "group": [_group_label(r.get("group")) for r in shown],
+            "runs": [_num(r.get("runs")) for r in shown],
+            "passed": [f"{_num(r.get('passed_runs'))} ({_pct(r.get('pass_rate'))})" for r in shown],
+            "interval": [
+                _interval(r.get("pass_rate_lo"), r.get("pass_rate_hi"), n=r.get("runs"))
+                for r in shown
+            ],
+            "findings": [_num(r.get("runs_with_findings")) for r in shown],
+            "score": [_num(r.get("mean_score"), 4) for r in shown],
+            "cost": [
+                _usd(r.get("total_cost_usd"))
+                + (f" ({_num(r.get('unpriced_runs'))} unpriced)" if r.get("unpriced_runs") else "")
+                for r in shown
+            ],
+            "per_correct": [_usd(r.get("cost_per_correct_run")) for r in shown],
+            "cost_q": [_q(r, "cost_usd", _usd) for r in shown],
+            "tokens_q": [_q(r, "tokens") for r in shown],
+            "calls_q": [f"{_q(r, 'model_calls')} · {_q(r, 'tool_calls')}" for r in shown],
+            "duration_q": [_q(r, "duration_s") for r in shown],
+        }
+        labels = {
+            "group": key.replace("_", " ").capitalize(),
+            "runs": "Runs",
+            "passed": "Correct runs",
+            "interval": "95% interval",
+            "findings": "Runs with a finding",
+            "score": "Mean score",
+            "cost": "Total cost",
+            "per_correct": "Cost / correct run",
+            "cost_q": "Cost p50 / p95",
+            "tokens_q": "Tokens p50 / p95",
+            "calls_q": "Model · tool calls p50 / p95",
+            "duration_q": "Duration (s) p50 / p95",
+        }
+        if labelled:
+            columns["label"] = [_label_rate(r) for r in shown]
+            columns["label_cost"] = [_usd(r.get("label_cost_per_correct_run")) for r in shown]
+            labels["label"] = "All label fields right"
+            labels["label_cost"] = "Cost / run with fields right"
+        frame = pl.DataFrame(columns, schema=dict.fromkeys(columns, pl.String))
+        note = None
+        if len(rows) > len(shown):
+            note = f"First {len(shown)} of {len(rows)} groups; all in summary.json."
+        parts.append(
+            _table(
+                frame,
+                "gt-breakdown-" + re.sub(r"[^a-z0-9]+", "-", key.lower()),
+                labels,
+                title=_BREAKDOWN_TITLES.get(key, f"By {key}"),
+                note=note,
+            )
+        )
+    if not parts:
+        return ""
+    intro = (
+        f"Each group's runs: correct ({_e(correct)}) with its Wilson 95% interval, cost against "
+        "quality, and the spread of cost, tokens, calls and duration."
+    )
+    return _section("breakdowns", "Breakdowns: cost against quality", "\n".join(parts), intro)
+
+
+def _label_rate(r: Mapping[str, Any]) -> str:
+    lo, hi = r.get("label_correct_rate_lo"), r.get("label_correct_rate_hi")
+    return (
+        f"{_num(r.get('label_correct_runs'))} of {_num(r.get('label_runs'))} "
+        f"({_pct(r.get('label_correct_rate'))}; {_interval(lo, hi, n=r.get('label_runs'))})"
+    )
+
+
+def _breakdown_order(key: str) -> tuple[int, str]:
+    keys = list(_BREAKDOWN_TITLES)
+    return (keys.index(key) if key in keys else len(keys), key)
+
+
+def _trials(summary: Mapping[str, Any]) -> str:
+    trials = _get(summary, "metrics", "trials")
+    if not trials:
+        return ""
+    dis = trials.get("disagreement") or {}
+    cards = [
+        _card(
+            "Cases",
+            _num(trials.get("cases")),
+            f"{_num(trials.get('cases_with_trials'))} with 2+ trials "
+            f"({_num(trials.get('runs'))} runs)",
+        ),
+        _rate_card("Answers disagree", dis.get("answers"), "cases with 2+ trials"),
+        _rate_card("Trajectories disagree", dis.get("trajectories"), "cases with 2+ trials"),
+    ]
+    per_case = trials.get("trials_per_case") or []
+    pass_k = trials.get("pass_hat_k") or []
+    tables = ""
+    if pass_k:
+        frame = pl.DataFrame(
+            {
+                "k": [_num(r.get("k")) for r in pass_k],
+                "n_cases": [_num(r.get("cases")) for r in pass_k],
+                "trials": [_num(r.get("trials")) for r in pass_k],
+                "value": [_pct(r.get("value")) for r in pass_k],
+            },
+            schema=dict.fromkeys(("k", "n_cases", "trials", "value"), pl.String),
+        )
+        tables += _table(
+            frame,
+            "gt-pass-k",
+            {"k": "k", "n_cases": "Cases with n ≥ k", "trials": "Trials", "value": "pass^k"},
+            title="pass^k: the chance that k trials of a case all pass",
+        )
+    if per_case:
+        frame = pl.DataFrame(
+            {
+                "k": [_num(r.get("k")) for r in per_case],
+                "n_cases": [_num(r.get("cases")) for r in per_case],
+            },
+            schema=dict.fromkeys(("k", "n_cases"), pl.String),
+        )
+        tables += _table(
+            frame,
+            "gt-trials-per-case",
+            {"k": "Trials of the case", "n_cases": "Cases"},
+            title="Trials per case",
+        )
+    method = _get(summary, "metrics", "methods", "trials")
+    return _section(
+        "trials",
+        "Trials and pass^k",
+        f'<div class="cards">{"".join(c for c in cards if c)}</div>\n{tables}',
+        _e(method) if method else None,
+    )
+
+
+_TAIL_NAMES = {
+    "cost_usd": ("Cost per run", _usd),
+    "input_tokens": ("Input tokens", _fig),
+    "output_tokens": ("Output tokens", _fig),
+    "tokens": ("Tokens", _fig),
+    "model_calls": ("Model calls", _fig),
+    "tool_calls": ("Tool calls", _fig),
+    "duration_s": ("Duration (s)", _fig),
+    "retries": ("Retries", _fig),
+    "score": ("Score", _fig),
+}
+
+
+def _tails(summary: Mapping[str, Any]) -> str:
+    rows = _get(summary, "metrics", "tails") or []
+    if not rows:
+        return ""
+
+    def fmt(r: Mapping[str, Any]):
+        return _TAIL_NAMES.get(r.get("metric"), (r.get("metric"), _fig))[1]
+
+    def q(r: Mapping[str, Any], name: str) -> str:
+        f = fmt(r)
+        return (
+            f'{f(r.get(name))}<br><span class="muted">'
+            f"{_interval(r.get(f'{name}_lo'), r.get(f'{name}_hi'), f)}</span>"
+        )
+
+    frame = pl.DataFrame(
+        {
+            "metric": [_e(_TAIL_NAMES.get(r.get("metric"), (r.get("metric"),))[0]) for r in rows],
+            "runs": [_num(r.get("runs")) for r in rows],
+            "n": [_num(r.get("n")) for r in rows],
+            "missing": [_num(r.get("missing")) for r in rows],
+            "p50": [q(r, "p50") for r in rows],
+            "p95": [q(r, "p95") for r in rows],
+            "p99": [q(r, "p99") for r in rows],
+            "max": [fmt(r)(r.get("max")) for r in rows],
+        },
+        schema=dict.fromkeys(
+            ("metric", "runs", "n", "missing", "p50", "p95", "p99", "max"), pl.String
+        ),
+    )
+    table = _table(
+        frame,
+        "gt-tails",
+        {
+            "metric": "Per run",
+            "runs": "Runs",
+            "n": "With a value",
+            "missing": "Missing",
+            "p50": "p50",
+            "p95": "p95",
+            "p99": "p99",
+            "max": "Max",
+        },
+        note="Under each quantile, its distribution-free 95% interval.",
+    )
+    scores = _get(summary, "metrics", "scores")
+    lead = ""
+    if scores:
+        lead = (
+            f"<p>Score out of 100: mean {_num(scores.get('mean'), 4)}, median "
+            f"{_num(scores.get('p50'))}, lowest {_num(scores.get('min'))} over "
+            f"{_num(scores.get('runs'))} runs.</p>"
+        )
+    return _section("tails", "Distributions per run", lead + table)
+
+
+def _rule_coverage(summary: Mapping[str, Any]) -> str:
+    rows = _get(summary, "metrics", "rule_coverage") or []
+    kinds = _get(summary, "metrics", "kind_rates") or []
+    if not rows and not kinds:
+        return ""
+    parts = []
+    if rows:
+        cols = (
+            "applied",
+            "checked",
+            "partial",
+            "not_applicable",
+            "unverifiable",
+            "error",
+            "judged",
+        )
+        frame = pl.DataFrame(
+            {
+                "rule": [_t(r.get("rule_id"), 40) for r in rows],
+                "pack": [_t(r.get("pack"), 30) for r in rows],
+                **{c: [_num(r.get(c)) for r in rows] for c in cols},
+                "rate": [_pct(r.get("judged_rate")) for r in rows],
+                "interval": [
+                    _interval(r.get("judged_rate_lo"), r.get("judged_rate_hi"), n=r.get("applied"))
+                    for r in rows
+                ],
+            },
+            schema=dict.fromkeys(("rule", "pack", *cols, "rate", "interval"), pl.String),
+        )
+        parts.append(
+            _table(
+                frame,
+                "gt-rule-coverage",
+                {
+                    "rule": "Rule",
+                    "pack": "Pack",
+                    "applied": "Applied",
+                    "checked": "Checked",
+                    "partial": "Partly checked",
+                    "not_applicable": "Not applicable",
+                    "unverifiable": "Unverifiable",
+                    "error": "Error",
+                    "judged": "Judged",
+                    "rate": "Judged rate",
+                    "interval": "95% interval",
+                },
+                title="What each rule could check, per run",
+            )
+        )
+    if kinds:
+        frame = pl.DataFrame(
+            {
+                "kind": [_t(r.get("kind"), 40) for r in kinds],
+                "judged": [_num(r.get("judged")) for r in kinds],
+                "failed": [_num(r.get("failed")) for r in kinds],
+                "rate": [_pct(r.get("rate")) for r in kinds],
+                "interval": [
+                    _interval(r.get("rate_lo"), r.get("rate_hi"), n=r.get("judged")) for r in kinds
+                ],
+            },
+            schema=dict.fromkeys(("kind", "judged", "failed", "rate", "interval"), pl.String),
+        )
+        parts.append(
+            _table(
+                frame,
+                "gt-kind-rates",
+                {
+                    "kind": "Finding kind",
+                    "judged": "Judged runs",
+                    "failed": "Runs with one",
+                    "rate": "Rate",
+                    "interval": "95% interval",
+                },
+                title="Rates by finding kind",
+            )
+        )
+    return _section("coverage", "Rule coverage and finding kinds", "\n".join(parts))
+
+
 # --- findings ----------------------------------------------------------------------------------
 
 
@@ -1045,7 +1527,10 @@ def _findings(summary: Mapping[str, Any], ctx: _Context, worst: list[str]) -> st
             title += f", the first {len(rows)}"
         note = None
         if total > len(rows):
-            note = f"First {len(rows)} of {total} shown (worst runs first); all in findings.jsonl."
+            note = (
+                f"First {len(rows)} of {total} shown (worst runs first); all in findings.jsonl, "
+                "and every run with one in the run browser above (filter by this rule)."
+            )
         frame = pl.DataFrame(
             {
                 "run": [_run_link(r["run_id"]) for r in rows],

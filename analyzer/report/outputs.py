@@ -169,7 +169,7 @@ def write_outputs(
         _jsonl(out / "quarantine.jsonl", (entry.as_dict() for entry in log.quarantine))
         from analyzer.report.html import render_html
 
-        write_text(out / "report.html", render_html(analysis, summary))
+        write_text(out / "report.html", render_html(analysis, summary, labels=labels))
         for done in written:
             done.result()
     manifest = {
