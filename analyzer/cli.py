@@ -95,10 +95,9 @@ def _redacted(
     if not given:
         click.echo(f"redaction salt (generated, written to no file): {salt}", err=True)
     if labels is not None:
-        from analyzer.labels import score_labels
+        from analyzer.labels import scored
 
-        scored = score_labels(labels, analysis.runs.runs, analysis.runs.steps)
-        labels = redact_label_scores(scored, salt)
+        labels = redact_label_scores(scored(labels, analysis.runs), salt)
     return redact_analysis(analysis, salt), redaction_record(salt, given=given), labels
 
 
@@ -969,6 +968,10 @@ def report(
             digests=out is not None,
             pool=pool,
         )
+    if labels is not None:  # once, for the summary, labels.parquet and the page
+        from analyzer.labels import scored
+
+        labels = scored(labels, analysis.runs)
     analysis, redaction, labels = _redacted(analysis, redact, redact_salt, labels)
     summary = build_summary(
         analysis,

@@ -74,6 +74,7 @@ __all__ = [
     "normalize_text",
     "parse_number",
     "score_labels",
+    "scored",
 ]
 
 #: The ways a field can be compared with its expected value.
@@ -527,6 +528,17 @@ def _field_rows(fields: pl.DataFrame) -> list[dict[str, Any]]:
         .sort("field")
     )
     return [{**row, **_rate_cols(row["correct"], row["runs"])} for row in grouped.to_dicts()]
+
+
+def scored(labels: LabelSet | LabelScores, tables: Any) -> LabelScores:
+    """`labels` scored against the runs of `tables` (an `analyzer.runs.RunTables`: only the
+    columns scoring reads, a partitioned result's from its spill), or as they are when they
+    were scored already: a report scores its labels once, for every output."""
+    if isinstance(labels, LabelScores):
+        return labels
+    runs = tables.select("runs", ["run_id", "case_id", "answer", "answer_ns"])
+    steps = tables.select("steps", ["run_id", "index", "kind", "name", "start_ns", "arguments"])
+    return score_labels(labels, runs, steps)
 
 
 def score_labels(labels: LabelSet, runs: pl.DataFrame, steps: pl.DataFrame) -> LabelScores:

@@ -307,16 +307,9 @@ def _label_fields(analysis, labels) -> pl.DataFrame | None:
     """Each labelled run's fields, expected against answered (`LabelScores.fields`)."""
     if labels is None:
         return None
-    fields = getattr(labels, "fields", None)
-    if isinstance(fields, pl.DataFrame):  # already scored
-        return fields
-    from analyzer.labels import score_labels
+    from analyzer.labels import scored
 
-    runs = analysis.runs.select("runs", ["run_id", "case_id", "answer", "answer_ns"])
-    steps = analysis.runs.select(
-        "steps", ["run_id", "index", "kind", "name", "start_ns", "arguments"]
-    )
-    return score_labels(labels, runs, steps).fields
+    return scored(labels, analysis.runs).fields
 
 
 def _unchecked(summary: Mapping[str, Any]) -> str:

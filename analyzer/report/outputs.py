@@ -93,15 +93,9 @@ def _with_started_at(runs: pa.RecordBatchReader) -> pa.RecordBatchReader:
 
 def _label_fields(analysis, labels) -> pl.DataFrame:
     """Every labelled field of every run, expected against actual (labels.parquet)."""
-    from analyzer.labels import LabelScores, score_labels
+    from analyzer.labels import scored
 
-    if not isinstance(labels, LabelScores):
-        runs = analysis.runs.select("runs", ["run_id", "case_id", "answer", "answer_ns"])
-        steps = analysis.runs.select(
-            "steps", ["run_id", "index", "kind", "name", "start_ns", "arguments"]
-        )
-        labels = score_labels(labels, runs, steps)
-    return labels.fields.sort("case_id", "run_id", "field")
+    return scored(labels, analysis.runs).fields.sort("case_id", "run_id", "field")
 
 
 def _labels_file(labels) -> dict[str, str] | None:

@@ -122,13 +122,9 @@ def _summary(
     log = analysis.ingested.log
     scored = None
     if labels is not None:
-        from analyzer.labels import LabelScores, score_labels
+        from analyzer.labels import scored as scored_labels
 
-        scored = (
-            labels
-            if isinstance(labels, LabelScores)
-            else score_labels(labels, analysis.runs.runs, analysis.runs.steps)
-        )
+        scored = scored_labels(labels, analysis.runs)
     if facts.height <= IN_MEMORY_RUNS:
         runs = facts.runs()
         run_totals, metrics = _metrics(analysis, facts, runs, scored, correct_at)
