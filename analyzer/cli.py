@@ -1060,24 +1060,13 @@ def rules_list() -> None:
 def rules_explain(rule_type: str, allow_plugins: bool) -> None:
     """Print the documentation of RULE_TYPE (a type name, `plugin`, or module:Class)."""
     from analyzer.checks import REGISTRY
-    from analyzer.checks.base import COMMON_FIELDS, DOC_SECTIONS, did_you_mean, doc_sections
-    from analyzer.checks.plugin import PLUGIN_TYPE, PluginCheck, load_plugin_class
+    from analyzer.checks.base import did_you_mean, doc_sections
+    from analyzer.checks.plugin import PLUGIN_TYPE, load_plugin_class
 
     if rule_type in REGISTRY or rule_type == "plugin":
-        cls = REGISTRY.get(rule_type, PluginCheck)
-        parts = doc_sections(cls)
-        click.echo(f"{rule_type}: {parts['']}")
-        click.echo(f"kinds: {', '.join(cls.kinds) or '(any: the plugin decides)'}")
-        for title in DOC_SECTIONS:
-            click.echo("")
-            click.echo(title)
-            click.echo("-" * len(title))
-            click.echo(parts.get(title, ""))
-        click.echo("")
-        click.echo(
-            f"Every rule also takes: {', '.join(COMMON_FIELDS)} (severity: critical, high, "
-            "medium (default), low; when: {attributes: {NAME: [VALUES]}} and/or {agent: NAME})."
-        )
+        from analyzer.checks.reference import explain
+
+        click.echo(explain(rule_type))
         return
     if PLUGIN_TYPE.match(rule_type):
         if not allow_plugins:
@@ -1097,6 +1086,14 @@ def rules_explain(rule_type: str, allow_plugins: bool) -> None:
         f"(rule types: {', '.join(choices)})",
         param_hint="RULE_TYPE",
     )
+
+
+@rules.command("reference")
+def rules_reference() -> None:
+    """Every rule type's documentation as Markdown (what docs/rules.md holds)."""
+    from analyzer.checks.reference import reference
+
+    click.echo(reference(), nl=False)
 
 
 @rules.command("check")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -130,3 +131,19 @@ def test_option_names_exclude_common_and_internal_fields():
 
     assert OutputSchema.option_names() == ["schema"]
     assert {f.name for f in fields(OutputSchema)} >= {"validator", *COMMON_FIELDS}
+
+
+def test_docs_rules_md_is_the_generated_reference():
+    """docs/rules.md is `agenttrace rules reference`: a rule type's docstring changed without
+    regenerating it fails here (AGENTTRACE_UPDATE_GOLDEN=1 rewrites it)."""
+    from analyzer.checks.reference import reference
+
+    path = Path(__file__).resolve().parents[1] / "docs" / "rules.md"
+    text = reference()
+    if os.environ.get("AGENTTRACE_UPDATE_GOLDEN"):
+        path.write_text(text, encoding="utf-8")
+    assert path.read_text(encoding="utf-8") == text
+    for name in [*REGISTRY, "plugin"]:  # each type has its section and a row in the index
+        assert f"\n## {name}\n" in text and f"| [`{name}`](#{name}) |" in text
+    result = CliRunner().invoke(main, ["rules", "reference"])
+    assert result.exit_code == 0 and result.output == text
