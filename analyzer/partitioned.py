@@ -46,7 +46,7 @@ from analyzer.ingest.files import (
     sha256_of,
 )
 from analyzer.ingest.reader import Ingested, finalize_spans, gather, kept_order, readable
-from analyzer.runs import RunSet, RunTables
+from analyzer.runs import RunSet, RunTables, empty_messages
 from analyzer.spans import (
     SHARED_SCHEMA,
     SPAN_SCHEMA,
@@ -122,6 +122,7 @@ class PartialResult:
     warnings: dict[str, list[QuarantineEntry]] = field(default_factory=dict)
     unpriced: pl.DataFrame | None = None  # pricing.unpriced_models of the steps
     facts: SummaryFacts | None = None  # what a summary reads (analyzer.report.facts)
+    messages: pl.DataFrame | None = None  # `RunSet.messages` (the prompts report.html shows)
 
 
 def analyze_partition(
@@ -194,6 +195,7 @@ def partial_result(analysis: Analysis, case_class: str | None) -> PartialResult:
         warnings={f.path: list(getattr(f, "warnings", [])) for f in log.files},
         unpriced=unpriced_models(analysis.runs.steps),
         facts=summary_facts(analysis, case_class) if case_class is not None else None,
+        messages=analysis.runs.messages,
     )
 
 
@@ -281,18 +283,22 @@ class _ReadsSpill(RunTables):
 
 
 class SpilledRunSet(_ReadsSpill, RunSet):
-    """A RunSet whose runs and steps are read from the spill when first used.
+    """A RunSet whose runs, steps and messages are read from the spill when first used.
 
     ``sources`` and ``span_runs`` are empty: they served the checks, which ran per partition.
+    ``messages`` are empty when the partitions did not keep them (a dataset's prebuilt runs).
     """
 
     runs = _SpilledFrame()  # type: ignore[assignment]
     steps = _SpilledFrame()  # type: ignore[assignment]
+    messages = _SpilledFrame()  # type: ignore[assignment]
 
     def __init__(self, spill: _Spill) -> None:
-        self._lazy = _Lazy(spill, ("runs", "steps"))
+        self._lazy = _Lazy(spill, ("runs", "steps", "messages"))
         self.sources = empty_sources()
         self.span_runs = empty_span_runs()
+        if "messages" not in spill.kept:
+            self.messages = empty_messages()
 
 
 class SpilledEvaluation(_ReadsSpill, Evaluation):
@@ -342,9 +348,14 @@ def merge_partials(
     if spill is None:
         runs = _take_by_run(partials, "runs") if partials else empty().runs
         steps = _by_run([p.steps for p in partials] or [empty().steps])
+        messages = _take_by_run(partials, "messages")
         assert runs is not None and steps is not None
         runset = RunSet(
-            runs=runs, steps=steps, sources=empty_sources(), span_runs=empty_span_runs()
+            runs=runs,
+            steps=steps,
+            sources=empty_sources(),
+            span_runs=empty_span_runs(),
+            messages=messages if messages is not None else empty_messages(),
         )
         count = runs.height
     else:
@@ -721,7 +732,9 @@ def _regroup(
 
 
 #: The per-run tables a partition writes to the spill (not sent back whole: see `_merge_ordered`).
-_TABLES = ("steps", "runs", "findings", "coverage")
+#: The messages (`RunSet.messages`) serve report.html alone: read for the runs it embeds
+#: (`_Spill.select`), never merged.
+_TABLES = ("steps", "runs", "findings", "coverage", "messages")
 
 
 @dataclass(frozen=True)
@@ -1085,8 +1098,9 @@ def analyze_partitioned(
     keys, is analyzed from those, one unit per part (`partitions` does not apply).
 
     `tables` names the per-run tables of the result that the caller reads, of ``runs``,
-    ``steps`` and ``coverage`` (None: all; the findings are always read): the partitions do
-    not write the others to the spill, and reading one from the result raises RuntimeError. A
+    ``steps``, ``coverage`` and ``messages`` (the prompts report.html shows; None: all; the
+    findings are always read): the partitions do not write the others to the spill, and
+    reading one from the result raises RuntimeError (the messages are empty instead). A
     summary alone reads none of them (`analyzer.report.build_summary` without labels,
     `terminal_summary`).
 

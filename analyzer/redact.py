@@ -452,8 +452,16 @@ def redact_analysis(analysis, salt: str):
     for column in _HASHED_IDS:
         runs = _map_str(runs, column, r.text)
     sources = _map_str(runset.sources, "text", r.json_text)
+    # prompt messages: their content (roles, tool call ids and tool names are kept)
+    messages = _map_str(runset.messages, "content", r.json_text)
     # a plain RunSet: a partitioned analysis's steps are read from its spill here, once
-    runset = RunSet(runs=runs, steps=steps, sources=sources, span_runs=runset.span_runs)
+    runset = RunSet(
+        runs=runs,
+        steps=steps,
+        sources=sources,
+        span_runs=runset.span_runs,
+        messages=messages,
+    )
     evaluation = analysis.evaluation
     if evaluation is not None and evaluation.findings.height:
         findings = evaluation.findings

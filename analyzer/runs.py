@@ -26,6 +26,8 @@ The run model of the contract (section 2), computed column-wise with polars:
 - **answer**: see `_answers` (a tool-free final model call, or an output tool called last).
 - **sources**: one row per text the run had seen, with the time from which it was available
   (`sources_before` selects those of a step).
+- **messages**: the prompt (input) messages of each model-call step, one row a message, each
+  text cut at `MESSAGE_CAP` (report.html shows them; `RunSet.messages`).
 - **primary model**: the model of most tokens in the run (`_primary_model`); the config hash
   covers the system prompt or the managed prompt's identity (`_config_hash`).
 - **provenance**: each run lists the convention families that classified its spans
@@ -37,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 import pyarrow as pa
@@ -52,14 +54,19 @@ from analyzer.spantree import nearest_marked_ancestor, parent_index, roots, topm
 __all__ = [
     "ANSWER_CAP",
     "DEFAULT_CASE_KEYS",
+    "MESSAGE_CAP",
     "TOOL_FINISH_REASONS",
     "RunSet",
     "build_runs",
+    "empty_messages",
     "sources_before",
 ]
 
 #: Characters of the answer kept in runs.parquet (the full text stays in the span table).
 ANSWER_CAP = 4000
+#: Characters kept of one prompt message's content in `RunSet.messages` (the page shows them;
+#: the full text stays in the span table).
+MESSAGE_CAP = 20_000
 #: Run attributes read as the case id when no --case-key is given, first found wins.
 DEFAULT_CASE_KEYS = ("app.case_id", "case_id", "case.id")
 #: Finish reasons meaning "the model asked for tools" (providers spell it several ways).
@@ -105,6 +112,10 @@ class RunSet(RunTables):
     #: trace_id, span_id, run_id for every span that belongs to a run, in the span table's
     #: order (`ingest.reader.SPAN_ORDER`)
     span_runs: pl.DataFrame
+    #: the prompt (input) messages of model-call steps, one row a message: run_id, index (the
+    #: step's), position, role, content (cut at MESSAGE_CAP), tool_call_id, name; ordered by
+    #: run_id, index, position. Read by report.html alone (empty where not built).
+    messages: pl.DataFrame = field(default_factory=lambda: empty_messages())
 
     def run(self, run_id: str) -> tuple[dict, pl.DataFrame]:
         """One run's row (as a dict) and its steps."""
@@ -167,7 +178,8 @@ def build_runs(
     sources = _sources(frame, steps)
     runs = _runs(frame, steps, sources, spans, case_key, span_rows)
     span_runs = frame.select("trace_id", "span_id", "run_id")  # in span order: no sort
-    return RunSet(runs=runs, steps=steps, sources=sources, span_runs=span_runs)
+    messages = _messages(frame, steps)
+    return RunSet(runs=runs, steps=steps, sources=sources, span_runs=span_runs, messages=messages)
 
 
 # --- run assignment ---------------------------------------------------------------------------
@@ -539,6 +551,65 @@ def _sources(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
         .unique(["run_id", "text"], keep="first", maintain_order=True)
         .sort("run_id", "available_ns", "origin", "span_id")
         .collect(engine="in-memory")
+    )
+
+
+# --- prompt messages ---------------------------------------------------------------------------
+
+_MESSAGES_SCHEMA = {
+    "run_id": pl.String,
+    "index": pl.Int64,
+    "position": pl.Int64,
+    "role": pl.String,
+    "content": pl.String,
+    "tool_call_id": pl.String,
+    "name": pl.String,
+}
+
+
+def empty_messages() -> pl.DataFrame:
+    """The (empty) messages frame of a RunSet that has none."""
+    return pl.DataFrame(schema=_MESSAGES_SCHEMA)
+
+
+def _messages(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
+    """The input messages of each model-call step (of the call's span, merged spans' longest
+    list: `analyzer.calls`), one row a message, its content cut at `MESSAGE_CAP` characters."""
+    calls = steps.lazy().filter(pl.col("kind") == "model_call").select("run_id", "span_id", "index")
+    content = pl.col("content")
+    n = content.str.len_chars()
+    cut = (
+        pl.when(n > MESSAGE_CAP)
+        .then(
+            pl.concat_str(
+                content.str.slice(0, MESSAGE_CAP),
+                pl.lit("\n… ("),
+                (n - MESSAGE_CAP).cast(pl.String),
+                pl.lit(" more characters in the trace)"),
+            )
+        )
+        .otherwise(content)
+    )
+    return (
+        frame.lazy()
+        .filter((pl.col("role") == "model_call") & (pl.col("input_messages").list.len() > 0))
+        .select("run_id", "span_id", "input_messages")
+        .join(calls, on=["run_id", "span_id"], how="inner")
+        .with_columns(position=pl.int_ranges(0, pl.col("input_messages").list.len()))
+        .explode("input_messages", "position")
+        .unnest("input_messages")
+        .select(
+            "run_id",
+            pl.col("index").cast(pl.Int64),
+            pl.col("position").cast(pl.Int64),
+            "role",
+            cut.alias("content"),
+            "tool_call_id",
+            "name",
+        )
+        .sort("run_id", "index", "position")
+        .collect(engine="in-memory")
+        .cast(_MESSAGES_SCHEMA)
     )
 
 

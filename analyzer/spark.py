@@ -50,8 +50,9 @@ DEFAULT_MASTER = "local[*]"
 # the group key.
 _LOG, _VALUE, _PART = "_agenttrace_log", "_agenttrace_value", "_agenttrace_part"
 #: The frames of a partial result sent back to the driver (the unpriced models too: the
-#: summary reads them from the merged result, not from its steps).
-_FRAMES = ("runs", "steps", "findings", "coverage", "unpriced")
+#: summary reads them from the merged result, not from its steps; the prompt messages
+#: report.html shows).
+_FRAMES = ("runs", "steps", "findings", "coverage", "unpriced", "messages")
 #: Spans per Arrow batch handed from a reader to Spark.
 _BATCH_ROWS = 4096
 #: Rows of a result frame per Arrow IPC piece sent back to the driver.
@@ -536,6 +537,7 @@ def _collect(rows: Iterator[Any]) -> tuple[list[Any], dict[int, Any]]:
                 findings=frames["findings"],
                 coverage=frames["coverage"],
                 unpriced=frames["unpriced"],
+                messages=frames["messages"],
                 errors=errors,
                 counts=counts,
                 orphans=orphans,

@@ -328,6 +328,90 @@ def test_a_step_shows_its_full_arguments_result_and_output(kyc, kyc_page):
     kyc_page.shot("run-step-expanded")
 
 
+def test_a_model_call_shows_its_prompt_messages(kyc, kyc_page):
+    analysis, _, _ = kyc
+    messages = analysis.runs.messages
+    # a model call given a tool's result: system, user, the assistant's request, the tool's
+    # answer (with its tool call id)
+    call = (
+        messages.filter(pl.col("role") == "tool")
+        .sort("run_id", "index")
+        .select("run_id", "index")
+        .row(0, named=True)
+    )
+    rid, index = call["run_id"], call["index"]
+    prompt = messages.filter((pl.col("run_id") == rid) & (pl.col("index") == index)).sort(
+        "position"
+    )
+    assert {"system", "user", "assistant", "tool"} <= set(prompt.get_column("role").to_list())
+    kyc_page.open(rid)
+    rows = kyc_page.page.locator("#ab-run tr.ab-step")
+    more = kyc_page.page.locator("#ab-run tr.ab-more")
+    rows.nth(index).click()
+    box = more.nth(index).locator("details.ab-prompt")
+    assert box.is_visible()
+    assert box.locator("summary").inner_text() == f"Prompt: {prompt.height} messages"
+    assert box.locator(".ab-msg .ab-role").all_inner_texts() == prompt.get_column("role").to_list()
+    shown = box.locator("pre").all_inner_texts()
+    assert shown == prompt.get_column("content").to_list()
+    for tool_call_id in prompt.get_column("tool_call_id").drop_nulls().to_list():
+        assert f"tool call {tool_call_id}" in box.inner_text()
+    kyc_page.shot("run-prompt-messages")
+    # a tool call has no prompt
+    tool = (
+        analysis.runs.steps.filter((pl.col("run_id") == rid) & (pl.col("kind") == "tool_call"))
+        .get_column("index")
+        .min()
+    )
+    rows.nth(tool).click()
+    assert more.nth(tool).locator("details.ab-prompt").count() == 0
+
+
+def _embedded(page: str) -> str:
+    """The run browser's data of `page` (every block inflated), as text."""
+    import base64
+    import zlib
+
+    blocks = re.findall(r'type="application/octet-stream" id="[^"]+">([^<]*)</script>', page)
+    return "\n".join(zlib.decompress(base64.b64decode(b)).decode("utf-8") for b in blocks)
+
+
+@pytest.mark.parametrize("partitions", ["0", "3"])
+def test_redacted_prompt_messages_are_tokens(chromium, tmp_path: Path, partitions: str):
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+    from analyzer.redact import TOKEN_RE, Redactor
+
+    args = ["report", str(SAMPLES / "kyc"), "--format", "html", "--redact-salt", "s", "-j", "1"]
+    result = CliRunner().invoke(main, [*args, "--partitions", partitions])
+    assert result.exit_code == 0, result.output
+    page = result.output
+    data = _embedded(page)
+    assert '"messages":{"role":' in data
+    messages = analyze_paths([SAMPLES / "kyc"]).runs.messages
+    assert messages.height > 100
+    # no message's text, whole or its start (an assistant's is the calls it requested: their
+    # ids, tool and argument names are kept, as in the steps' requested calls), but those
+    # redaction keeps whole (JSON of keys and booleans alone: {"found": false})
+    for role, text in messages.select("role", "content").unique().iter_rows():
+        if Redactor("s").json_text(text) == text:
+            continue
+        pieces = [text, json.dumps(text)[1:-1]] + ([text[:40]] if role != "assistant" else [])
+        for piece in pieces:
+            if piece and len(piece) >= 12:
+                assert piece not in page and piece not in data, piece
+    opened = Page(chromium, write(page, tmp_path), tmp_path)
+    rid = messages.get_column("run_id").sort()[0]
+    opened.open(rid)
+    opened.page.locator("#ab-run tr.ab-step").nth(0).click()
+    box = opened.page.locator("#ab-run tr.ab-more").nth(0).locator("details.ab-prompt")
+    shown = box.locator("pre").all_inner_texts()
+    assert shown and all(TOKEN_RE.fullmatch(t) for t in shown), shown
+    assert box.locator(".ab-role").all_inner_texts()[:2] == ["system", "user"]
+    opened.close()
+
+
 # --- caps and chunks ------------------------------------------------------------------------------
 
 
@@ -550,6 +634,11 @@ def test_hostile_text_never_runs_in_the_browser(chromium, hostile_page: Path, tm
     for payload in PAYLOADS[:5]:
         assert payload in text or payload in page.inner_text("body"), payload
     assert f"found {PAYLOADS[0]}" in text
+    # the prompt message, as text
+    prompt = page.locator("#ab-run details.ab-prompt")
+    assert prompt.count() == 1
+    assert prompt.locator(".ab-role").all_inner_texts() == ["user"]
+    assert prompt.locator("pre").inner_text() == HOSTILE.replace("\u202e", "\ufffd")
     assert page.evaluate("window.__pwned") is None
     assert opened.dialogs == []
     assert page.title() == "agenttrace report"

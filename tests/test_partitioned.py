@@ -58,6 +58,12 @@ def test_partitioned_equals_in_process_on_samples(partitions: int, jobs: int) ->
     assert_same_analysis(reference, result)
     assert result.runs.runs.height == 40
     assert result.ingested.log.balanced()
+    # the prompt messages report.html shows: read narrowly from the spill, and whole
+    assert reference.runs.messages.height > 500
+    some = reference.runs.runs.get_column("run_id").sort().head(7).to_list()
+    narrow = result.runs.select("messages", run_ids=some)
+    assert narrow.equals(reference.runs.select("messages", run_ids=some))
+    assert result.runs.messages.equals(reference.runs.messages)
 
 
 @pytest.mark.parametrize(("partitions", "jobs"), [(1, 1), (3, 1), (7, 1), (1, 2), (3, 2), (7, 2)])
@@ -338,10 +344,11 @@ def test_only_the_tables_asked_for_are_written(monkeypatch: pytest.MonkeyPatch) 
     packs = [load_default_pack()]
     written = _record_written_tables(monkeypatch)
     whole = analyze_partitioned([SAMPLES], partitions=3, jobs=1, packs=packs)
-    assert written == {"steps": 3, "runs": 3, "findings": 3, "coverage": 3}
+    assert written == {"steps": 3, "runs": 3, "findings": 3, "coverage": 3, "messages": 3}
     written.clear()
     lean = analyze_partitioned([SAMPLES], partitions=3, jobs=1, packs=packs, tables=())
     assert written == {"findings": 3}
+    assert lean.runs.messages.is_empty()  # the page's prompts alone: none, not an error
     assert build_summary(lean) == build_summary(whole)
     assert lean.evaluation.findings.equals(whole.evaluation.findings)
     for read in (lambda: lean.runs.runs, lambda: lean.runs.steps, lambda: lean.evaluation.coverage):
@@ -360,9 +367,15 @@ def test_only_the_tables_asked_for_are_written(monkeypatch: pytest.MonkeyPatch) 
     [
         (["--format", "json"], {"findings"}),
         (["--format", "table"], {"findings"}),
-        (["--format", "html"], {"steps", "runs", "findings", "coverage"}),
-        (["--format", "json", "--out", "OUT"], {"steps", "runs", "findings", "coverage"}),
-        (["--format", "json", "--redact-salt", "s"], {"steps", "runs", "findings", "coverage"}),
+        (["--format", "html"], {"steps", "runs", "findings", "coverage", "messages"}),
+        (
+            ["--format", "json", "--out", "OUT"],
+            {"steps", "runs", "findings", "coverage", "messages"},
+        ),
+        (
+            ["--format", "json", "--redact-salt", "s"],
+            {"steps", "runs", "findings", "coverage", "messages"},
+        ),
     ],
 )
 def test_report_writes_the_tables_its_outputs_read(
@@ -379,6 +392,26 @@ def test_report_writes_the_tables_its_outputs_read(
     assert set(written) == tables
     whole = runner.invoke(main, [*base, "--partitions", "0"])
     assert parts.output == whole.output
+    if "html" in args:  # the page's run browser holds the model calls' prompt messages
+        shown = _page_messages(parts.output)
+        assert {"system", "user", "assistant", "tool"} <= set(shown["role"])
+        analysis = analyze_paths([SAMPLES])
+        texts = set(analysis.runs.messages.get_column("content").drop_nulls().to_list())
+        assert shown["content"] and set(shown["content"]) <= texts
+
+
+def _page_messages(page: str) -> dict[str, list]:
+    """The prompt messages embedded in report.html's run browser (every detail block)."""
+    import base64
+    import re
+    import zlib
+
+    out: dict[str, list] = {"role": [], "content": []}
+    for block in re.findall(r'id="ab-detail-\d+">([^<]*)</script>', page):
+        for row in json.loads(zlib.decompress(base64.b64decode(block))):
+            for key in out:
+                out[key].extend((row.get("messages") or {}).get(key) or [])
+    return out
 
 
 @pytest.mark.parametrize(

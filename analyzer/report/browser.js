@@ -269,6 +269,21 @@
     return d;
   }
 
+  // a model call's prompt: its messages, positions in the run's distinct messages (`M`)
+  function promptOf(M, ids) {
+    var d = el("details", "ab-text ab-prompt");
+    add(d, el("summary", null, "Prompt: " + ids.length + (ids.length === 1 ? " message" : " messages")));
+    ids.forEach(function (m) {
+      var head = el("div", "ab-msg");
+      add(head, el("span", "ab-role", M.role[m] === null ? "(no role)" : M.role[m]));
+      if (M.call[m] !== null) add(head, " ", el("span", "muted mono", "tool call " + safe(M.call[m])));
+      if (M.name[m] !== null) add(head, " ", el("span", "muted", M.name[m]));
+      d.appendChild(head);
+      d.appendChild(el("pre", null, M.content[m] === null ? "(no content)" : M.content[m]));
+    });
+    return d;
+  }
+
   async function openRun(i) {
     var box = byId("ab-run");
     box.textContent = "";
@@ -378,7 +393,7 @@
     box.appendChild(h);
     box.appendChild(el("p", "muted", steps.length + " steps over " + ms(total) +
       (det.steps_cut ? "; the first " + steps.length + " of " + det.steps_cut + " shown" : "") +
-      ". Click a step for its full arguments, result or output; \u2691 marks the steps a finding cites."));
+      ". Click a step for its prompt messages, full arguments, result or output; \u2691 marks the steps a finding cites."));
     box.appendChild(el("p", "ab-note", null)).id = "ab-hl-note";
     var t = table("ab-steps", ["#", "Step", "Status", "Start", "Duration", "Timeline", "Tokens in / out", "Cost"]);
     flat.forEach(function (pair) {
@@ -411,6 +426,7 @@
       var td = el("td");
       td.colSpan = 8;
       add(td, el("div", "muted mono", "span " + safe(s.span) + (s.parent ? ", parent " + safe(s.parent) : "")));
+      if (s.prompt && s.prompt.length && det.messages) td.appendChild(promptOf(det.messages, s.prompt));
       if (s.requested && s.requested.length) {
         s.requested.forEach(function (c) { td.appendChild(pre("Requests " + safe(c.name), c.arguments === null || c.arguments === undefined ? "" : c.arguments)); });
       }

@@ -1,5 +1,5 @@
 """report.html's run browser: every run, searchable, filterable and sortable, and one run's
-span tree, timeline, arguments, results, outputs, findings and label verdicts.
+span tree, timeline, arguments, results, outputs, prompt messages, findings and label verdicts.
 
 The data is embedded in the page as JSON, deflated (zlib, fixed level) and base64-encoded in
 ``<script type="application/octet-stream">`` blocks (inert: a data block is never run), and
@@ -8,10 +8,13 @@ fixed text of ``browser.js``, allowed by its SHA-256 in the page's Content-Secur
 The script puts trace text on the page as text nodes only.
 
 Scale: the index of every run (a few short columns) is decoded when the page opens; each
-run's detail (steps with full arguments and results, findings, label fields) sits in chunks of
+run's detail (steps with full arguments and results, the prompt messages of its model calls,
+findings, label fields) sits in chunks of
 `CHUNK_RUNS` runs, decoded when one of their runs is opened. Steps are embedded for the runs
 with a finding, wrong label fields or no answer (at most `DETAIL_FAILING`) and for at most
-`DETAIL_OTHERS` other runs; the page says so when runs are left without.
+`DETAIL_OTHERS` other runs; the page says so when runs are left without. A run's prompt
+messages are embedded once each (a model call's prompt repeats the conversation so far): the
+run lists its distinct messages, each model call the positions of its own in that list.
 """
 
 from __future__ import annotations
@@ -97,6 +100,17 @@ _STEP_COLUMNS = (
     "result",
     "output_text",
     "requested_calls",
+)
+#: `RunSet.messages`' columns the browser reads.
+_MESSAGE_COLUMNS = ("run_id", "index", "position", "role", "content", "tool_call_id", "name")
+_MESSAGE_KEYS = ["run_id", "role", "content", "tool_call_id", "name"]
+_RUN_MESSAGES = pl.Struct(
+    {
+        "role": pl.List(pl.String),
+        "content": pl.List(pl.String),
+        "call": pl.List(pl.String),
+        "name": pl.List(pl.String),
+    }
 )
 
 
@@ -227,6 +241,14 @@ def browser_section(
     # then the detail built a batch of runs at a time, each chunk deflated (in two threads:
     # zlib lets the GIL go) as soon as it is written
     all_steps = runset.select("steps", _STEP_COLUMNS, run_ids=with_steps) if with_steps else None
+    # the prompt messages of their model calls (those of the steps embedded)
+    all_messages = (
+        runset.select("messages", _MESSAGE_COLUMNS, run_ids=with_steps).filter(
+            pl.col("index") < STEPS_PER_RUN
+        )
+        if with_steps
+        else None
+    )
     pool = ThreadPoolExecutor(2, thread_name_prefix="agenttrace-page")
     packed_detail = []
     try:
@@ -236,6 +258,9 @@ def browser_section(
             frame = pl.DataFrame({"run_id": ids})
             detail = _detail(
                 all_steps.join(frame, on="run_id", how="semi") if all_steps is not None else None,
+                all_messages.join(frame, on="run_id", how="semi")
+                if all_messages is not None
+                else None,
                 runs.join(frame, on="run_id", how="semi"),
                 findings.join(frame, on="run_id", how="semi") if findings is not None else None,
                 labelled.join(frame, on="run_id", how="semi") if labelled is not None else None,
@@ -350,13 +375,15 @@ def _capped(col: str | pl.Expr) -> pl.Expr:
 
 def _detail(
     steps: pl.DataFrame | None,
+    messages: pl.DataFrame | None,
     runs: pl.DataFrame,
     findings: pl.DataFrame | None,
     labelled: pl.DataFrame | None,
     with_steps: Sequence[str],
 ) -> pl.DataFrame:
     """One row per run with a finding, label fields or embedded steps, by run id: run_id,
-    answer, findings, labels, span_ms, steps (null when not embedded), steps_cut."""
+    answer, findings, labels, span_ms, steps (null when not embedded), steps_cut, messages
+    (where some run of `steps` has prompt messages)."""
     parts = [pl.DataFrame({"run_id": list(with_steps)}, schema={"run_id": pl.String})]
     finding_rows = None
     if findings is not None:
@@ -410,7 +437,7 @@ def _detail(
         out = out.join(finding_rows, on="run_id", how="left")
     if label_rows is not None:
         out = out.join(label_rows, on="run_id", how="left")
-    steps = _steps(steps, out.select("run_id", "started_ns", "duration_s"))
+    steps = _steps(steps, messages, out.select("run_id", "started_ns", "duration_s"))
     out = out.join(steps, on="run_id", how="left")
     return out.drop("started_ns", "duration_s").sort("run_id")
 
@@ -423,9 +450,50 @@ _NO_STEPS = {
 }
 
 
-def _steps(steps: pl.DataFrame | None, runs: pl.DataFrame) -> pl.DataFrame:
-    """run_id, span_ms, steps (each field one array, in step order), steps_cut: of the runs
-    `steps` has (its `_STEP_COLUMNS`)."""
+def _prompts(messages: pl.DataFrame | None) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Of `messages` (`_MESSAGE_COLUMNS`): each run's distinct messages, in the order they
+    first appear (run_id, messages: one array per field), and each model call's prompt as
+    positions in that list (run_id, index, prompt)."""
+    if messages is None or messages.is_empty():
+        return (
+            pl.DataFrame(schema={"run_id": pl.String, "messages": _RUN_MESSAGES}),
+            pl.DataFrame(
+                schema={"run_id": pl.String, "index": pl.Int64, "prompt": pl.List(pl.Int64)}
+            ),
+        )
+    ordered = messages.sort("run_id", "index", "position")
+    distinct = (
+        ordered.select(_MESSAGE_KEYS)
+        .unique(_MESSAGE_KEYS, keep="first", maintain_order=True)
+        .with_columns(_m=pl.int_range(pl.len(), dtype=pl.Int64).over("run_id"))
+    )
+    prompts = (
+        ordered.join(
+            distinct, on=_MESSAGE_KEYS, how="left", nulls_equal=True, maintain_order="left"
+        )
+        .group_by("run_id", "index", maintain_order=True)
+        .agg(pl.col("_m").alias("prompt"))
+        .with_columns(pl.col("index").cast(pl.Int64))
+    )
+    per_run = (
+        distinct.group_by("run_id", maintain_order=True)
+        .agg(
+            "role",
+            "content",  # cut at `runs.MESSAGE_CAP` already
+            pl.col("tool_call_id").alias("call"),
+            "name",
+        )
+        .select("run_id", pl.struct("role", "content", "call", "name").alias("messages"))
+    )
+    return per_run, prompts
+
+
+def _steps(
+    steps: pl.DataFrame | None, messages: pl.DataFrame | None, runs: pl.DataFrame
+) -> pl.DataFrame:
+    """run_id, span_ms, steps (each field one array, in step order), steps_cut, and where
+    some run has prompt messages, messages (the run's distinct ones; a step's ``prompt`` lists
+    its own): of the runs `steps` has (its `_STEP_COLUMNS`; `messages`: `_MESSAGE_COLUMNS`)."""
     if steps is None or steps.is_empty():
         return pl.DataFrame(schema=_NO_STEPS)
     for name, dtype in (
@@ -471,9 +539,12 @@ def _steps(steps: pl.DataFrame | None, runs: pl.DataFrame) -> pl.DataFrame:
         .select("run_id", "_t0", "span_ms", "steps_cut")
     )
     tool = pl.col("kind") == "tool_call"
+    run_messages, prompts = _prompts(messages)
     steps = (
         steps.filter(pl.col("index") < STEPS_PER_RUN)
         .join(bounds.select("run_id", "_t0"), on="run_id", how="left")
+        .with_columns(pl.col("index").cast(pl.Int64))
+        .join(prompts, on=["run_id", "index"], how="left")
         .sort("run_id", "index")
     )
     step = pl.struct(
@@ -495,6 +566,8 @@ def _steps(steps: pl.DataFrame | None, runs: pl.DataFrame) -> pl.DataFrame:
             "result"
         ),
         pl.col("requested_calls").alias("requested"),
+        # only where some run of the batch has prompt messages (else no field: no bytes)
+        *(["prompt"] if prompts.height else []),
     )
     # per run, each field as one array (the page turns them back into steps): the names are
     # written once a run, not once a step
@@ -505,10 +578,11 @@ def _steps(steps: pl.DataFrame | None, runs: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.all())
     )
     per_run = per_run.select("run_id", pl.struct(pl.exclude("run_id")).alias("steps"))
-    return (
-        bounds.drop("_t0")
-        .join(per_run, on="run_id", how="left")
-        .select("run_id", "span_ms", "steps", "steps_cut")
+    out = bounds.drop("_t0").join(per_run, on="run_id", how="left")
+    if not run_messages.height:
+        return out.select("run_id", "span_ms", "steps", "steps_cut")
+    return out.join(run_messages, on="run_id", how="left").select(
+        "run_id", "span_ms", "steps", "steps_cut", "messages"
     )
 
 
@@ -592,5 +666,6 @@ td.ab-lane { width: 32%; min-width: 160px; }
 .ab-more pre, .ab-text pre { white-space: pre-wrap; word-break: break-word; background: #f7f7f7;
   padding: 6px; margin: 2px 0 6px; max-height: 480px; overflow: auto; font-size: 12px; }
 .ab-role { font-weight: 600; font-size: 0.85em; color: #555; }
+.ab-prompt .ab-msg { margin-top: 4px; }
 .ab-label-wrong td, .ab-label-missing td { color: #8b0000; }
 """
