@@ -207,6 +207,8 @@ def test_default_summary_has_every_block(default_summary):
         "trials",
         "breakdowns",
         "routing",
+        "temperature",
+        "steps",
     }
     assert default_summary["metrics"]["methods"]["case_class"] == "run attribute app.case_type"
     assert set(default_summary["metrics"]["methods"]) == {
@@ -215,6 +217,8 @@ def test_default_summary_has_every_block(default_summary):
         "rates",
         "cost",
         "trials",
+        "temperature",
+        "steps",
         "case_class",
         "correct",
     }

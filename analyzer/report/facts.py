@@ -76,6 +76,11 @@ RATE_TABLES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, str, s
         ("required_runs", "omitted_runs"),
         ("omitted_runs", "required_runs", "rate"),
     ),
+    "omission_rates_by_temperature": (
+        ("temperature", "tool"),
+        ("required_runs", "omitted_runs"),
+        ("omitted_runs", "required_runs", "rate"),
+    ),
     "rule_coverage": (
         ("pack", "rule_id"),
         ("applied", "checked", "partial", "not_applicable", "unverifiable", "error", "judged"),
@@ -156,23 +161,50 @@ def summary_facts(analysis: Analysis, case_class: str) -> SummaryFacts:
     runs = runs.select(keep).with_columns(
         pl.when(has_case).then(pl.col(c)).alias(c) for c in _TRIAL_ONLY if c != case_class
     )
+    runs = _with_calls(runs, analysis.runs.steps)
     evaluation = analysis.evaluation
     rates = None
     if evaluation is not None:
         findings, coverage = evaluation.findings, evaluation.coverage
+        by_temperature = m.omission_rates(
+            findings,
+            coverage,
+            required=m.required_tools_of(analysis.packs),
+            runs=analysis.runs.runs,
+            by="temperature",
+        )
         rates = {
             "rule_rates": m.rule_rates(findings, coverage),
             "kind_rates": m.kind_rates(
                 findings, coverage, rule_kinds=m.rule_kinds_of(analysis.packs)
             ),
-            "omission_rates": m.omission_rates(
-                findings, coverage, required=m.required_tools_of(analysis.packs)
-            ),
+            # a run has one temperature (null: none or several): the runs per tool add up
+            "omission_rates": _merge_counts("omission_rates", [by_temperature.drop("temperature")]),
+            "omission_rates_by_temperature": by_temperature,
             "rule_coverage": m.rule_coverage(coverage),
             "rule_reach": m.rule_reach(analysis.runs.runs, analysis.packs),
             "rule_reasons": m.rule_reasons(coverage),
         }
     return SummaryFacts(case_class=case_class, parts=[RunsPart.of(runs)], rates=rates)
+
+
+def _with_calls(runs: pl.DataFrame, steps: pl.DataFrame | None) -> pl.DataFrame:
+    """``runs`` with ``call_models`` and ``call_costs``: the model and the cost (null:
+    unpriced) of each of its model calls, in the order of the run's steps (null for a run
+    without model calls). The summary's cost per step reads them (`passes.StepFigures`).
+
+    `steps` are ordered by run and index (`RunSet.steps`), an order each run's lists keep
+    (sorting them again by index: 1M spans, +60 ms)."""
+    if steps is None or "kind" not in steps.columns:
+        return runs
+    cost = pl.col("cost_usd") if "cost_usd" in steps.columns else pl.lit(None, pl.Float64)
+    calls = (
+        steps.select("run_id", "kind", "model", cost.cast(pl.Float64).alias("cost_usd"))
+        .filter(pl.col("kind") == "model_call")
+        .group_by("run_id")
+        .agg(pl.col("model").alias("call_models"), pl.col("cost_usd").alias("call_costs"))
+    )
+    return runs.join(calls, on="run_id", how="left", maintain_order="left")
 
 
 def facts_of(analysis: Analysis, case_class: str) -> SummaryFacts:
@@ -224,12 +256,12 @@ def merge_facts(parts: list[SummaryFacts]) -> SummaryFacts:
     case_class = parts[0].case_class
     rates = None
     if parts[0].rates is not None:
-        rates = {
-            name: _merge_counts(
-                name, [p.rates[name] for p in parts if p.rates is not None and name in p.rates]
-            )
+        # a table no part has (facts kept by an earlier version of the same release) is left out
+        found = {
+            name: [p.rates[name] for p in parts if p.rates and name in p.rates]
             for name in RATE_TABLES
         }
+        rates = {name: _merge_counts(name, frames) for name, frames in found.items() if frames}
     runs = [part for p in parts for part in p.parts]
     parts.clear()
     return SummaryFacts(case_class=case_class, parts=runs, rates=rates)

@@ -248,6 +248,8 @@ def render_html(analysis, summary: Mapping[str, Any], *, labels=None) -> str:
         ("routing", "Cost vs correct rate"),
         ("breakdowns", "Breakdowns"),
         ("trials", "Trials"),
+        ("temperature", "Temperature"),
+        ("steps", "Cost per step"),
         ("tails", "Distributions"),
         ("labels", "Golden labels"),
         ("findings", "Findings by rule"),
@@ -292,6 +294,8 @@ def _static_parts(
         _routing(summary),
         _breakdowns(summary),
         _trials(summary),
+        _temperature(summary),
+        _steps(summary),
         _tails(summary),
         _labels(summary),
         _findings(summary, ctx, worst),
@@ -1246,6 +1250,203 @@ def _trials(summary: Mapping[str, Any]) -> str:
         f'<div class="cards">{"".join(c for c in cards if c)}</div>\n{tables}',
         _e(method) if method else None,
     )
+
+
+def _temperature_label(value: Any) -> str:
+    return "(none or several)" if value is None else _e(_num(value))
+
+
+def _rate_cell(r: Mapping[str, Any] | None) -> str:
+    """``k of n (rate; interval)`` of a `metrics.rate` dict."""
+    if not r or not r.get("n"):
+        return _DASH
+    return (
+        f"{_num(r.get('k'))} of {_num(r.get('n'))} ({_pct(r.get('rate'))}; "
+        f"{_interval(r.get('lo'), r.get('hi'), n=r.get('n'))})"
+    )
+
+
+def _temperature(summary: Mapping[str, Any]) -> str:
+    """The temperature axis: per temperature, the runs' correct rate and cost (the temperature
+    breakdown), their trials' disagreement, and the omission rate per required tool."""
+    axis = _get(summary, "metrics", "temperature")
+    by_temperature = _get(summary, "metrics", "breakdowns", "temperature") or []
+    if not axis and not by_temperature:
+        return ""
+    axis = axis or {}
+    disagreement = {r.get("temperature"): r for r in axis.get("disagreement") or []}
+    temperatures = [r.get("group") for r in by_temperature]
+    temperatures += [t for t in disagreement if t not in temperatures]
+    rows = {r.get("group"): r for r in by_temperature}
+    parts = []
+    if temperatures:
+        columns: dict[str, list[str]] = {
+            "temperature": [_temperature_label(t) for t in temperatures],
+            "runs": [_num(rows.get(t, {}).get("runs")) for t in temperatures],
+            "correct": [
+                _rate_cell(
+                    {
+                        "k": rows[t].get("passed_runs"),
+                        "n": rows[t].get("runs"),
+                        "rate": rows[t].get("pass_rate"),
+                        "lo": rows[t].get("pass_rate_lo"),
+                        "hi": rows[t].get("pass_rate_hi"),
+                    }
+                )
+                if t in rows
+                else _DASH
+                for t in temperatures
+            ],
+            "per_correct": [
+                _usd(rows.get(t, {}).get("cost_per_correct_run")) for t in temperatures
+            ],
+            "cost_q": [_q(rows[t], "cost_usd", _usd) if t in rows else _DASH for t in temperatures],
+            "answers": [_rate_cell(disagreement.get(t, {}).get("answers")) for t in temperatures],
+            "paths": [
+                _rate_cell(disagreement.get(t, {}).get("trajectories")) for t in temperatures
+            ],
+        }
+        labels = {
+            "temperature": "Temperature",
+            "runs": "Runs",
+            "correct": "Correct runs (95% interval)",
+            "per_correct": "Cost / correct run",
+            "cost_q": "Cost p50 / p95",
+            "answers": "Cases whose answers disagree",
+            "paths": "Cases whose trajectories disagree",
+        }
+        if any(r.get("label_runs") for r in by_temperature):
+            columns["label"] = [_label_rate(rows[t]) if t in rows else _DASH for t in temperatures]
+            labels["label"] = "All label fields right"
+        frame = pl.DataFrame(columns, schema=dict.fromkeys(columns, pl.String))
+        parts.append(
+            _table(
+                frame,
+                "gt-temperature",
+                labels,
+                title="Quality, cost and trial disagreement per temperature",
+                note="Disagreement: over the cases with 2+ trials at that temperature.",
+            )
+        )
+    omissions = axis.get("omission_rates") or []
+    if omissions:
+        frame = pl.DataFrame(
+            {
+                "temperature": [_temperature_label(r.get("temperature")) for r in omissions],
+                "tool": [_t(r.get("tool"), 60) for r in omissions],
+                "required": [_num(r.get("required_runs")) for r in omissions],
+                "omitted": [_num(r.get("omitted_runs")) for r in omissions],
+                "rate": [_pct(r.get("rate")) for r in omissions],
+                "interval": [
+                    _interval(r.get("rate_lo"), r.get("rate_hi"), n=r.get("required_runs"))
+                    for r in omissions
+                ],
+                "bar": [
+                    _interval_bar(r.get("rate"), r.get("rate_lo"), r.get("rate_hi"))
+                    for r in omissions
+                ],
+            },
+            schema=dict.fromkeys(
+                ("temperature", "tool", "required", "omitted", "rate", "interval", "bar"),
+                pl.String,
+            ),
+        )
+        parts.append(
+            _table(
+                frame,
+                "gt-temperature-omissions",
+                {
+                    "temperature": "Temperature",
+                    "tool": "Tool",
+                    "required": "Required in runs",
+                    "omitted": "Omitted in runs",
+                    "rate": "Omission rate",
+                    "interval": "95% interval",
+                    "bar": "",
+                },
+                title="Tool omissions per temperature",
+            )
+        )
+    if not parts:
+        return ""
+    method = _get(summary, "metrics", "methods", "temperature")
+    return _section(
+        "temperature",
+        "Temperature sensitivity",
+        "\n".join(parts),
+        _e(method) if method else None,
+    )
+
+
+#: Rows shown in the cost-per-step table (the rest are in summary.json).
+STEP_ROWS = 100
+
+
+def _steps(summary: Mapping[str, Any]) -> str:
+    """Cost versus quality per step: per (agent, step, model), the cost of a call and the
+    correct rate of the runs the calls belong to."""
+    rows = _get(summary, "metrics", "steps")
+    if not rows:
+        return ""
+    shown = rows[:STEP_ROWS]
+    columns = {
+        "agent": [_group_label(r.get("agent")) for r in shown],
+        "step": [_num(r.get("step")) for r in shown],
+        "model": [_group_label(r.get("model")) for r in shown],
+        "calls": [
+            _num(r.get("calls"))
+            + (
+                f" ({_num(r['calls'] - r['priced_calls'])} unpriced)"
+                if r.get("priced_calls") is not None and r.get("calls") != r.get("priced_calls")
+                else ""
+            )
+            for r in shown
+        ],
+        "cost": [f"{_usd(r.get('mean_cost_usd'))} / {_usd(r.get('p95_cost_usd'))}" for r in shown],
+        "runs": [_num(r.get("runs")) for r in shown],
+        "correct": [
+            f"{_num(r.get('correct_runs'))} of {_num(r.get('judged_runs'))} "
+            f"({_pct(r.get('correct_rate'))})"
+            for r in shown
+        ],
+        "interval": [
+            _interval(r.get("correct_rate_lo"), r.get("correct_rate_hi"), n=r.get("judged_runs"))
+            for r in shown
+        ],
+        "bar": [
+            _interval_bar(r.get("correct_rate"), r.get("correct_rate_lo"), r.get("correct_rate_hi"))
+            for r in shown
+        ],
+    }
+    frame = pl.DataFrame(columns, schema=dict.fromkeys(columns, pl.String))
+    note = None
+    if len(rows) > len(shown):
+        note = f"First {len(shown)} of {len(rows)} rows; all in summary.json."
+    table = _table(
+        frame,
+        "gt-steps",
+        {
+            "agent": "Agent",
+            "step": "Step",
+            "model": "Model",
+            "calls": "Calls",
+            "cost": "Cost of a call: mean / p95",
+            "runs": "Runs",
+            "correct": "Correct runs",
+            "interval": "95% interval",
+            "bar": "",
+        },
+        title="Cost and quality per step and model",
+        note=note,
+    )
+    correct = _get(summary, "metrics", "methods", "correct") or "no finding at or above high"
+    method = _get(summary, "metrics", "methods", "steps")
+    intro = (
+        "Where to route: each step of an agent's runs, per model, with what a call costs and "
+        f"how many of the runs it belongs to were correct ({_e(correct)}). "
+        + (_e(method) if method else "")
+    )
+    return _section("steps", "Cost and quality per step", table, intro)
 
 
 _TAIL_NAMES = {

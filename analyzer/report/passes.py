@@ -27,7 +27,7 @@ from analyzer.report.exact import Selection, exact_sums, exact_value, order_keys
 if TYPE_CHECKING:
     from analyzer.report.facts import RunsPart
 
-__all__ = ["RunFigures"]
+__all__ = ["STEP_CAP", "RunFigures", "StepFigures"]
 
 #: Run columns added up for the "runs" section (null when no run has a value).
 _TOTALS = (
@@ -121,16 +121,21 @@ class RunFigures:
         self._group_dtype: dict[str, pl.DataType] = {}
         self._group_values: dict[int, Any] = {}  # group number -> its value
         self._numbers: dict[tuple[str, Any], int] = {}  # (breakdown, value) -> group number
+        self.steps = StepFigures()
         cases = []
         for runs in _batches(parts):
             frame = self._prepared(runs)
             self._count(frame)
+            self.steps.count(self._judged(frame))
             cases.append(frame.filter(pl.col("case_id").is_not_null()))
         self.case_runs = pl.concat(cases, how="vertical_relaxed") if cases else None
         self._selection.plan(self._wanted())
+        self.steps.plan()
         for runs in _batches(parts):
-            for values in self._values(self._prepared(runs)):
+            frame = self._prepared(runs)
+            for values in self._values(frame):
                 self._selection.keep_keys(*values)
+            self.steps.keep(self._judged(frame))
 
     # --- the two passes -------------------------------------------------------------------
 
@@ -163,6 +168,13 @@ class RunFigures:
                 maintain_order="left",  # ``_r`` stays each run's row
             )
         return frame
+
+    def _judged(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """The part's runs as `StepFigures` reads them: ``correct`` by the labels (null: not
+        labelled), else by the findings."""
+        return frame.with_columns(
+            correct=pl.col("_label_passed" if self._passed is not None else "passed")
+        )
 
     def _grouped(self, frame: pl.DataFrame, name: str) -> tuple[pl.DataFrame, np.ndarray]:
         """The (run, group) rows of breakdown `name` (``_r``: the run's row in `frame`), and
@@ -484,3 +496,184 @@ def with_label_rates(rows: pl.DataFrame) -> pl.DataFrame:
             pl.col("_cost") / pl.col("label_correct_runs")
         ),
     ).drop("_cost")
+
+
+#: A run's model calls at this position or later are counted as one step (its last row).
+STEP_CAP = 10
+
+
+class StepFigures:
+    """Cost versus quality per step: the model calls of the runs grouped by (agent of the run,
+    step, model), where a call's step is its position among its run's model calls (1, 2...,
+    `STEP_CAP` and later as one). Per group: calls, priced calls, the mean and p95 cost of a
+    call (priced calls), and the runs the calls belong to with how many were judged and
+    correct (Wilson interval).
+
+    Fed the runs part by part, twice (`count` each part, `plan`, `keep` each part again, then
+    `rows`), or `of` one frame (its costs sorted at once): the figures are exact and the same
+    however the runs are split. A part's frame has ``agent``, ``call_models``, ``call_costs``
+    (`facts._with_calls`; without them the part adds nothing) and ``correct`` (bool; null: a
+    run not judged).
+    """
+
+    def __init__(self) -> None:
+        self._selection = Selection()
+        self._numbers: dict[tuple[Any, int, Any], int] = {}  # (agent, step, model) -> group
+        self._counts: dict[int, dict[str, int]] = {}
+        self._costs: dict[int, int] = {}  # group -> exact sum of its priced calls' cost
+        self._sorted: dict[int, np.ndarray] | None = None  # `of`: each group's sorted costs
+
+    @classmethod
+    def of(cls, frame: pl.DataFrame) -> StepFigures:
+        """The figures of the runs of one frame."""
+        figures = cls()
+        found = figures._count(frame)
+        figures._sorted = {}
+        if found is not None:
+            gid, cost = found  # each group's costs together, in order
+            cost = cost + 0.0  # -0.0 read as 0.0, as `Selection` reads it
+            starts = list(np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])) if len(gid) else []
+            for at, end in zip(starts, [*starts[1:], len(gid)][: len(starts)], strict=True):
+                figures._sorted[int(gid[at])] = cost[at:end]
+        return figures
+
+    def _groups(
+        self, frame: pl.DataFrame
+    ) -> tuple[pl.DataFrame, np.ndarray, np.ndarray, np.ndarray] | None:
+        """Per group of the part's calls: its counts (``calls``, ``priced_calls``, ``runs``,
+        ``judged_runs``, ``correct_runs``); and per priced call, grouped and in ascending
+        order of cost within a group: its group number and cost."""
+        if "call_models" not in frame.columns or not frame.height:
+            return None
+        n = pl.col("call_models").list.len()
+        calls = (
+            frame.select(
+                pl.int_range(pl.len(), dtype=pl.Int64).alias("_run"),
+                "agent",
+                "correct",
+                pl.col("call_models").alias("model"),
+                pl.col("call_costs").alias("cost_usd"),
+                pl.int_ranges(1, n + 1, dtype=pl.Int64).alias("step"),
+                (n > 0).alias("_some"),
+            )
+            .filter("_some")
+            .drop("_some")
+            .explode("model", "cost_usd", "step")
+            .with_columns(pl.col("step").clip(upper_bound=STEP_CAP))
+        )
+        if not calls.height:
+            return None
+        # a run's calls at STEP_CAP and later share a group: each run counted once per group
+        once = pl.col("_run").is_first_distinct()
+        groups = calls.group_by("agent", "step", "model").agg(
+            pl.len().alias("calls"),
+            pl.col("cost_usd").count().alias("priced_calls"),
+            once.sum().alias("runs"),
+            pl.col("correct").filter(once).count().alias("judged_runs"),
+            pl.col("correct").filter(once).fill_null(False).sum().alias("correct_runs"),
+            pl.col("cost_usd").drop_nulls().sort(),
+        )
+        numbers = np.array(
+            [self._number(key) for key in groups.select("agent", "step", "model").iter_rows()],
+            dtype=np.int64,
+        )
+        gid = np.repeat(numbers, groups.get_column("priced_calls").to_numpy())
+        cost = _column(groups.select(pl.col("cost_usd").explode()), "cost_usd")
+        return groups.drop("agent", "step", "model", "cost_usd"), numbers, gid, cost
+
+    def _number(self, key: tuple[Any, int, Any]) -> int:
+        if key not in self._numbers:
+            self._numbers[key] = len(self._numbers)
+        return self._numbers[key]
+
+    def _count(self, frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+        found = self._groups(frame)
+        if found is None:
+            return None
+        groups, numbers, gid, cost = found
+        for g, row in zip(numbers.tolist(), groups.iter_rows(named=True), strict=True):
+            counts = self._counts.setdefault(g, {})
+            for key, value in row.items():
+                counts[key] = counts.get(key, 0) + int(value)
+        for g, total in exact_sums(gid, cost).items():
+            self._costs[g] = self._costs.get(g, 0) + total
+        return gid, cost
+
+    def count(self, frame: pl.DataFrame) -> None:
+        """First pass over one part."""
+        found = self._count(frame)
+        if found is not None:
+            self._selection.count(*found)
+
+    def plan(self) -> None:
+        """After the first pass: the ranks the p95 of each group reads."""
+        self._selection.plan(
+            {
+                g: _ranks(self._selection.size(g), (0.95,), intervals=False)
+                for g in self._numbers.values()
+            }
+        )
+
+    def keep(self, frame: pl.DataFrame) -> None:
+        """Second pass over one part."""
+        found = self._groups(frame)
+        if found is not None:
+            _, _, gid, cost = found
+            self._selection.keep(gid, cost)
+
+    def _quantile(self, g: int, q: float) -> float | None:
+        if self._sorted is not None:
+            values = self._sorted.get(g)
+            n = 0 if values is None else len(values)
+        else:
+            n = self._selection.size(g)
+        if not n:
+            return None
+        h = (n - 1) * q
+        low = math.floor(h)
+        if self._sorted is not None:
+            a, b = float(values[low]), float(values[min(low + 1, n - 1)])
+        else:
+            a = self._selection.value(g, low + 1)
+            b = self._selection.value(g, min(low + 2, n))
+        return a + (h - low) * (b - a)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per (agent, step, model), sorted by them (nulls last)."""
+        keys = list(self._numbers)
+        if not keys:
+            return []
+        out = []
+        for agent, step, model in keys:
+            g = self._numbers[(agent, step, model)]
+            c = self._counts.get(g, {})
+            priced = c.get("priced_calls", 0)
+            judged, correct = c.get("judged_runs", 0), c.get("correct_runs", 0)
+            rate = m.rate(correct, judged)
+            out.append(
+                {
+                    "agent": agent,
+                    "step": step,
+                    "model": model,
+                    "calls": c.get("calls", 0),
+                    "priced_calls": priced,
+                    "mean_cost_usd": exact_value(self._costs.get(g, 0), priced) if priced else None,
+                    "p95_cost_usd": self._quantile(g, 0.95),
+                    "runs": c.get("runs", 0),
+                    "judged_runs": judged,
+                    "correct_runs": correct,
+                    "correct_rate": rate["rate"],
+                    "correct_rate_lo": rate["lo"],
+                    "correct_rate_hi": rate["hi"],
+                }
+            )
+        return sorted(
+            out,
+            key=lambda r: (
+                r["agent"] is None,
+                "" if r["agent"] is None else str(r["agent"]),
+                r["step"],
+                r["model"] is None,
+                r["model"] or "",
+            ),
+        )

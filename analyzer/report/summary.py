@@ -13,7 +13,7 @@ import polars as pl
 
 from analyzer import metrics as m
 from analyzer.report.facts import facts_of
-from analyzer.report.passes import RunFigures, with_label_rates
+from analyzer.report.passes import STEP_CAP, RunFigures, StepFigures, with_label_rates
 
 if TYPE_CHECKING:
     from analyzer.labels import LabelScores, LabelSet
@@ -82,6 +82,15 @@ _METHODS = {
     "trials": "runs sharing a case id are trials; pass^k = C(c,k)/C(n,k) averaged over cases "
     "with n >= k (tau-bench); disagreement = share of cases with 2+ trials whose answers "
     "(whitespace- and case-folded) or tool sequences differ",
+    "temperature": "a run's temperature is that of its model calls (null: none recorded, or "
+    "several); per temperature: omission rate per required tool over the runs at that "
+    "temperature, and disagreement over the trials of a case at that temperature (cases with "
+    "2+ runs at it); correct rate and cost per temperature are in breakdowns.temperature",
+    "steps": "a step is a model call's position among its run's model calls (1 = first; "
+    f"{STEP_CAP} = the {STEP_CAP}th and later), grouped with the run's agent and the call's "
+    "model; cost of a call: mean and p95 (type 7) over its priced calls; runs: those with a "
+    "call in the group, correct as metrics.methods.correct says (Wilson interval over the "
+    "judged runs)",
 }
 
 
@@ -289,6 +298,8 @@ def _metrics_by_parts(
         "scores": figures.scores(),
         "trials": _trials(case_runs, findings, passed, correct_at),
         "breakdowns": {key: figures.breakdown(key).to_dicts() for key in BREAKDOWNS},
+        "temperature": _temperature(rates, case_runs),
+        "steps": figures.steps.rows(),
     }
 
 
@@ -376,6 +387,8 @@ def _metrics(
             "content_coverage": lambda: m.content_coverage(runs).to_dicts()[0],
             "scores": lambda: _scores(runs),
             "trials": lambda: _trials(runs, findings, judged(), correct_at),
+            "temperature_axis": lambda: _temperature(rates, runs),
+            "steps": lambda: _steps(runs, judged()),
             **{
                 key: functools.partial(
                     _breakdown, runs, case_class if key == "case_class" else key, per_run, passed
@@ -393,6 +406,8 @@ def _metrics(
         "scores": sections["scores"],
         "trials": sections["trials"],
         "breakdowns": {key: sections[key] for key in BREAKDOWNS},
+        "temperature": sections["temperature_axis"],
+        "steps": sections["steps"],
     }
 
 
@@ -486,14 +501,7 @@ def _trials(runs: pl.DataFrame, findings, judged: pl.DataFrame, correct_at: str)
     cases = runs.filter(pl.col("case_id").is_not_null())
     per_case = cases.group_by("case_id").agg(
         pl.len().alias("k"),
-        # Answers compared after whitespace and case folding; a missing answer is a value too.
-        pl.col("answer")
-        .str.replace_all(r"\s+", " ")
-        .str.strip_chars()
-        .str.to_lowercase()
-        .fill_null("\x00no answer")
-        .n_unique()
-        .alias("_answers"),
+        _folded_answer().n_unique().alias("_answers"),
         pl.col("tool_sequence").list.join("\x1f").n_unique().alias("_paths"),
     )
     multi = per_case.filter(pl.col("k") >= 2)
@@ -523,6 +531,79 @@ def _trials(runs: pl.DataFrame, findings, judged: pl.DataFrame, correct_at: str)
             "trajectories": disagreement("_paths"),
         },
     }
+
+
+def _steps(runs: pl.DataFrame, judged: pl.DataFrame) -> list[dict[str, Any]]:
+    """Cost versus quality per step (`passes.StepFigures`) of the runs, `judged`: each judged
+    run and whether it passed."""
+    if "call_models" not in runs.columns:
+        return []
+    frame = runs.select("run_id", "agent", "call_models", "call_costs").join(
+        judged.select("run_id", pl.col("passed").alias("correct")),
+        on="run_id",
+        how="left",
+        maintain_order="left",
+    )
+    return StepFigures.of(frame).rows()
+
+
+def _temperature(rates: dict[str, pl.DataFrame], runs: pl.DataFrame | None) -> dict[str, Any]:
+    """The temperature axis: omission rates per temperature and tool (from the facts' rate
+    tables), and trial disagreement per temperature (`runs`: at least those with a case id)."""
+    omissions = rates.get("omission_rates_by_temperature")
+    return {
+        "omission_rates": omissions.to_dicts() if omissions is not None else [],
+        "disagreement": _disagreement_by_temperature(runs),
+    }
+
+
+def _disagreement_by_temperature(runs: pl.DataFrame | None) -> list[dict[str, Any]]:
+    """Per temperature (a run's ``temperature``; null last): the cases with 2+ trials at that
+    temperature, and the share of them whose answers, or tool sequences, differ."""
+    if runs is None or "temperature" not in runs.columns:
+        return []
+    cases = runs.filter(pl.col("case_id").is_not_null())
+    per_case = (
+        cases.group_by("temperature", "case_id")
+        .agg(
+            pl.len().alias("k"),
+            _folded_answer().n_unique().alias("_answers"),
+            pl.col("tool_sequence").list.join("\x1f").n_unique().alias("_paths"),
+        )
+        .filter(pl.col("k") >= 2)
+    )
+    per_temperature = (
+        per_case.group_by("temperature")
+        .agg(
+            pl.len().alias("cases_with_trials"),
+            pl.col("k").sum().alias("runs"),
+            (pl.col("_answers") > 1).sum().alias("_answers"),
+            (pl.col("_paths") > 1).sum().alias("_paths"),
+        )
+        .sort("temperature", nulls_last=True)
+    )
+    return [
+        {
+            "temperature": row["temperature"],
+            "cases_with_trials": int(row["cases_with_trials"]),
+            "runs": int(row["runs"]),
+            "answers": m.rate(int(row["_answers"]), int(row["cases_with_trials"])),
+            "trajectories": m.rate(int(row["_paths"]), int(row["cases_with_trials"])),
+        }
+        for row in per_temperature.iter_rows(named=True)
+    ]
+
+
+def _folded_answer() -> pl.Expr:
+    """A run's answer as trials compare it: whitespace- and case-folded; a missing answer is
+    a value too."""
+    return (
+        pl.col("answer")
+        .str.replace_all(r"\s+", " ")
+        .str.strip_chars()
+        .str.to_lowercase()
+        .fill_null("\x00no answer")
+    )
 
 
 def _breakdown(
