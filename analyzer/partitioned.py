@@ -815,6 +815,19 @@ def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -
 
     kept = kept_results(part, out, options)
     if kept is not None:
+        if "messages" in options.tables:  # not among the kept results: the prebuilt runs'
+            from analyzer.prebuilt import read_messages
+
+            runs = read_ipc_file(f"{out}.runs.arrow").select("run_id")
+            order = runs.with_row_index("_run")  # the messages in the runs' order
+            messages = (
+                read_messages(part)
+                .join(order, on="run_id")
+                .sort("_run", "index", "position")
+                .drop("_run")
+            )
+            _write_batches(messages, f"{out}.messages.arrow", None)
+            kept.messages = messages.clear()
         return kept
     partial = prebuilt_partial(*read_prebuilt(part), options)
     return spill_facts(spill_tables(partial, out, tables=options.tables), out)

@@ -28,7 +28,7 @@ from analyzer import __version__
 from analyzer.checks.retries import RetryScan, scan_retries
 from analyzer.errors import InputError
 from analyzer.ingest.accounting import IngestLog
-from analyzer.runs import RunSet, build_runs
+from analyzer.runs import RunSet, build_runs, empty_messages
 
 __all__ = [
     "PrebuiltPart",
@@ -39,7 +39,7 @@ __all__ = [
     "write_prebuilt",
 ]
 
-_RUNSET_TABLES = ("runs", "steps", "sources", "span_runs")
+_RUNSET_TABLES = ("runs", "steps", "sources", "span_runs", "messages")
 _SUPERSEDES = "supersedes"
 
 
@@ -149,7 +149,8 @@ def prebuilt_parts(folder: Path, manifest: dict) -> list[PrebuiltPart] | None:
 def read_prebuilt(part: PrebuiltPart) -> tuple[RunSet, RetryScan]:
     """A part's prebuilt runs and retries, without the runs of superseded traces."""
     path = Path(part.folder)
-    frames = {t: _read(path, t) for t in (*_RUNSET_TABLES, "retries")}
+    frames = {t: _read(path, t) for t in (*_RUNSET_TABLES, "retries") if t != "messages"}
+    frames["messages"] = read_messages(part)
     runset = RunSet(**{t: frames[t] for t in _RUNSET_TABLES})
     retries = RetryScan(
         frames["retries"],
@@ -168,9 +169,19 @@ def read_prebuilt(part: PrebuiltPart) -> tuple[RunSet, RetryScan]:
             steps=kept(runset.steps),
             sources=kept(runset.sources),
             span_runs=kept(runset.span_runs),
+            messages=kept(runset.messages),
         )
         retries = retries.restrict(keep)
     return runset, retries
+
+
+def read_messages(part: PrebuiltPart) -> pl.DataFrame:
+    """A part's prompt messages (`RunSet.messages`; empty for a part written before they were
+    kept)."""
+    path = Path(part.folder)
+    if not (path / "messages.parquet").is_file():
+        return empty_messages()
+    return _read(path, "messages")
 
 
 def _read(folder: Path, table: str) -> pl.DataFrame:

@@ -836,3 +836,22 @@ def test_the_ordered_merge_reads_each_batch_of_a_file_once(tmp_path: Path) -> No
     cursor.close()
     assert read == [0, 1, 2]
     assert pa.Table.from_batches(taken).equals(table)
+
+
+def test_a_report_of_a_dataset_shows_the_prompt_messages_of_the_traces(tmp_path: Path):
+    """report.html of a dataset holds the same prompt messages as that of its trace files,
+    from the rule results kept at ingest (the default pack) and with the checks run again."""
+    runner = CliRunner()
+    dataset = tmp_path / "ds"
+    ingested = runner.invoke(main, ["ingest", str(SAMPLES), "--out", str(dataset), "-j", "1"])
+    assert ingested.exit_code == 0, ingested.output
+    traces = runner.invoke(main, ["report", str(SAMPLES), "--format", "html"])
+    expected = _page_messages(traces.output)
+    assert len(expected["content"]) > 100
+    kyc = str(ROOT / "rules" / "kyc.yaml")
+    for extra in ([], ["--rules", kyc]):  # kept results; checked again
+        page = runner.invoke(main, ["report", str(dataset), "-j", "1", "--format", "html", *extra])
+        assert page.exit_code == 0, page.output
+        shown = _page_messages(page.output)
+        assert sorted(shown["content"]) == sorted(expected["content"]), extra
+        assert sorted(shown["role"]) == sorted(expected["role"])
