@@ -477,6 +477,7 @@ def test_partitioned_ingest_reads_back_as_the_in_memory_ingest(
         f"runs/part-{p:05d}/{t}.parquet"
         for p in range(3)
         for t in (
+            "messages",
             "retries",
             "retry_unknown",
             "retry_unrecorded",
