@@ -132,9 +132,12 @@ class _Group(click.Group):
         except AgentTraceError as err:
             click.echo(f"Error: {terminal_lines(err)}", err=True)
             ctx.exit(2)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
-            raise
-        except BrokenPipeError:
+        except (
+            click.exceptions.ClickException,
+            click.exceptions.Exit,
+            click.exceptions.Abort,
+            BrokenPipeError,  # click's own handling: a closed pipe is no error
+        ):
             raise
         except Exception as err:
             if ctx.params.get("debug"):

@@ -58,6 +58,7 @@ __all__ = [
     "TOOL_FINISH_REASONS",
     "RunSet",
     "build_runs",
+    "cut_text",
     "empty_messages",
     "sources_before",
 ]
@@ -572,24 +573,23 @@ def empty_messages() -> pl.DataFrame:
     return pl.DataFrame(schema=_MESSAGES_SCHEMA)
 
 
+def cut_text(text: pl.Expr, cap: int, whole_in: str) -> pl.Expr:
+    """`text` cut to `cap` characters, ending with how many more there are in `whole_in`."""
+    n = text.str.len_chars()
+    note = pl.concat_str(
+        text.str.slice(0, cap),
+        pl.lit("\n… ("),
+        (n - cap).cast(pl.String),
+        pl.lit(f" more characters in {whole_in})"),
+    )
+    return pl.when(n > cap).then(note).otherwise(text)
+
+
 def _messages(frame: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
     """The input messages of each model-call step (of the call's span, merged spans' longest
     list: `analyzer.calls`), one row a message, its content cut at `MESSAGE_CAP` characters."""
     calls = steps.lazy().filter(pl.col("kind") == "model_call").select("run_id", "span_id", "index")
-    content = pl.col("content")
-    n = content.str.len_chars()
-    cut = (
-        pl.when(n > MESSAGE_CAP)
-        .then(
-            pl.concat_str(
-                content.str.slice(0, MESSAGE_CAP),
-                pl.lit("\n… ("),
-                (n - MESSAGE_CAP).cast(pl.String),
-                pl.lit(" more characters in the trace)"),
-            )
-        )
-        .otherwise(content)
-    )
+    cut = cut_text(pl.col("content"), MESSAGE_CAP, "the trace")
     return (
         frame.lazy()
         .filter((pl.col("role") == "model_call") & (pl.col("input_messages").list.len() > 0))

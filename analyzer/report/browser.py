@@ -31,6 +31,8 @@ from typing import Any
 import orjson
 import polars as pl
 
+from analyzer.runs import cut_text
+
 __all__ = [
     "CHUNK_RUNS",
     "DETAIL_FAILING",
@@ -357,20 +359,7 @@ def _json_rows(frame: pl.DataFrame) -> bytes:
 
 def _capped(col: str | pl.Expr) -> pl.Expr:
     """A text column cut to TEXT_CAP characters, saying how many more the full text has."""
-    expr = pl.col(col) if isinstance(col, str) else col
-    n = expr.str.len_chars()
-    return (
-        pl.when(n > TEXT_CAP)
-        .then(
-            pl.concat_str(
-                expr.str.slice(0, TEXT_CAP),
-                pl.lit("\n… ("),
-                (n - TEXT_CAP).cast(pl.String),
-                pl.lit(" more characters in steps.parquet)"),
-            )
-        )
-        .otherwise(expr)
-    )
+    return cut_text(pl.col(col) if isinstance(col, str) else col, TEXT_CAP, "steps.parquet")
 
 
 def _detail(
