@@ -159,8 +159,7 @@ def run() -> None:
     """The ``agenttrace`` program: `main`, whose exit then skips the garbage collection of
     what the command left. Every object is frozen (``gc.freeze``) when the command ends, so
     that the interpreter's collection at exit no longer walks the objects of polars, Arrow
-    and the analysis: 60 ms of a process that imported them (a report of a dataset takes
-    0.8 s). Exit handlers still run (the spill folder is removed).
+    and the analysis. Exit handlers still run (the spill folder is removed).
 
     SIGTERM stops the command as Ctrl-C would: worker processes ended, spill folders removed,
     exit code 143."""
@@ -189,14 +188,27 @@ def main(debug: bool) -> None:
     quiet_blas()  # before any command imports numpy
 
 
-def _progress() -> Callable[[str, int], None] | None:
-    if not sys.stderr.isatty():
+def _progress():
+    """Where the engine reports its stages (`analyzer.progress.Progress`); None with --quiet."""
+    if click.get_current_context().meta.get(_QUIET):
         return None
+    from analyzer.progress import Progress
 
-    def show(path: str, spans: int) -> None:
-        click.echo(f"\r\x1b[Kread {clip(path, 60)} ({spans:,} spans)", err=True, nl=False)
+    return Progress()
 
-    return show
+
+_QUIET = "agenttrace.quiet"
+
+
+def _quiet_option(func: Callable) -> Callable:
+    return click.option(
+        "--quiet",
+        "-q",
+        is_flag=True,
+        expose_value=False,
+        callback=lambda ctx, _param, value: ctx.meta.__setitem__(_QUIET, value),
+        help="No progress on standard error (a bar on a terminal, log lines otherwise).",
+    )(func)
 
 
 def _early_pool(paths: tuple[Path, ...], jobs: int | None, partitions: int | None, engine: str):
@@ -220,7 +232,7 @@ def _early_pool(paths: tuple[Path, ...], jobs: int | None, partitions: int | Non
             return None
     except (AgentTraceError, OSError):
         return None
-    pool = start_pool(jobs)
+    pool = start_pool(jobs, "analyzer.engine")
     click.get_current_context().call_on_close(lambda: pool.shutdown(wait=False))
     return pool
 
@@ -244,54 +256,29 @@ def _analyze(
 ):
     """In process (`partitions` 0) or in N partitions; None (auto): partitioned when the input
     is big or is a dataset with prebuilt runs, else in process. `tables`: the per-run tables
-    the command reads (see `analyze_partitioned`; None: all); `digests`: the input files are
+    the command reads (see `analyze_paths`; None: all); `digests`: the input files are
     hashed (their SHA-256 in the log); `pool`: the workers `_early_pool` started."""
-    from analyzer.pipeline import analyze_paths
+    from analyzer.engine import analyze_paths
 
     if not paths:
         raise InputError("no input: give at least one trace file or folder")
-    if partitions is None:  # auto: partitioned for big inputs and for prebuilt runs
-        from analyzer.ingest.files import AUTO_MIN_BYTES, estimate_bytes
-        from analyzer.prebuilt import prebuilt_dataset
-
-        big = estimate_bytes(list(paths)) >= AUTO_MIN_BYTES
-        keyed = run_key is not None or case_key is not None
-        partitions = None if big or (not keyed and prebuilt_dataset(paths)) else 0
-    if partitions != 0:
-        from analyzer.partitioned import analyze_partitioned
-
-        analysis = analyze_partitioned(
-            list(paths),
-            partitions=partitions,
-            jobs=jobs,
-            spill=spill,
-            run_key=run_key,
-            case_key=case_key,
-            packs=packs,
-            prices=prices,
-            since_ns=since_ns,
-            until_ns=until_ns,
-            progress=_progress(),
-            case_class=case_class,
-            tables=tables,
-            digests=digests,
-            pool=pool,
-        )
-    else:
-        analysis = analyze_paths(
-            list(paths),
-            run_key=run_key,
-            case_key=case_key,
-            packs=packs,
-            prices=prices,
-            progress=_progress(),
-            jobs=jobs,
-            since_ns=since_ns,
-            until_ns=until_ns,
-            digests=digests,
-        )
-    if sys.stderr.isatty():
-        click.echo("\r\x1b[K", err=True, nl=False)
+    analysis = analyze_paths(
+        list(paths),
+        partitions=partitions,
+        jobs=jobs,
+        spill=spill,
+        run_key=run_key,
+        case_key=case_key,
+        packs=packs,
+        prices=prices,
+        since_ns=since_ns,
+        until_ns=until_ns,
+        progress=_progress(),
+        case_class=case_class,
+        tables=tables,
+        digests=digests,
+        pool=pool,
+    )
     _require_traces(analysis.ingested.log)
     return analysis
 
@@ -375,6 +362,7 @@ def _time_ns(value: str | None, option: str) -> int | None:
     help="Dataset folder: a new one, or an existing dataset to append the new files to.",
 )
 @_jobs_option
+@_quiet_option
 @_RULES
 @_ALLOW_PLUGINS
 @_PRICES
@@ -399,9 +387,9 @@ def ingest(
     What an interrupted ingest left is cleared first; a file that changed while it was read
     is not recorded as ingested (a warning says so) and is read whole again next time.
     """
+    from analyzer.engine import CHANGED_WHILE_READ, ingest_partitioned
     from analyzer.ingest.dataset import ingesting
     from analyzer.ingest.files import expand_paths, sha256_of
-    from analyzer.partitioned import CHANGED_WHILE_READ, ingest_partitioned
     from analyzer.pricing import load_prices
 
     if not paths:
@@ -466,6 +454,7 @@ def _fmt_int(value: int | None) -> str:
 
 
 @main.command()
+@_quiet_option
 @_PATHS
 @_RUN_KEY
 @_CASE_KEY
@@ -516,6 +505,7 @@ def runs(paths: tuple[Path, ...], run_key: str | None, case_key: str | None, fmt
 
 @main.command()
 @click.argument("run_id", metavar="RUN_OR_CASE")
+@_quiet_option
 @_PATHS
 @_RUN_KEY
 @_CASE_KEY
@@ -834,6 +824,7 @@ _SEVERITIES = ("critical", "high", "medium", "low")
     "something no trace holds (summary.json: checks.unchecked).",
 )
 @_jobs_option
+@_quiet_option
 @click.option(
     "--partitions",
     default="auto",
@@ -919,9 +910,6 @@ def report(
     pool = _early_pool(paths, jobs, parts, engine)  # before the imports below
     from analyzer.pricing import load_prices
     from analyzer.report import build_summary, write_outputs
-    from analyzer.workers import arrow_jemalloc
-
-    arrow_jemalloc()
 
     if out is not None:
         from analyzer.outfiles import check_folder

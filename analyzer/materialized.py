@@ -44,7 +44,7 @@ from analyzer.spans import SPAN_SCHEMA, empty_table
 if TYPE_CHECKING:
     from analyzer.checks.retries import RetryScan
     from analyzer.pack import Pack
-    from analyzer.partitioned import PartialResult, PartitionOptions
+    from analyzer.partition import PartialResult, PartitionOptions
     from analyzer.prebuilt import PrebuiltPart
     from analyzer.pricing import PriceTable
 
@@ -76,7 +76,7 @@ def keep_results(
 ) -> dict[str, object] | None:
     """Check a part's prebuilt runs with `options`' packs and prices and keep the results in
     `part_folder`/results; their manifest entry (None: not kept, some rule is a plugin)."""
-    from analyzer.partitioned import prebuilt_partial, spill_tables
+    from analyzer.partition import prebuilt_partial, spill_tables
 
     key = results_key(options.packs, options.prices) if options.packs else None
     if key is None or options.case_class is None:
@@ -103,7 +103,7 @@ def keep_results(
 
 def kept_results(part: PrebuiltPart, out: str, options: PartitionOptions) -> PartialResult | None:
     """The partial result of `part` analyzed with `options`, from the results kept at ingest,
-    with its per-run tables at `out`.<table>.arrow as `partitioned.spill_tables` leaves them;
+    with its per-run tables at `out`.<table>.arrow as `partition.spill_tables` leaves them;
     None when the part has none for these packs and prices."""
     entry = part.results
     if not entry or not options.packs:
@@ -114,7 +114,7 @@ def kept_results(part: PrebuiltPart, out: str, options: PartitionOptions) -> Par
     document = _read_json(folder / "result.json")
     if not _as_kept(part, options):
         return _restricted(folder, document, part, out, options)
-    from analyzer.partitioned import PartialResult
+    from analyzer.partition import PartialResult
     from analyzer.report.facts import RunsPart, SummaryFacts
 
     tables = {}
@@ -159,7 +159,7 @@ def _restricted(
     folder: Path, document: dict, part: PrebuiltPart, out: str, options: PartitionOptions
 ) -> PartialResult:
     """The kept results of the runs `options` and `part` take, their facts computed again."""
-    from analyzer.partitioned import (
+    from analyzer.partition import (
         empty_sources,
         empty_span_runs,
         partial_result,

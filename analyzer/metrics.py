@@ -49,6 +49,7 @@ import polars as pl
 
 from analyzer.checks import FINDING_SCHEMA
 from analyzer.checks.base import SEVERITIES
+from analyzer.scores import SCORE, SEVERITY_WEIGHTS, lost_points, rule_weights, run_scores
 
 if TYPE_CHECKING:
     from analyzer.pack import Pack
@@ -94,7 +95,6 @@ QUANTILES = (0.5, 0.95, 0.99)
 #: Per-run quantities whose tails are reported (``tokens`` = input + output tokens).
 TAIL_METRICS = ("cost_usd", "tokens", "model_calls", "tool_calls", "duration_s")
 #: Weight of a failed rule in the run score when its pack gives none.
-SEVERITY_WEIGHTS = {"critical": 40.0, "high": 20.0, "medium": 10.0, "low": 5.0}
 #: Coverage statuses under which a rule judged a run.
 JUDGED = ("checked", "partial")
 #: Short names accepted by ``by`` for run columns.
@@ -909,17 +909,6 @@ _COST_PER_CORRECT = (
 )
 
 
-def rule_weights(packs: Sequence[Pack]) -> dict[tuple[str, str], float]:
-    """(pack, rule_id) -> the rule's weight: its ``weight:``, else that of its severity."""
-    return {
-        (pack.name, rule.id): float(
-            rule.weight if rule.weight is not None else SEVERITY_WEIGHTS[rule.severity]
-        )
-        for pack in packs
-        for rule in pack.rules
-    }
-
-
 def rule_kinds_of(packs: Sequence[Pack]) -> dict[tuple[str, str], tuple[str, ...]]:
     """(pack, rule_id) -> the finding kinds the rule's type can yield."""
     return {(pack.name, rule.id): tuple(rule.kinds) for pack in packs for rule in pack.rules}
@@ -933,57 +922,6 @@ def required_tools_of(packs: Sequence[Pack]) -> dict[tuple[str, str], tuple[str,
         for rule in pack.rules
         if rule.type == "required_tools"
     }
-
-
-def run_scores(
-    runs: pl.DataFrame,
-    findings: pl.DataFrame | None,
-    *,
-    weights: Mapping[tuple[str, str], float] | None = None,
-) -> pl.DataFrame:
-    """Per run: ``score`` out of 100 and ``failed_rules`` (sorted rule ids); see the module doc.
-
-    ``weights`` maps (pack, rule_id) to a weight (`rule_weights`); rules not in it weigh
-    `SEVERITY_WEIGHTS` of their findings' severity.
-    """
-    out = runs.select("run_id").join(_lost_points(findings, weights), on="run_id", how="left")
-    return out.select(
-        "run_id",
-        _SCORE,
-        pl.col("failed_rules").fill_null(pl.lit([], pl.List(pl.String))),
-    ).sort("run_id")
-
-
-#: The score of a run from the points it lost (`_lost_points`; null: none lost).
-_SCORE = (100.0 - pl.col("_lost").fill_null(0.0)).clip(0.0, 100.0).alias("score")
-
-
-def _lost_points(
-    findings: pl.DataFrame | None, weights: Mapping[tuple[str, str], float] | None
-) -> pl.DataFrame:
-    """Per run with a finding: ``_lost`` (the weights of its failed rules), ``failed_rules``."""
-    given = pl.DataFrame(
-        [(p, r, float(w)) for (p, r), w in (weights or {}).items()],
-        schema={"pack": pl.String, "rule_id": pl.String, "_w": pl.Float64},
-        orient="row",
-    )
-    failed = (
-        _findings(findings)
-        .group_by("run_id", "pack", "rule_id")
-        .agg(pl.col("severity").first())
-        .join(given, on=["pack", "rule_id"], how="left")
-        .with_columns(
-            _w=pl.coalesce("_w", pl.col("severity").replace_strict(SEVERITY_WEIGHTS, default=None))
-        )
-    )
-    missing = failed.filter(pl.col("_w").is_null())
-    if not missing.is_empty():
-        rule = missing.row(0, named=True)
-        raise ValueError(f"rule {rule['rule_id']!r} has unknown severity {rule['severity']!r}")
-    return failed.group_by("run_id").agg(
-        ordered_sum("_w").alias("_lost"),
-        pl.col("rule_id").unique().sort().alias("failed_rules"),
-    )
 
 
 # --- pass^k ------------------------------------------------------------------------------------
@@ -1108,8 +1046,8 @@ def breakdown_runs(
         for metric, value in zip(metrics, _metric_values(runs, metrics), strict=True)
     ]
     rows = _with_outcomes(runs.select("run_id", _run_cost(runs), *values), findings, at_least)
-    lost = _lost_points(findings, weights)
-    return rows.join(lost, on="run_id", how="left", maintain_order="left").with_columns(_SCORE)
+    lost = lost_points(findings, weights)
+    return rows.join(lost, on="run_id", how="left", maintain_order="left").with_columns(SCORE)
 
 
 def breakdown_columns(metrics: Sequence[str] = TAIL_METRICS) -> list[str]:

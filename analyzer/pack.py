@@ -1,14 +1,21 @@
-"""Rule packs: YAML read, validated against schemas/rulepack.schema.json, every problem at once.
+"""Rule packs: YAML read, validated against their JSON Schema, every problem at once.
 
 A pack that cannot be used is refused with one `RulePackError` listing every problem found in
 every pack given, each with its file, line, path inside the file (``rules[2].max_steps``), what
 is wrong and the valid choices. Relative paths inside a pack are relative to the pack file.
+
+The JSON Schema (`pack_schema`, written to schemas/rulepack.schema.json for editors and users)
+is generated from the rule types: each option's type from its field, its description from the
+Options section of the rule type's docstring.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+import types
+import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
@@ -17,8 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from analyzer.checks import REGISTRY
-from analyzer.checks.base import Check, LoadEnv, did_you_mean
+from analyzer.checks.base import (
+    COMMON_FIELDS,
+    Check,
+    LoadEnv,
+    Pack,
+    did_you_mean,
+    doc_sections,
+    rule_types,
+)
 from analyzer.checks.plugin import PLUGIN_TYPE, build_plugin
 from analyzer.errors import RulePackError
 from analyzer.resources import schema
@@ -33,26 +47,13 @@ __all__ = [
     "load_default_pack",
     "load_packs",
     "pack_from_mapping",
+    "pack_schema",
     "read_tool_specs",
 ]
 
-#: The JSON Schema every pack is validated against.
-
 # Rule types of the contract whose implementation has not landed yet: a clearer refusal than
-# "unknown rule type". Remove a name when its module joins the REGISTRY.
+# "unknown rule type". Remove a name when its module joins the rule types.
 _PLANNED: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True)
-class Pack:
-    """A loaded rule pack."""
-
-    name: str
-    rules: tuple[Check, ...]
-    path: Path | None = None
-    description: str | None = None
-    tools: Mapping[str, Any] = field(default_factory=dict)  # tool name -> JSON Schema of args
-    sha256: str | None = None  # of the pack file's bytes, for the manifest
 
 
 @dataclass(frozen=True, order=True)
@@ -296,8 +297,8 @@ def _rule(
     )
     kind = raw["type"]
     try:
-        if kind in REGISTRY:
-            cls = REGISTRY[kind]
+        if kind in rule_types():
+            cls = rule_types()[kind]
             if any(k not in options for k in _required(cls)):
                 return None  # already reported by the schema
             return cls.from_options(options, env)
@@ -400,14 +401,113 @@ def read_tool_specs(path: Path) -> dict[str, Any]:
     return out
 
 
+# --- the pack's JSON Schema ------------------------------------------------------------------
+
+#: The ``$comment`` of the parts of schemas/rulepack.schema.json that `pack_schema` writes.
+_GENERATED = "generated from the rule types by analyzer.pack.pack_schema"
+_OPTION_DOC = re.compile(r"^(\w+) : .*\n((?:[ \t]+\S.*\n?)+)", re.MULTILINE)
+
+
+def pack_schema() -> dict[str, Any]:
+    """The JSON Schema of a rule pack (schemas/rulepack.schema.json): the keys of the pack, of
+    every rule and of plugin rules as written in that file, and a branch per rule type
+    (`rule_types`) generated from its fields and the Options of its docstring."""
+    written = schema("rulepack.schema.json")
+    defs = {k: v for k, v in written["$defs"].items() if v.get("$comment") != _GENERATED}
+    common = {name: {"$ref": f"#/$defs/common/properties/{name}"} for name in COMMON_FIELDS}
+    types = rule_types()
+    defs.update((name, _rule_schema(cls, common)) for name, cls in types.items())
+    plugin = {"type": "string", "pattern": PLUGIN_TYPE.pattern}
+    branches = [*((name, {"const": name}) for name in types), ("plugin", plugin)]
+    defs["rule"] = {
+        "$comment": _GENERATED,
+        "title": "rule",
+        "description": "One rule: an id, a type and the type's own keys.",
+        "type": "object",
+        "required": ["id", "type"],
+        "properties": {
+            "id": common["id"],
+            "type": {
+                "title": "rule type",
+                "description": "A built-in rule type, or module:Class for a plugin.",
+                "anyOf": [{"enum": list(types)}, plugin],
+            },
+        },
+        "allOf": [
+            {
+                "if": {"properties": {"type": test}, "required": ["type"]},
+                "then": {"$ref": f"#/$defs/{name}"},
+            }
+            for name, test in branches
+        ],
+    }
+    return {**written, "$defs": defs}
+
+
+def _rule_schema(cls: type[Check], common: dict[str, Any]) -> dict[str, Any]:
+    """A rule type's branch: each option's type from its field (`_json_type`, then the
+    ``schema`` of the field's metadata), its description from the docstring's Options."""
+    sections = doc_sections(cls)
+    docs = {m[1]: " ".join(m[2].split()) for m in _OPTION_DOC.finditer(sections["Options"] + "\n")}
+    hints = typing.get_type_hints(cls)
+    kind = {"title": "rule type", "description": f"The rule type: {cls.type}.", "const": cls.type}
+    props = {**common, "type": kind}
+    for f in fields(cls):
+        if f.name in cls.option_names():
+            props[f.name] = {
+                "title": f.name,
+                "description": docs[f.name].replace("``", "`"),  # KeyError: not documented
+                **_json_type(hints[f.name]),
+                **f.metadata.get("schema", {}),
+            }
+    branch = {
+        "$comment": _GENERATED,
+        "title": f"{cls.type} rule",
+        "description": f"{' '.join(sections[''].split())} (kinds: {', '.join(cls.kinds)})",
+        "type": "object",
+        "required": ["id", "type", *(k for k in _required(cls) if k != "id")],
+        "additionalProperties": False,
+        "properties": props,
+    }
+    if re.search(r"^At least one \w+ is required", sections["Options"], re.MULTILINE):
+        branch["anyOf"] = [{"required": [name]} for name in cls.option_names()]
+    return branch
+
+
+#: The JSON Schema of the field types that need no more than their name.
+_JSON_TYPES_OF = {
+    str: {"type": "string", "minLength": 1},
+    bool: {"type": "boolean"},
+    int: {"type": "integer", "minimum": 0},
+    float: {"type": "number", "minimum": 0},
+}
+
+
+def _json_type(hint: Any) -> dict[str, Any]:
+    """The JSON Schema of a field's type: texts and lists are not empty, numbers not negative,
+    lists hold distinct items, mappings at least one key."""
+    args = typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    if origin in (types.UnionType, typing.Union):
+        members = [_json_type(a) for a in args if a is not type(None)]
+        return members[0] if len(members) == 1 else {"anyOf": members}
+    if origin is tuple:
+        return {"type": "array", "minItems": 1, "uniqueItems": True, "items": _json_type(args[0])}
+    if origin in (Mapping, dict):
+        inner = {"additionalProperties": _json_type(args[1])} if args[1] is not Any else {}
+        return {"type": "object", "minProperties": 1, **inner}
+    return dict(_JSON_TYPES_OF.get(hint, {}))
+
+
 # --- schema validation and its messages -------------------------------------------------------
 
 
 @lru_cache(maxsize=1)
-def _validator() -> Draft202012Validator:
+def _validator(types: tuple[type[Check], ...]) -> Draft202012Validator:
+    """The validator of packs, for the rule types ``types`` (the tests add some)."""
     from jsonschema import Draft202012Validator
 
-    return Draft202012Validator(schema("rulepack.schema.json"))
+    return Draft202012Validator(pack_schema())
 
 
 _JSON_TYPES = {
@@ -423,7 +523,8 @@ _JSON_TYPES = {
 
 def _schema_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
     out: list[tuple[tuple[str | int, ...], str]] = []
-    errors = sorted(_validator().iter_errors(data), key=lambda e: [str(p) for p in e.path])
+    validator = _validator(tuple(rule_types().values()))
+    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path])
     for err in errors:
         out.extend(_explain(err, data))
     return out
@@ -433,7 +534,12 @@ def _explain(err: ValidationError, data: Any) -> list[tuple[tuple[str | int, ...
     where = tuple(err.path)
     value = err.instance
     schema = err.schema if isinstance(err.schema, dict) else {}
-    title = schema.get("title") or (str(where[-1]) if where else "pack")
+    # untitled: named by its key, a list item by its list and index (tools[0])
+    title = (
+        schema.get("title")
+        or path_text(where[-2 if where and isinstance(where[-1], int) else -1 :])
+        or "pack"
+    )
     is_type_key = len(where) == 3 and where[0] == "rules" and where[2] == "type"
     v = err.validator
     if is_type_key and v in ("anyOf", "enum", "pattern", "type"):
@@ -496,7 +602,7 @@ def _explain(err: ValidationError, data: Any) -> list[tuple[tuple[str | int, ...
 
 
 def _type_message(value: Any) -> str:
-    choices = sorted(REGISTRY)
+    choices = list(rule_types())
     listing = f"rule types: {', '.join(choices)}; or module:Class for a plugin"
     if not isinstance(value, str):
         return f"rule type must be a text, got {_kind(value)} {show(value)} ({listing})"

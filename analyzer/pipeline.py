@@ -1,17 +1,16 @@
-"""The one-way flow: files -> span table -> normalized spans -> runs and steps -> findings."""
+"""Runs to an Analysis: retries, prices and the rule packs applied to the runs of a span table."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from analyzer.ingest import Ingested, read_traces
-from analyzer.runs import RunSet, build_runs
+from analyzer.ingest import Ingested
+from analyzer.runs import RunSet
 
 if TYPE_CHECKING:
     from analyzer.checks import Evaluation
@@ -20,7 +19,7 @@ if TYPE_CHECKING:
     from analyzer.pricing import PriceTable
     from analyzer.report.facts import SummaryFacts
 
-__all__ = ["Analysis", "analyze", "analyze_paths", "analyze_runs", "runs_in_window", "started_in"]
+__all__ = ["Analysis", "analyze_runs", "runs_in_window", "started_in"]
 
 
 @dataclass
@@ -38,43 +37,6 @@ class Analysis:
     #: What a summary reads, merged from the partitions' (`analyzer.report.facts`); None: read
     #: from the tables above
     facts: SummaryFacts | None = None
-
-
-def analyze(
-    ingested: Ingested,
-    *,
-    run_key: str | None = None,
-    case_key: str | None = None,
-    packs: Sequence[Pack] = (),
-    prices: PriceTable | None = None,
-    since_ns: int | None = None,
-    until_ns: int | None = None,
-) -> Analysis:
-    """Normalize the span table, rebuild its runs, price them and apply the rule packs.
-
-    ``prices`` defaults to the bundled table (``rules/prices.yaml``). The runs then carry
-    ``cost_usd``, ``retries``, ``retry_cost_usd``, and, when packs were applied,
-    ``findings`` (count) and ``score`` (/100). ``since_ns``/``until_ns`` keep only the runs
-    whose start (earliest span start) is at or after ``since_ns`` and before ``until_ns``.
-    """
-    from analyzer.conventions import normalize
-
-    runset = build_runs(
-        ingested.spans,
-        normalize(ingested.spans),
-        run_key=run_key,
-        case_key=case_key,
-        parents=ingested.parents,
-        log=ingested.log,
-    )
-    return analyze_runs(
-        ingested,
-        runset,
-        packs=packs,
-        prices=prices,
-        since_ns=since_ns,
-        until_ns=until_ns,
-    )
 
 
 def analyze_runs(
@@ -176,7 +138,7 @@ def _with_findings(runset: RunSet, evaluation: Evaluation, packs: Sequence[Pack]
     """Add ``findings`` (count per run), ``score`` (/100 from rule weights) and
     ``failed_rules`` (the ids of the rules it has findings of) to runs."""
 
-    from analyzer.metrics import rule_weights, run_scores
+    from analyzer.scores import rule_weights, run_scores
 
     counts = evaluation.findings.group_by("run_id").len("findings")
     scores = run_scores(runset.runs, evaluation.findings, weights=rule_weights(packs))
@@ -186,29 +148,3 @@ def _with_findings(runset: RunSet, evaluation: Evaluation, packs: Sequence[Pack]
         .join(scores.select("run_id", "score", "failed_rules"), on="run_id", how="left")
     )
     return dataclasses.replace(runset, runs=runs)
-
-
-def analyze_paths(
-    paths: list[str | Path],
-    *,
-    run_key: str | None = None,
-    case_key: str | None = None,
-    packs: Sequence[Pack] = (),
-    prices: PriceTable | None = None,
-    progress: Callable[[str, int], None] | None = None,
-    jobs: int | None = None,
-    since_ns: int | None = None,
-    until_ns: int | None = None,
-    digests: bool = True,
-) -> Analysis:
-    """Read `paths`, rebuild their runs, price them and apply the rule packs (if any).
-    `digests`: see `analyzer.ingest.reader.read_traces`."""
-    return analyze(
-        read_traces(paths, progress=progress, jobs=jobs, digests=digests),
-        run_key=run_key,
-        case_key=case_key,
-        packs=packs,
-        prices=prices,
-        since_ns=since_ns,
-        until_ns=until_ns,
-    )

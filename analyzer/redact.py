@@ -352,55 +352,6 @@ def _arrow_strings(array: pa.Array, fn: Callable[[Any], Any]) -> pa.Array:
     return pc.take(mapped, encoded.indices).cast(array.type)
 
 
-def _redact_attr_lists(lists: pa.Array, r: Redactor) -> pa.Array:
-    """`ATTRS` lists with ``str``/``json`` values tokenized, except identifiers and names."""
-    if isinstance(lists, pa.ChunkedArray):
-        lists = lists.combine_chunks()
-    values = lists.flatten()
-    if not len(values):
-        return lists
-    keys = pc.struct_field(values, "key")
-    distinct = keys.unique()
-    kept_keys = [k for k in distinct.to_pylist() if k in REDACT_KEPT_KEYS]
-    redact = pc.invert(pc.is_in(keys, pa.array(kept_keys, pa.string()))).fill_null(True)
-    fields = [pc.struct_field(values, f.name) for f in values.type]
-    names = [f.name for f in values.type]
-    for slot in ("str", "json"):
-        column = fields[names.index(slot)]
-        if redact.true_count:
-            changed = _arrow_strings(pc.filter(column, redact), r.json_text)
-            column = pc.replace_with_mask(column, redact, changed)
-        fields[names.index(slot)] = column
-    rebuilt = pa.StructArray.from_arrays(fields, fields=list(values.type))
-    offsets = pc.subtract(lists.offsets, lists.offsets[0])
-    return pa.ListArray.from_arrays(offsets, rebuilt, type=lists.type, mask=lists.is_null())
-
-
-def _redact_events(events: pa.Array, r: Redactor) -> pa.Array:
-    if isinstance(events, pa.ChunkedArray):
-        events = events.combine_chunks()
-    flat = events.flatten()
-    if not len(flat):
-        return events
-    fields = [pc.struct_field(flat, f.name) for f in flat.type]
-    names = [f.name for f in flat.type]
-    fields[names.index("attributes")] = _redact_attr_lists(fields[names.index("attributes")], r)
-    rebuilt = pa.StructArray.from_arrays(fields, fields=list(flat.type))
-    offsets = pc.subtract(events.offsets, events.offsets[0])
-    return pa.ListArray.from_arrays(offsets, rebuilt, type=events.type, mask=events.is_null())
-
-
-def _redact_spans(spans: pa.Table, r: Redactor) -> pa.Table:
-    columns = {name: spans.column(name) for name in spans.column_names}
-    columns["attributes"] = _redact_attr_lists(spans.column("attributes"), r)
-    columns["resource_attributes"] = _redact_attr_lists(spans.column("resource_attributes"), r)
-    columns["events"] = _redact_events(spans.column("events"), r)
-    columns["status_message"] = _arrow_strings(
-        spans.column("status_message").combine_chunks(), r.text
-    )
-    return pa.table([columns[n] for n in spans.column_names], schema=spans.schema)
-
-
 # Run columns holding identifiers of the trace's own (joins keep working: one value, one token).
 _HASHED_IDS = ("case_id", "conversation_id")
 
@@ -476,12 +427,9 @@ def redact_analysis(analysis, salt: str):
             for e in evaluation.errors
         ]
         evaluation = Evaluation(findings=findings, errors=errors, coverage=evaluation.coverage)
-    ingested = analysis.ingested
-    _redact_log(ingested.log, r)
-    ingested = dataclasses.replace(ingested, spans=_redact_spans(ingested.spans, r))
+    _redact_log(analysis.ingested.log, r)
     return dataclasses.replace(
         analysis,
-        ingested=ingested,
         runs=runset,
         evaluation=evaluation,
         facts=None,  # they hold content (answers, attributes): summaries read the redacted runs

@@ -150,7 +150,7 @@ def build_runs(
 
     `parents`: the row of each span's parent (`Ingested.parents`), else looked up here.
     `span_rows`: the row of `spans` of each normalized row, when `spans` are in another order
-    (a partition's spans as read, duplicates included: `analyzer.partitioned`).
+    (a partition's spans as read, duplicates included: `analyzer.engine`).
     `log`: where each file's reading notes go (spans merged into the call they repeat, spans
     with a model, usage or content that no convention recognised)."""
     if span_rows is not None and run_key is not None:  # the run key is read from every span
@@ -787,9 +787,9 @@ def _runs(
     span_rows: pa.Array | None,
 ) -> pl.DataFrame:
     # One plan, run by the in-memory engine: each filter reads only the columns used after it,
-    # and what two parts share (the top agent, the calls that asked for tools) runs once. The
-    # default engine of polars 2 for a plan is the streaming one: 20% slower here (100k spans).
-    # run ids as codes (`run_codes`), cast back at the end (100k spans: 155 -> 148 ms)
+    # and what two parts share (the top agent, the calls that asked for tools) runs once (the
+    # streaming engine, polars 2's default for a plan, is slower on these many small steps).
+    # Run ids as codes (`run_codes`) while joining, cast back at the end.
     as_codes = pl.col("run_id").cast(run_codes())
     lazy_frame = frame.lazy().with_columns(as_codes)
     lazy_steps = steps.lazy().with_columns(as_codes)

@@ -6,15 +6,15 @@ from the Parquet dataset of ``agenttrace ingest`` (``spark.read.parquet``, any p
 Every span gets the key of its run (the trace id, or the value of ``run_key`` as
 `analyzer.runs` picks it), spans are grouped by that key (hashed into ``buckets`` groups, so
 each Python call analyzes many runs at once; ``buckets=0`` groups by the run key itself), and
-each group goes through `analyzer.partitioned.analyze_partition`, the function the in-process
-and partitioned paths use. The partial results come back to the driver as Arrow IPC bytes and
-are merged by `analyzer.partitioned.merge_partials`: the result equals `pipeline.analyze_paths`.
+each group goes through `analyzer.partition.analyze_partition`, the function the engine
+calls on every partition. The partial results come back to the driver as Arrow IPC bytes and
+are merged by `analyzer.partition.merge_partials`: the result equals `engine.analyze_paths`.
 
 Needs the ``spark`` extra (``pip install 'agenttrace[spark]'``) on the driver and on every
 executor; local trace files must be readable at the same path on every executor.
 
-Run on a cluster with ``spark-submit ... analyzer/spark.py PATH... [report options]`` or
-``python -m analyzer.spark --spark-master URL PATH... [report options]``: both are
+Run on a cluster with ``spark-submit ... analyzer/spark_submit.py PATH... [report options]``
+or ``python -m analyzer.spark_submit --spark-master URL PATH... [report options]``: both are
 ``agenttrace report --engine spark``.
 """
 
@@ -36,11 +36,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from analyzer.pack import Pack
-    from analyzer.partitioned import PartitionOptions
+    from analyzer.partition import PartitionOptions
     from analyzer.pipeline import Analysis
     from analyzer.pricing import PriceTable
 
-__all__ = ["DEFAULT_MASTER", "analyze_spark", "main", "spark_session"]
+__all__ = ["DEFAULT_MASTER", "analyze_spark", "spark_session"]
 
 #: The master when neither ``master`` nor the ``SPARK_REMOTE`` environment variable gives one.
 DEFAULT_MASTER = "local[*]"
@@ -116,7 +116,7 @@ def analyze_spark(
     until_ns: int | None = None,
     buckets: int | None = None,
 ) -> Analysis:
-    """`pipeline.analyze_paths` computed by Spark: the same runs, steps, findings and accounting.
+    """`engine.analyze_paths` computed by Spark: the same runs, steps, findings and accounting.
 
     `paths_or_dataset` are trace files, folders (walked as the CLI walks them) and dataset
     folders of ``agenttrace ingest``. A URI with a scheme (``hdfs://``, ``s3a://``, ``file:``)
@@ -128,7 +128,7 @@ def analyze_spark(
     session's parallelism, more for a large input: one per `PARTITION_BYTES` of span table);
     ``0`` makes one group per run key (one Python call per run: slow beyond a few thousand).
     """
-    from analyzer.partitioned import PartitionOptions, merge_partials
+    from analyzer.partition import PartitionOptions, merge_partials
     from analyzer.pricing import load_prices
 
     given = [paths_or_dataset] if isinstance(paths_or_dataset, str | Path) else paths_or_dataset
@@ -185,11 +185,11 @@ class _Inputs:
 
 
 def _plan(given: list[str | Path]) -> _Inputs:
+    from analyzer.engine import estimate_bytes
     from analyzer.errors import InputError
     from analyzer.ingest.accounting import FileLog, IngestLog
     from analyzer.ingest.dataset import dataset_parts, read_dataset_log
     from analyzer.ingest.files import DATASET_MANIFEST, expand_paths
-    from analyzer.partitioned import estimate_bytes
 
     if not given:
         raise InputError("no input: give at least one trace file or folder")
@@ -395,7 +395,7 @@ class _ReadBlobs:
 def _buckets(session: SparkSession, buckets: int | None, estimate: int) -> int:
     """The number of run groups: as asked, else the parallelism of the session (at least one
     group per `PARTITION_BYTES` of span table, so a group fits a Python worker)."""
-    from analyzer.partitioned import PARTITION_BYTES
+    from analyzer.engine import PARTITION_BYTES
 
     if buckets is not None:
         if buckets < 0:
@@ -510,7 +510,7 @@ def _collect(rows: Iterator[Any]) -> tuple[list[Any], dict[int, Any]]:
     """The partial results (in group order) and the file logs (by index) of the result rows."""
     import polars as pl
 
-    from analyzer.partitioned import PartialResult
+    from analyzer.partition import PartialResult
 
     pieces: dict[str | None, dict[str, list[tuple[int, bytes]]]] = {}
     file_logs: dict[int, Any] = {}
@@ -545,24 +545,3 @@ def _collect(rows: Iterator[Any]) -> tuple[list[Any], dict[int, Any]]:
             )
         )
     return partials, file_logs
-
-
-# --- entry point ------------------------------------------------------------------------------
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``agenttrace report --engine spark`` with these arguments (for spark-submit)."""
-    from analyzer.cli import main as cli
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    cli(["report", "--engine", "spark", *args], prog_name="agenttrace-spark")
-
-
-if __name__ == "__main__":
-    # Run as a file (spark-submit analyzer/spark.py): this folder heads sys.path, where its
-    # modules would shadow top-level ones of the same name; the package is imported instead.
-    here = str(Path(__file__).resolve().parent)
-    sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != here]
-    from analyzer.spark import main as _main
-
-    _main()

@@ -18,8 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from analyzer.engine import analyze_paths
 from analyzer.pack import load_default_pack
-from analyzer.pipeline import analyze_paths
 from analyzer.report import build_summary
 from analyzer.report.html import render_html
 

@@ -31,10 +31,20 @@ sys.path.insert(0, str(ROOT))
 
 from analyzer.ingest import read_traces  # noqa: E402
 from analyzer.pack import load_packs  # noqa: E402
-from analyzer.pipeline import _with_findings, analyze  # noqa: E402
+from analyzer.pipeline import _with_findings, analyze_runs  # noqa: E402
+from analyzer.runs import build_runs  # noqa: E402
 
 PACKS = [ROOT / "rules" / f"{name}.yaml" for name in ("kyc", "support", "realestate")]
 DATA = Path(__file__).resolve().parent / "data"
+
+
+def analyze(ingested):
+    """The runs of a span table, priced, without rule packs (the checks are timed apart)."""
+    from analyzer.conventions import normalize
+
+    spans = ingested.spans
+    runset = build_runs(spans, normalize(spans), parents=ingested.parents, log=ingested.log)
+    return analyze_runs(ingested, runset)
 
 
 # --- the run set ---------------------------------------------------------------------------------

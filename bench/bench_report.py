@@ -31,11 +31,12 @@ METHODS = {
     "orjson-floor": "floor: `orjson.loads` of every line, 2 processes, nothing kept",
     "stdlib-json": "stdlib `json.loads` + dict loops to a span table, 1 process",
     "report-json": "`agenttrace report FILE` (partitioned: auto), `-j 2`",
+    "report-json-out": "`agenttrace report FILE --out DIR` (every output), `-j 2`",
     "report-json-memory": "`agenttrace report FILE --partitions 0` (all in memory), `-j 2`",
     "ingest": "`agenttrace ingest FILE --out DS`, `-j 2`",
     "report-dataset": "`agenttrace report DS` (partitioned: auto), `-j 2`",
     "report-dataset-memory": "`agenttrace report DS --partitions 0`, `-j 2`",
-    "core-json": "`analyze_partitioned(FILE, jobs=2)` alone: no summary, steps left in the spill",
+    "core-json": "`analyze_paths(FILE, jobs=2)` alone: no summary, steps left in the spill",
 }
 
 #: `core-json`, timed by phase: the imports, the reading of every unit into the spill (the
@@ -47,12 +48,18 @@ _CORE = """
 import time; START = time.perf_counter()
 import json, sys
 from analyzer.pack import load_default_pack
-from analyzer.partitioned import analyze_partitioned
+from analyzer.engine import analyze_paths
+from analyzer.progress import Progress
+class Phases(Progress):
+    def advance(self, spans=0):
+        if self._name == "read":
+            read.append(time.perf_counter())
+        super().advance(spans)
 if __name__ == "__main__":
     read = []
     begin = time.perf_counter()
-    a = analyze_partitioned([sys.argv[1]], jobs=2, packs=[load_default_pack()],
-                            progress=lambda path, spans: read.append(time.perf_counter()))
+    a = analyze_paths([sys.argv[1]], jobs=2, packs=[load_default_pack()],
+                      progress=Phases(open("/dev/null", "w"), bar=False))
     end = time.perf_counter()
     phases = {"imports": begin - START, "read and spill": read[-1] - begin,
               "partitions and merge": end - read[-1]}
@@ -72,6 +79,7 @@ def _command(method: str, path: str, dataset: str) -> list[str] | None:
     common = ["--format", "json", "-j", "2"]
     return {
         "report-json": [*cli, "report", path, *common],
+        "report-json-out": [*cli, "report", path, *common, "--out", dataset + "-report"],
         "report-json-memory": [*cli, "report", path, *common, "--partitions", "0"],
         "ingest": [*cli, "ingest", path, "--out", dataset + "-fresh", "-j", "2"],
         "report-dataset": [*cli, "report", dataset, *common],
@@ -101,6 +109,8 @@ def _measure(method: str, path: str, dataset: str) -> dict:
         out["findings"] = summary["findings"]["total"]
     if method == "ingest":
         shutil.rmtree(dataset + "-fresh", ignore_errors=True)
+    if method == "report-json-out":
+        shutil.rmtree(dataset + "-report", ignore_errors=True)
     return out
 
 

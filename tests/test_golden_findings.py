@@ -15,8 +15,8 @@ import polars as pl
 import pytest
 
 from analyzer.checks import REGISTRY
+from analyzer.engine import analyze_paths
 from analyzer.pack import load_default_pack, load_packs
-from analyzer.pipeline import analyze_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"

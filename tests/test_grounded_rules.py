@@ -18,17 +18,17 @@ from test_check_cases import _run_rows
 from analyzer.checks import evaluate, grounded_arguments
 from analyzer.checks.grounded_arguments import GroundedArguments, argument_leaves
 from analyzer.checks.grounded_figures import GroundedFigures
+from analyzer.engine import analyze_paths
 from analyzer.errors import RulePackError
 from analyzer.pack import pack_from_mapping
-from analyzer.pipeline import analyze_paths
 from analyzer.runs import build_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-#: The three readers of tool-call arguments: flat objects in C, or with polars' regular
-#: expressions where the C extension is not built; everything in Python.
-READERS = ("native", "columns", "python")
+#: The two readers of tool-call arguments: flat objects in C (the rest in Python), and
+#: everything in Python (as where the C extension is not built).
+READERS = ("native", "python")
 
 
 def leaves(arguments: list[str | None], reader: str) -> tuple[list[tuple], list[int]]:
@@ -36,13 +36,7 @@ def leaves(arguments: list[str | None], reader: str) -> tuple[list[tuple], list[
         {"run_id": ["r"] * len(arguments), "arguments": arguments},
         schema={"run_id": pl.String, "arguments": pl.String},
     ).with_row_index("_call")
-    native = grounded_arguments._native
-    if reader == "columns":
-        grounded_arguments._native = None
-    try:
-        found, malformed = argument_leaves(calls, columnwise=reader != "python")
-    finally:
-        grounded_arguments._native = native
+    found, malformed = argument_leaves(calls, columnwise=reader == "native")
     return (
         found.sort("_call", "leaf_no").rows(),
         sorted(malformed.get_column("_call").to_list()),
@@ -50,9 +44,7 @@ def leaves(arguments: list[str | None], reader: str) -> tuple[list[tuple], list[
 
 
 def same_leaves_every_way(arguments: list[str]) -> None:
-    python = leaves(arguments, "python")
-    assert leaves(arguments, "native") == python
-    assert leaves(arguments, "columns") == python
+    assert leaves(arguments, "native") == leaves(arguments, "python")
 
 
 def test_the_native_reader_of_arguments_is_built():
@@ -203,10 +195,10 @@ def _cuts(text: str) -> list[str]:
     return cuts + [text[:i] + text[i] + text[i:] for i in range(len(text))]
 
 
-def test_flat_objects_are_told_apart_alike_natively_and_by_the_grammar():
-    """`is_flat_object` (argument_schema: a flat object is JSON) in C and by `FLAT_OBJECT` say
-    the same of every near miss and every cut, but of objects with a key twice (or over 64
-    keys), which C leaves out; what either calls flat is a JSON object."""
+def test_flat_objects_are_told_apart_as_the_native_reader_reads_them():
+    """`is_flat_object` (argument_schema: a flat object is JSON) is true of the texts the
+    native reader reads, each a JSON object, and of no other (of none without the C
+    extension: the caller then parses every text)."""
     texts = [*NEAR_MISSES, *_cuts('{"id": "ACC-1", "n": [1, -2.5e3, "x", null], "ok": false}')]
     texts.append(None)
     frame = pl.DataFrame({"t": texts}, schema={"t": pl.String})
@@ -217,17 +209,18 @@ def test_flat_objects_are_told_apart_alike_natively_and_by_the_grammar():
     native = judged()
     saved, grounded_arguments._native = grounded_arguments._native, None
     try:
-        grammar = judged()
+        assert not any(judged())
     finally:
         grounded_arguments._native = saved
-    assert native[-1] is False and grammar[-1] is False
+    assert native[-1] is False
     assert sum(native) >= 8
-    for text, a, b in zip(texts, native, grammar, strict=True):
-        if a or b:
-            pairs = json.loads(text, object_pairs_hook=lambda p: p)
-            assert isinstance(pairs, list)  # an object
-            if a != b:
-                assert b and (len({k for k, _ in pairs}) < len(pairs) or len(pairs) > 64)
+    calls = frame.rename({"t": "arguments"}).with_row_index("_call")
+    _, rest = grounded_arguments._flat_native(calls)
+    left = set(rest.get_column("_call").to_list())
+    for i, (text, flat) in enumerate(zip(texts, native, strict=True)):
+        assert flat == (i not in left)
+        if flat:
+            assert isinstance(json.loads(text), dict)
 
 
 def test_argument_readers_agree_on_every_cut_of_a_flat_object():

@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from analyzer.engine import analyze_paths
 from analyzer.ingest import limits, read_traces
-from analyzer.pipeline import analyze_paths
 
 pytest.importorskip("analyzer.ingest.otlp_json")
 

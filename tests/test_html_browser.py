@@ -19,9 +19,9 @@ import polars as pl
 import pytest
 from factories import otlp_attr, otlp_span
 
+from analyzer.engine import analyze_paths
 from analyzer.labels import load_labels
 from analyzer.pack import load_default_pack, load_packs
-from analyzer.pipeline import analyze_paths
 from analyzer.report import browser, build_summary
 from analyzer.report.html import render_html
 

@@ -18,8 +18,8 @@ import polars as pl
 import pytest
 from factories import otlp_attr, otlp_span
 
+from analyzer.engine import analyze_paths
 from analyzer.pack import load_default_pack, load_packs
-from analyzer.pipeline import analyze_paths
 from analyzer.report import build_summary, write_outputs
 from analyzer.report.browser import SCRIPT as SCRIPT_TEXT
 from analyzer.report.browser import SCRIPT_HASH

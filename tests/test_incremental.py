@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from analyzer.cli import main
+from analyzer.engine import analyze_paths
 from analyzer.ingest.files import DATASET_MANIFEST
-from analyzer.pipeline import analyze_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import zstandard
 
+from analyzer.engine import ingest_partitioned
 from analyzer.errors import InputError
-from analyzer.ingest import read_dataset, read_traces, write_dataset
+from analyzer.ingest import read_dataset, read_traces
 from analyzer.ingest.detect import sniff
 
 pytest.importorskip("analyzer.ingest.otlp_json")
@@ -401,7 +402,7 @@ def test_sniffing_by_content_not_name(tmp_path: Path):
 def test_dataset_round_trip_reads_the_same_spans_and_accounting(dump: Path, tmp_path: Path):
     ingested = read_traces([dump])
     out = tmp_path / "ds"
-    write_dataset(ingested.spans, ingested.log, out, tool_version="test")
+    ingest_partitioned([dump], out, tool_version="test", jobs=1)
     spans, log = read_dataset(out)
     assert spans.equals(ingested.spans)
     assert (log.spans_read, log.spans_kept, log.duplicates) == (5, 3, 2)
@@ -412,4 +413,4 @@ def test_dataset_round_trip_reads_the_same_spans_and_accounting(dump: Path, tmp_
     other.mkdir()
     (other / "notes.txt").write_text("x", encoding="utf-8")
     with pytest.raises(InputError, match="neither an agenttrace dataset nor an empty folder"):
-        write_dataset(ingested.spans, ingested.log, other, tool_version="test")
+        ingest_partitioned([dump], other, tool_version="test", jobs=1)

@@ -25,9 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 def test_the_native_reader_is_built():
     # built by `pip install` with the package (a C compiler is on every supported machine);
-    # without it the msgspec path reads every line, correctly but about twice as slowly
+    # without it the robust path reads every line, correctly but more slowly
     assert otlp_json._native is not None
-    assert otlp_json._fast_lines is otlp_json._native_lines
 
 
 def _read(text: bytes, reader) -> tuple[pa.Table, FileLog]:
@@ -38,7 +37,7 @@ def _read(text: bytes, reader) -> tuple[pa.Table, FileLog]:
 
 
 def _native_read(text: bytes, monkeypatch) -> tuple[pa.Table, FileLog]:
-    monkeypatch.setattr(otlp_json, "_fast_lines", otlp_json._native_lines)
+    assert otlp_json._native is not None
     return _read(text, otlp_json.read_lines)
 
 
@@ -306,7 +305,7 @@ def test_each_resource_is_read_once_and_its_spans_point_at_it(monkeypatch):
     _same_as_robust(many + b"\n" + many, monkeypatch)
 
 
-def test_generated_dump_is_read_natively_and_equals_the_msgspec_path(tmp_path, monkeypatch):
+def test_generated_dump_is_read_natively_and_equals_the_robust_path(tmp_path, monkeypatch):
     from gen_otlp import generate  # bench/gen_otlp.py: what the benchmarks read
 
     path = tmp_path / "gen.jsonl"
@@ -315,12 +314,12 @@ def test_generated_dump_is_read_natively_and_equals_the_msgspec_path(tmp_path, m
     _, refused, spans = otlp_json._native.parse(lines, list(range(1, len(lines) + 1)))
     assert refused == [] and spans >= 3000
     native, native_log = _native_read(path.read_bytes(), monkeypatch)
-    monkeypatch.setattr(otlp_json, "_fast_lines", otlp_json._typed_lines)
-    typed, typed_log = _read(path.read_bytes(), otlp_json.read_lines)
-    assert native.equals(typed) and native_log == typed_log
+    monkeypatch.setattr(otlp_json, "_native", None)
+    robust, robust_log = _read(path.read_bytes(), otlp_json.read_lines)
+    assert native.equals(robust) and native_log == robust_log
 
 
-def test_columns_beyond_32_bit_offsets_fall_back_to_the_msgspec_path(monkeypatch):
+def test_columns_beyond_32_bit_offsets_fall_back_to_the_robust_path(monkeypatch):
     class Overflowing:
         @staticmethod
         def parse(lines, numbers):
@@ -333,7 +332,7 @@ def test_columns_beyond_32_bit_offsets_fall_back_to_the_msgspec_path(monkeypatch
     assert table.equals(expected) and log == expected_log
 
 
-def test_without_the_native_reader_the_msgspec_path_reads_lines(tmp_path):
+def test_without_the_native_reader_the_robust_path_reads_lines(tmp_path):
     # as on a machine where the package was installed without a C compiler
     path = tmp_path / "one.jsonl"
     path.write_bytes(READ_NATIVELY["events and links"] + b"\n")
@@ -341,7 +340,7 @@ def test_without_the_native_reader_the_msgspec_path_reads_lines(tmp_path):
         "import sys; sys.modules['analyzer.ingest._otlp_lines'] = None\n"
         "from analyzer.ingest import otlp_json\n"
         "from analyzer.ingest.accounting import FileLog\n"
-        "assert otlp_json._native is None and otlp_json._fast_lines is otlp_json._typed_lines\n"
+        "assert otlp_json._native is None\n"
         "log = FileLog('one.jsonl')\n"
         f"rows = sum(b.num_rows for b in otlp_json.read_lines(open({str(path)!r}, 'rb'), log))\n"
         "print(rows, log.spans_read, log.spans_quarantined)\n"

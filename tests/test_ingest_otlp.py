@@ -30,11 +30,12 @@ START = 1544712660000000000
 END = 1544712661000000000
 
 
-@pytest.fixture(autouse=True, params=["native", "typed"])
+@pytest.fixture(autouse=True, params=["native", "robust"])
 def fast_path(request, monkeypatch):
-    """Every test here runs on both fast paths of the lines reader: native (C) and msgspec."""
-    if request.param == "typed":
-        monkeypatch.setattr(otlp_json, "_fast_lines", otlp_json._typed_lines)
+    """Every test here runs both ways: the native (C) reader in front of the robust path, and
+    the robust path alone (as where the extension is not built)."""
+    if request.param == "robust":
+        monkeypatch.setattr(otlp_json, "_native", None)
     elif otlp_json._native is None:
         pytest.skip("the native reader was not built (tests/test_ingest_native.py says so)")
     return request.param
@@ -298,7 +299,7 @@ def test_arrays_kvlists_and_bytes_become_json_text():
     ],
 )
 def test_one_odd_value_in_a_compact_line(value, expected):
-    # the only oddity of the line: read the same by the columnar and the robust path
+    # the only oddity of the line: read the same by the native reader and the robust path
     text = line(span(attributes=[kv("s", value), kv("ok", {"stringValue": "fine"})]))
     (fast,), _ = read_json_lines(text)
     (slow,), _ = read_json_lines(text, robust=True)
@@ -477,7 +478,7 @@ def test_snake_case_field_names():
     assert row["attributes"] == [attr_row("k", s="v")]
 
 
-# --- the fast path equals the robust path ------------------------------------------------------
+# --- the native reader equals the robust path --------------------------------------------------
 
 
 def _varied_file() -> bytes:
@@ -550,7 +551,7 @@ def _varied_file() -> bytes:
                 ]
             )
         ),
-        # whitespace and value-before-key: not the compact form, so the typed path reads it
+        # whitespace and value-before-key: not the compact form exporters write
         b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "%s", "spanId": "%s", '
         b'"startTimeUnixNano": 1, "endTimeUnixNano": 2, '
         b'"attributes": [{"value": {"stringValue": "v"}, "key": "k"}]}]}]}]}'
@@ -590,7 +591,7 @@ def _varied_file() -> bytes:
         ),
         line(span(attributes=None, events=None)),
         line(span(attributes=[kv("dup", {"stringValue": "1"}), kv("dup", {"intValue": "2"})])),
-        # one odd value each in otherwise compact lines (the columnar reader must not guess)
+        # one odd value each in otherwise compact lines (the native reader must not guess)
         line(span(attributes=[kv("s", {"stringValue": 12})])),
         line(span(attributes=[kv("s", {"stringValue": None}), kv("t", {"stringValue": "x"})])),
         line(span(attributes=[kv("b", {"boolValue": "true"}), kv("c", {"boolValue": 0})])),
@@ -598,7 +599,7 @@ def _varied_file() -> bytes:
         line(span(attributes=[kv("d", {"doubleValue": "0.25"}), kv("e", {"doubleValue": 1e300})])),
         line(span(attributes=[kv("a", {"arrayValue": None}), kv("y", {"bytesValue": 5})])),
         line(span(attributes=[{"key": "x", "value": {"stringValue": "v"}, "extra": 1}])),
-        # latin-1: only the robust parser checks bytes in fields it does not read
+        # latin-1 in a field no reader keeps: the line is not UTF-8 all the same
         b'{"resourceSpans":[],"note":"latin-1 \xe9 is not UTF-8"}',
     ]
     out.extend(variants)

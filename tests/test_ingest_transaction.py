@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from analyzer import partitioned
+from analyzer import engine
 from analyzer.cli import main
 from analyzer.ingest import read_traces
 from analyzer.ingest.dataset import read_dataset
@@ -74,7 +74,7 @@ def test_a_file_that_grows_during_ingest_is_not_recorded_and_is_read_whole_next_
     growing = tmp_path / "growing.jsonl"
     shutil.copy(KYC[0], growing)
     first_digest = sha256_of(growing)
-    spill_all = partitioned._spill_all
+    spill_all = engine._spill_all
 
     def then_grow(*args, **kwargs):  # the file is appended to once it has been read
         lines = spill_all(*args, **kwargs)
@@ -82,7 +82,7 @@ def test_a_file_that_grows_during_ingest_is_not_recorded_and_is_read_whole_next_
             fh.write(KYC[1].read_bytes())
         return lines
 
-    monkeypatch.setattr(partitioned, "_spill_all", then_grow)
+    monkeypatch.setattr(engine, "_spill_all", then_grow)
     dataset = tmp_path / "ds"
     result = _ingest(growing, "--out", dataset)
     assert "changed while it was read" in result.output

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
 from analyzer.cli import main
+from analyzer.engine import analyze_paths
 from analyzer.errors import InputError
 from analyzer.labels import (
     FieldLabel,
@@ -22,7 +23,6 @@ from analyzer.labels import (
     score_labels,
 )
 from analyzer.pack import load_packs
-from analyzer.pipeline import analyze_paths
 from analyzer.report import build_summary, terminal_summary
 from analyzer.resources import schema
 
@@ -655,22 +655,22 @@ def test_breakdowns_carry_label_correct_rates(kyc_summary):
 def test_partitioned_labels_summary_is_the_in_process_one(kyc_summary):
     """Labels score the whole runs and steps, which a partitioned analysis reads from its
     spill for them; the rest of the summary comes from its merged facts."""
-    from analyzer.partitioned import analyze_partitioned
+    from analyzer.engine import analyze_paths
 
     _, reference = kyc_summary
     packs = tuple(load_packs([KYC_PACK]))
-    analysis = analyze_partitioned([KYC], partitions=3, jobs=1, packs=packs)
+    analysis = analyze_paths([KYC], partitions=3, jobs=1, packs=packs)
     assert build_summary(analysis, load_labels(KYC_LABELS)) == reference
 
 
 def test_labels_summary_read_part_by_part_is_the_in_memory_one(kyc_summary, monkeypatch):
     """The label columns of the breakdowns and the labelled cost, from the runs' facts read
     part by part (`IN_MEMORY_RUNS` exceeded), are those of the in-memory summary."""
-    from analyzer.partitioned import analyze_partitioned
+    from analyzer.engine import analyze_paths
     from analyzer.report import summary as summary_module
 
     _, reference = kyc_summary
     packs = tuple(load_packs([KYC_PACK]))
-    analysis = analyze_partitioned([KYC], partitions=3, jobs=1, packs=packs)
+    analysis = analyze_paths([KYC], partitions=3, jobs=1, packs=packs)
     monkeypatch.setattr(summary_module, "IN_MEMORY_RUNS", 0)
     assert build_summary(analysis, load_labels(KYC_LABELS)) == reference

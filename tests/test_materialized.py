@@ -20,12 +20,11 @@ import analyzer.checks
 import analyzer.materialized
 from analyzer.checks.required_tools import RequiredTools
 from analyzer.cli import main
+from analyzer.engine import analyze_paths, ingest_partitioned
 from analyzer.errors import InputError
 from analyzer.ingest.files import DATASET_MANIFEST
 from analyzer.materialized import results_key
 from analyzer.pack import load_default_pack, load_packs, pack_from_mapping
-from analyzer.partitioned import analyze_partitioned, ingest_partitioned
-from analyzer.pipeline import analyze_paths
 from analyzer.prebuilt import prebuilt_dataset
 from analyzer.pricing import load_prices
 from analyzer.report import build_summary
@@ -107,7 +106,7 @@ def test_a_report_from_kept_results_equals_running_the_checks(
     packs = _packs()
     reference = analyze_paths(halves["files"], packs=packs, since_ns=since, until_ns=until)
     checked = len(no_checks)
-    result = analyze_partitioned([dataset], jobs=1, packs=packs, since_ns=since, until_ns=until)
+    result = analyze_paths([dataset], jobs=1, packs=packs, since_ns=since, until_ns=until)
     assert len(no_checks) == checked  # no check ran: every part's results were read
     assert_same_analysis(reference, result)
     runs = reference.runs.runs.height
@@ -131,12 +130,12 @@ def test_a_window_reads_only_the_parts_with_runs_started_in_it(
     for window in (since, max(p["runs"]["started_ns"][1] for p in later) + 1):
         reference = analyze_paths(halves["files"], packs=packs, since_ns=window)
         checked = len(no_checks)
-        result = analyze_partitioned([dataset], jobs=1, packs=packs, since_ns=window)
+        result = analyze_paths([dataset], jobs=1, packs=packs, since_ns=window)
         assert len(no_checks) == checked
         assert_same_analysis(reference, result)
     assert reference.runs.runs.height == 0  # the last window is after every run
     with pytest.raises(InputError, match="unreadable"):
-        analyze_partitioned([dataset], jobs=1, packs=packs)  # without a window, all are read
+        analyze_paths([dataset], jobs=1, packs=packs)  # without a window, all are read
 
 
 def test_parts_whose_runs_all_start_in_the_window_are_taken_as_kept(
@@ -158,7 +157,7 @@ def test_parts_whose_runs_all_start_in_the_window_are_taken_as_kept(
         reference = analyze_paths(halves["files"], packs=packs, since_ns=since, until_ns=until)
         checked = len(no_checks)
         restricted.clear()
-        result = analyze_partitioned([dataset], jobs=1, packs=packs, since_ns=since, until_ns=until)
+        result = analyze_paths([dataset], jobs=1, packs=packs, since_ns=since, until_ns=until)
         assert len(no_checks) == checked
         assert len(restricted) == cut  # only the part holding the first (or last) run is cut
         assert_same_analysis(reference, result)
@@ -171,7 +170,7 @@ def test_another_case_class_is_summarized_from_the_kept_tables(
     packs = _packs()
     reference = analyze_paths(halves["files"], packs=packs)
     checked = len(no_checks)
-    result = analyze_partitioned([dataset], jobs=1, packs=packs, case_class="app.case_id")
+    result = analyze_paths([dataset], jobs=1, packs=packs, case_class="app.case_id")
     assert len(no_checks) == checked
     assert result.facts is not None and result.facts.case_class == "app.case_id"
     expected = build_summary(reference, case_class="app.case_id")
@@ -185,7 +184,7 @@ def test_other_packs_or_prices_run_the_checks(halves: dict, no_checks: list[int]
     default = (load_default_pack(),)
     reference = analyze_paths(halves["files"], packs=default)
     before = len(no_checks)
-    assert_same_analysis(reference, analyze_partitioned([dataset], jobs=1, packs=default))
+    assert_same_analysis(reference, analyze_paths([dataset], jobs=1, packs=default))
     assert len(no_checks) - before == parts
     table = load_prices()
     cheaper = type(table)(
@@ -197,7 +196,7 @@ def test_other_packs_or_prices_run_the_checks(halves: dict, no_checks: list[int]
     packs = _packs()
     reference = analyze_paths(halves["files"], packs=packs, prices=cheaper)
     before = len(no_checks)
-    result = analyze_partitioned([dataset], jobs=1, packs=packs, prices=cheaper)
+    result = analyze_paths([dataset], jobs=1, packs=packs, prices=cheaper)
     assert len(no_checks) - before == parts
     assert_same_analysis(reference, result)
 
@@ -222,11 +221,11 @@ def test_check_errors_are_kept_with_the_results(
     ingest_partitioned(files, dataset, tool_version="t", jobs=1, partitions=2, packs=packs)
     monkeypatch.setattr(RequiredTools, "check", original)
     # the checks no longer crash: the errors a report shows are those kept at ingest
-    result = analyze_partitioned([dataset], jobs=1, packs=packs)
+    result = analyze_paths([dataset], jobs=1, packs=packs)
     assert {e.run_id for e in result.evaluation.errors} == {victim}
     assert "crashed on purpose" in result.evaluation.errors[0].error
     assert_same_analysis(reference, result)
-    windowed = analyze_partitioned([dataset], jobs=1, packs=packs, since_ns=T0)
+    windowed = analyze_paths([dataset], jobs=1, packs=packs, since_ns=T0)
     assert windowed.evaluation.errors == result.evaluation.errors
 
 
@@ -276,11 +275,11 @@ def test_a_damaged_kept_file_is_an_input_error_naming_it(halves: dict, tmp_path:
     facts = dataset / "runs" / "part-00000" / "results" / "facts-runs.parquet"
     facts.write_bytes(facts.read_bytes()[:50])
     with pytest.raises(InputError, match=r"part-00000/results/facts-runs\.parquet: unreadable"):
-        analyze_partitioned([dataset], jobs=1, packs=_packs())
+        analyze_paths([dataset], jobs=1, packs=_packs())
     result = dataset / "runs" / "part-00000" / "results" / "result.json"
     result.write_text('{"errors": []}', encoding="utf-8")
     with pytest.raises(InputError, match=r"part-00000/results/result\.json: unreadable"):
-        analyze_partitioned([dataset], jobs=1, packs=_packs())
+        analyze_paths([dataset], jobs=1, packs=_packs())
 
 
 def _key(pack: dict, prices=None) -> str | None:
@@ -354,7 +353,7 @@ def test_kept_facts_are_read_part_by_part_above_the_in_memory_size(
     dataset = halves["datasets"]["by-file"]
     packs = _packs()
     reference = build_summary(analyze_paths(halves["files"], packs=packs, since_ns=since))
-    result = analyze_partitioned([dataset], jobs=1, packs=packs, since_ns=since)
+    result = analyze_paths([dataset], jobs=1, packs=packs, since_ns=since)
     assert result.facts is not None and len(result.facts.parts) == 4
     assert all(p.frame is None for p in result.facts.parts)  # files, read when used
     kept = [p for p in result.facts.parts if str(p.path).startswith(str(dataset))]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import MISSING, fields
 from pathlib import Path
 
@@ -12,7 +13,13 @@ from analyzer.checks import REGISTRY
 from analyzer.checks.base import COMMON_FIELDS, When
 from analyzer.checks.trajectory import Trajectory
 from analyzer.errors import RulePackError
-from analyzer.pack import load_default_pack, load_packs, pack_from_mapping, read_tool_specs
+from analyzer.pack import (
+    load_default_pack,
+    load_packs,
+    pack_from_mapping,
+    pack_schema,
+    read_tool_specs,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -114,7 +121,7 @@ rules:
         "of critical, high, medium, low",
         "  bad.yaml:11: rules[3] (rule t2): needs at least one of sequence, forbidden, max_steps, "
         "args for rule type trajectory",
-        "  bad.yaml:12: rules[4].tools (rule ok): allowed tools lists a more than once",
+        "  bad.yaml:12: rules[4].tools (rule ok): tools lists a more than once",
         "  bad.yaml:12: rules[4].when.agent (rule ok): expected a text or a list, got integer 3",
     ]
 
@@ -364,7 +371,7 @@ def test_retries_and_argument_schema_options_are_validated(tmp_path, monkeypatch
     )
     assert problems(["p.yaml"])[1:] == [
         "  p.yaml:3: rules[0].max (rule r): -1 is less than the minimum of 0",
-        "  p.yaml:4: rules[1].tools (rule a): checked tools must list at least one item",
+        "  p.yaml:4: rules[1].tools (rule a): tools must list at least one item",
         "  p.yaml:5: rules[2].tool (rule b): unknown key 'tool' for rule type argument_schema; "
         "did you mean tools? (valid keys: description, id, severity, tools, type, weight, when)",
     ]
@@ -450,6 +457,16 @@ def test_pack_from_mapping_raises_the_same_errors():
 
 def _schema() -> dict:
     return json.loads((ROOT / "schemas" / "rulepack.schema.json").read_text(encoding="utf-8"))
+
+
+def test_the_schema_file_is_the_generated_schema():
+    """schemas/rulepack.schema.json is `pack_schema()`: a rule type changed without
+    regenerating it fails here (AGENTTRACE_UPDATE_GOLDEN=1 rewrites it)."""
+    path = ROOT / "schemas" / "rulepack.schema.json"
+    text = json.dumps(pack_schema(), indent=2, ensure_ascii=False) + "\n"
+    if os.environ.get("AGENTTRACE_UPDATE_GOLDEN"):
+        path.write_text(text, encoding="utf-8")
+    assert path.read_text(encoding="utf-8") == text
 
 
 def _resolve(schema: dict, node: dict) -> dict:

@@ -42,9 +42,9 @@ from test_check_cases import _case_files, _evaluate, _run_rows
 
 from analyzer.checks import COVERAGE_SCHEMA, FINDING_SCHEMA
 from analyzer.cli import main
+from analyzer.engine import analyze_paths
 from analyzer.pack import Pack, load_packs
-from analyzer.partitioned import analyze_partitioned
-from analyzer.pipeline import Analysis, analyze_paths
+from analyzer.pipeline import Analysis
 from analyzer.pricing import PriceTable, load_prices
 
 TESTS = Path(__file__).resolve().parent
@@ -427,18 +427,18 @@ def _checked_again(*args: Any, **kwargs: Any) -> Any:
 def local_paths(
     corpus: Corpus, references: dict[str, Analysis], dataset: Path
 ) -> dict[str, Compared]:
-    import analyzer.partitioned as partitioned
+    import analyzer.engine as partitioned
 
     files = corpus.files
     every = {"packs": corpus.packs, "prices": corpus.prices}
     plain = {"packs": corpus.plain, "prices": corpus.prices}
     # the plugin rule types are imported by the worker processes too
-    out = {"partitioned": analyze_partitioned(files, partitions=2, jobs=2, **every)}
+    out = {"partitioned": analyze_paths(files, partitions=2, jobs=2, **every)}
     with pytest.MonkeyPatch.context() as patch:  # with the packs of the kept results, no part
         patch.setattr(partitioned, "prebuilt_partial", _checked_again)  # is checked again (nor
         patch.setattr(partitioned, "_pool", _checked_again)  # are processes started to check)
-        out["dataset, kept results"] = analyze_partitioned([dataset], jobs=2, **plain)
-    out["dataset, checked"] = analyze_partitioned([dataset], jobs=2, **every)
+        out["dataset, kept results"] = analyze_paths([dataset], jobs=2, **plain)
+    out["dataset, checked"] = analyze_paths([dataset], jobs=2, **every)
     out["dataset, in process"] = analyze_paths([dataset], jobs=1, **every)
     return {
         path: Compared(result, references["plain" if "kept" in path else "every"])

@@ -12,11 +12,10 @@ from click.testing import CliRunner
 from split_dumps import assert_same_analysis, generate
 
 from analyzer.cli import main
+from analyzer.engine import analyze_paths, ingest_partitioned
 from analyzer.errors import InputError
 from analyzer.ingest.files import DATASET_MANIFEST
 from analyzer.pack import load_default_pack, load_packs
-from analyzer.partitioned import analyze_partitioned, ingest_partitioned
-from analyzer.pipeline import analyze_paths
 from analyzer.prebuilt import prebuilt_dataset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,7 +68,7 @@ def test_runs_straddling_ingests_are_taken_whole_from_the_last_part(
     packs = _packs()
     reference = analyze_paths(thirds["files"], packs=packs)
     assert reference.runs.runs.height == thirds["traces"]
-    result = analyze_partitioned([dataset], jobs=1, packs=packs)
+    result = analyze_paths([dataset], jobs=1, packs=packs)
     assert_same_analysis(reference, result)
     log = result.ingested.log
     assert (log.spans_kept, log.duplicates, log.orphans) == (thirds["spans"], 0, 0)
@@ -95,7 +94,7 @@ def test_traces_superseded_are_dropped_from_the_parts_holding_them(
     assert old is not None
     assert all(o.superseded >= p.superseded for o, p in zip(old, parts, strict=True))
     assert any(o.superseded > p.superseded for o, p in zip(old, parts, strict=True))
-    assert_same_analysis(reference, analyze_partitioned([dataset], jobs=1, packs=packs))
+    assert_same_analysis(reference, analyze_paths([dataset], jobs=1, packs=packs))
 
 
 def test_prebuilt_report_reads_no_span(thirds: dict, tmp_path: Path) -> None:
@@ -130,7 +129,7 @@ def test_older_or_missing_prebuilt_runs_fall_back_to_the_spans(
     (dataset / DATASET_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
     assert prebuilt_dataset([dataset]) is None
     reference = analyze_paths(thirds["files"][:2], packs=_packs())
-    result = analyze_partitioned([dataset], jobs=1, partitions=2, packs=_packs())
+    result = analyze_paths([dataset], jobs=1, partitions=2, packs=_packs())
     assert_same_analysis(reference, result)
 
 
@@ -142,7 +141,7 @@ def test_other_run_keys_and_mixed_inputs_use_the_spans(thirds: dict, tmp_path: P
     assert prebuilt_dataset([thirds["files"][0]]) is None
     packs = _packs()
     reference = analyze_paths([*thirds["files"][:2]], case_key="app.case_id", packs=packs)
-    mixed = analyze_partitioned(
+    mixed = analyze_paths(
         [dataset, thirds["files"][1]], jobs=1, partitions=2, case_key="app.case_id", packs=packs
     )
     assert_same_analysis(reference, mixed)
@@ -154,7 +153,7 @@ def test_a_damaged_prebuilt_file_is_an_input_error_naming_it(thirds: dict, tmp_p
     steps = dataset / "runs" / "part-00000" / "steps.parquet"
     steps.write_bytes(steps.read_bytes()[:100])
     with pytest.raises(InputError, match=r"part-00000/steps\.parquet: unreadable prebuilt runs"):
-        analyze_partitioned([dataset], jobs=1)
+        analyze_paths([dataset], jobs=1)
 
 
 def test_runs_and_show_on_a_dataset_read_its_prebuilt_runs(tmp_path: Path) -> None:

@@ -379,7 +379,7 @@ def test_price_table_errors_are_user_errors():
 
 @pytest.mark.skipif(not REAL_TRACES.is_dir(), reason="real traces not available")
 def test_real_traces_computed_costs_agree_with_recorded_costs():
-    from analyzer.pipeline import analyze_paths
+    from analyzer.engine import analyze_paths
 
     runset = apply_prices(analyze_paths([REAL_TRACES]).runs)
     rows = (
@@ -418,7 +418,7 @@ def test_real_traces_computed_costs_agree_with_recorded_costs():
 
 
 def test_sample_traces_are_all_priced():
-    from analyzer.pipeline import analyze_paths
+    from analyzer.engine import analyze_paths
 
     runset = apply_prices(analyze_paths([ROOT / "sample_traces"]).runs)
     assert runset.runs.get_column("cost_usd").null_count() == 0

@@ -454,14 +454,15 @@ def mutate_bytes(draw, data: bytes, max_ops: int = 3) -> bytes:
 
 @contextlib.contextmanager
 def _fast_path(native: bool) -> Iterator[None]:
-    """The lines reader's native fast path, or its msgspec one, for the duration."""
-    saved = otlp_json._fast_lines
-    use_native = native and otlp_json._native is not None
-    otlp_json._fast_lines = otlp_json._native_lines if use_native else otlp_json._typed_lines
+    """The lines reader with its native reader in front of the robust path (where built), or
+    the robust path alone, for the duration."""
+    saved = otlp_json._native
+    if not native:
+        otlp_json._native = None
     try:
         yield
     finally:
-        otlp_json._fast_lines = saved
+        otlp_json._native = saved
 
 
 def _dumps(value: Any, style: int) -> str:
@@ -531,9 +532,9 @@ def test_mutated_otlp_json_lines_are_accounted_line_by_line(tmp_path, text, nati
 
 @_settings(200)
 @given(text=mutated_json_lines(), native=st.booleans())
-def test_fast_paths_read_mutated_lines_as_the_robust_path_does(text, native):
-    # whatever a fast path accepts it must read as the reference does: row for row, and the
-    # same counts and quarantine (the native reader refuses, whole, any line it is unsure of)
+def test_the_lines_reader_reads_mutated_lines_as_the_robust_path_does(text, native):
+    # whatever the native reader accepts it must read as the reference does: row for row, and
+    # the same counts and quarantine (it refuses, whole, any line it is unsure of)
     fast_log, robust_log = FileLog("m.jsonl"), FileLog("m.jsonl")
     with _fast_path(native):
         fast = read_with(read_lines, io.BufferedReader(io.BytesIO(text)), fast_log)

@@ -138,10 +138,10 @@ class AlwaysFails(Check):
 
 @dataclass(frozen=True, kw_only=True)
 class ReturnsAList(Check):
-    """Returns the wrong type."""
+    """Returns the wrong type: a list, but of dicts (a list of frames is fine)."""
 
     def check(self, ctx: CheckContext):
-        return []
+        return [{"run_id": "x"}]
 
 
 def test_a_check_crashing_everywhere_is_isolated_to_single_runs():
@@ -169,7 +169,7 @@ def test_isolation_stops_at_its_budget_and_says_so(monkeypatch):
 def test_a_check_returning_the_wrong_type_is_a_check_error():
     result = evaluate([Pack(name="p", rules=(ReturnsAList(id="w"),))], runset(one_run(1, "a")))
     assert [e.error for e in result.errors] == [
-        "TypeError: check returned list, not a polars DataFrame"
+        "TypeError: check returned dict, not a polars DataFrame"
     ]
     assert result.findings.height == 0
 

@@ -16,8 +16,8 @@ pytest.importorskip("pyspark")
 from split_dumps import assert_same_analysis, generate, split_dump
 
 from analyzer.cli import main
+from analyzer.engine import analyze_paths
 from analyzer.pack import load_default_pack, load_packs
-from analyzer.pipeline import analyze_paths
 from analyzer.report import build_summary
 from analyzer.spark import analyze_spark
 
@@ -180,7 +180,7 @@ def test_report_engine_spark_refuses_a_missing_path_before_starting_spark(tmp_pa
 
 
 def test_spark_submit_runs_the_entry_point(tmp_path: Path) -> None:
-    """`spark-submit analyzer/spark.py PATH...` is `agenttrace report --engine spark PATH...`."""
+    """`spark-submit analyzer/spark_submit.py PATH...` is `agenttrace report --engine spark ...`."""
     submit = Path(sys.executable).with_name("spark-submit")
     if not submit.exists():
         pytest.skip("spark-submit is not installed beside this Python")
@@ -195,7 +195,7 @@ def test_spark_submit_runs_the_entry_point(tmp_path: Path) -> None:
         "spark.ui.enabled=false",
         "--conf",
         "spark.driver.host=127.0.0.1",
-        str(ROOT / "analyzer" / "spark.py"),
+        str(ROOT / "analyzer" / "spark_submit.py"),
         str(SAMPLES / "realestate"),
         "--out",
         str(out),

@@ -30,8 +30,8 @@ from click.testing import CliRunner
 from jsonschema import Draft202012Validator
 
 from analyzer.cli import main
+from analyzer.engine import analyze_paths
 from analyzer.pack import load_default_pack, load_packs
-from analyzer.pipeline import analyze_paths
 from analyzer.report import build_summary, terminal_summary
 from analyzer.report.summary import SUMMARY_VERSION
 from analyzer.resources import schema
@@ -1804,12 +1804,12 @@ def test_unpriced_model_is_listed_and_its_cost_is_never_zero(tmp_path):
 
 @pytest.mark.parametrize("pack", ["default", "kyc", "none"])
 def test_summary_read_part_by_part_is_the_in_memory_one(pack, monkeypatch):
-    """Above `IN_MEMORY_RUNS` runs the summary reads the runs' facts part by part, in two
-    passes, and never the whole runs frame: every figure is the one of the in-memory path
+    """Above `IN_MEMORY_RUNS` runs the summary reads the runs' facts part by part, and never
+    the whole runs frame: every figure is the one of the in-memory path
     (exact sums and means agree to the last rounded digit; quantiles and intervals are the
     same order statistics). Parts: one per partition of the sample traces, read all together
     (`passes.BATCH_RUNS`), one at a time, or the first two together and the others alone."""
-    from analyzer.partitioned import analyze_partitioned
+    from analyzer.engine import analyze_paths
     from analyzer.report import passes
     from analyzer.report import summary as summary_module
     from analyzer.report.facts import SummaryFacts
@@ -1820,7 +1820,7 @@ def test_summary_read_part_by_part_is_the_in_memory_one(pack, monkeypatch):
         "none": (),
     }[pack]
     reference = build_summary(analyze_paths([SAMPLES], packs=packs))
-    analysis = analyze_partitioned([SAMPLES], partitions=4, jobs=1, packs=packs)
+    analysis = analyze_paths([SAMPLES], partitions=4, jobs=1, packs=packs)
     assert analysis.facts is None or len(analysis.facts.parts) == 4
     monkeypatch.setattr(summary_module, "IN_MEMORY_RUNS", 0)
 
@@ -1845,9 +1845,9 @@ def test_sections_computed_side_by_side_are_those_computed_one_by_one(monkeypatc
     """The summary's sections run on a thread per CPU, and its facts' parts are read side by
     side: the same summary on one thread, and with more threads than sections."""
     from analyzer import workers
-    from analyzer.partitioned import analyze_partitioned
+    from analyzer.engine import analyze_paths
 
-    analysis = analyze_partitioned([SAMPLES], partitions=4, jobs=1, packs=(load_default_pack(),))
+    analysis = analyze_paths([SAMPLES], partitions=4, jobs=1, packs=(load_default_pack(),))
     summaries, asked = [], []
 
     for threads in (1, 2, 32):

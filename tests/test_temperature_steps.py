@@ -25,8 +25,8 @@ import pytest
 from click.testing import CliRunner
 
 from analyzer.cli import main
+from analyzer.engine import analyze_paths
 from analyzer.pack import load_packs
-from analyzer.pipeline import analyze_paths
 from analyzer.pricing import load_prices
 from analyzer.report import build_summary
 
@@ -265,12 +265,12 @@ def test_the_last_step_counts_the_later_calls_and_each_run_once(inputs, monkeypa
 
 
 def test_part_by_part_and_partitioned_summaries_are_the_in_memory_one(inputs, summary, monkeypatch):
-    from analyzer.partitioned import analyze_partitioned
+    from analyzer.engine import analyze_paths
     from analyzer.report import passes
     from analyzer.report import summary as summary_module
 
     for jobs in (1, 2):
-        analysis = analyze_partitioned(
+        analysis = analyze_paths(
             [inputs["traces"]], partitions=2, jobs=jobs, packs=inputs["packs"],
             prices=inputs["prices"],
         )  # fmt: skip

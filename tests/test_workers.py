@@ -1,8 +1,6 @@
 """No agenttrace process runs OpenBLAS threads (`analyzer.workers.quiet_blas`): the command
-line and each pool worker, with the user's own setting kept. A pool worker reuses the memory
-Arrow's jemalloc and glibc's malloc freed instead of faulting in fresh pages
-(`analyzer.workers.share_cpus`), and computes polars' operations in its own thread
-(`analyzer.workers.polars_inline`)."""
+line and each pool worker, with the user's own setting kept. Workers start before the command's
+own imports when it will read a big input (`analyzer.workers.start_pool`)."""
 
 from __future__ import annotations
 
@@ -12,8 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from analyzer.workers import computes_inline
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "sample_traces" / "kyc" / "traces-0001.jsonl"
@@ -89,7 +85,7 @@ def test_the_users_blas_setting_is_kept(blas_default: int) -> None:
 
 
 def test_pool_workers_start_no_blas_threads(blas_default: int) -> None:
-    from analyzer.partitioned import _pool  # not at the top: `_fresh_python` imports this module
+    from analyzer.engine import _pool  # not at the top: `_fresh_python` imports this module
 
     with _pool(2) as pool:
         assert set(pool.map(_worker_blas_threads, range(4))) == {1}
@@ -97,267 +93,6 @@ def test_pool_workers_start_no_blas_threads(blas_default: int) -> None:
 
 def _worker_blas_threads(_: int) -> int | None:
     return openblas_threads()
-
-
-def arrow_refaults(_: int = 0, default_pool: bool = False) -> int:
-    """Page faults of a second 64 MiB buffer of Arrow's jemalloc (or of pyarrow's default pool:
-    `default_pool`), the first one freed (the gather of `finalize_spans`, partition after
-    partition); -1 without jemalloc."""
-    import numpy as np
-    import pyarrow as pa
-
-    try:
-        pool = pa.jemalloc_memory_pool()
-    except NotImplementedError:
-        return -1
-    if default_pool:
-        pool = pa.default_memory_pool()
-
-    def once() -> None:
-        buffer = pa.allocate_buffer(64 << 20, memory_pool=pool)
-        np.frombuffer(buffer, dtype=np.uint8)[::4096] = 1  # every page written
-
-    once()
-    return _faults_of(once)
-
-
-def c_heap_refaults(_: int = 0) -> int:
-    """Page faults of a second C buffer grown by doubling to 16 MiB with glibc's ``realloc``,
-    the first one freed (as the native JSON reader's columns, piece after piece)."""
-    _grow_and_free_c_buffer()
-    return _faults_of(_grow_and_free_c_buffer)
-
-
-def _grow_and_free_c_buffer() -> None:
-    import ctypes
-
-    libc = ctypes.CDLL(None)
-    libc.realloc.restype = ctypes.c_void_p
-    libc.realloc.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
-    pointer, size = None, 4096
-    while size <= 16 << 20:
-        pointer = libc.realloc(pointer, size)
-        ctypes.memset(pointer, 1, size)
-        size *= 2
-    libc.free(pointer)
-
-
-def c_heap_released(_: int = 0) -> int:
-    """Resident bytes handed back by `release_c_heap` after a C buffer grew and was freed."""
-    from analyzer.workers import release_c_heap
-
-    _grow_and_free_c_buffer()
-    before = _resident_bytes()
-    release_c_heap()
-    return before - _resident_bytes()
-
-
-def _resident_bytes() -> int:
-    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _faults_of(work) -> int:
-    import resource
-
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    work()
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-
-
-@pytest.fixture(scope="module")
-def default_refaults() -> tuple[int, int]:
-    """What the two allocations above fault in a fresh process with the allocators' defaults
-    (what the workers would see if `share_cpus` did nothing)."""
-    if not sys.platform.startswith("linux"):
-        pytest.skip("page faults counted as on Linux only")
-    arrow = _fresh_python("from test_workers import arrow_refaults; print(arrow_refaults())")
-    heap = _fresh_python("from test_workers import c_heap_refaults; print(c_heap_refaults())")
-    assert arrow is not None and heap is not None
-    return arrow, heap
-
-
-def test_pool_workers_reuse_the_memory_arrow_freed(default_refaults: tuple[int, int]) -> None:
-    from analyzer.partitioned import _pool
-
-    if default_refaults[0] < 0:
-        pytest.skip("this pyarrow has no jemalloc")
-    assert default_refaults[0] > 8000  # about every one of the 16,384 pages, by default
-    with _pool(2) as pool:
-        assert max(pool.map(arrow_refaults, range(2))) < 200
-
-
-def default_pool_refaults(_: int = 0) -> tuple[str, int]:
-    """The backend of pyarrow's default pool, and `arrow_refaults` in it (what every Arrow call
-    without a pool allocates from: the pieces' takes, the partitions' compute)."""
-    import pyarrow as pa
-
-    return pa.default_memory_pool().backend_name, arrow_refaults(default_pool=True)
-
-
-def test_pool_workers_compute_arrow_in_the_pool_that_keeps_its_pages(
-    default_refaults: tuple[int, int],
-) -> None:
-    from analyzer.partitioned import _pool
-
-    if arrow_refaults() < 0:
-        pytest.skip("this pyarrow has no jemalloc")
-    with _pool(2) as pool:
-        found = list(pool.map(default_pool_refaults, range(2)))
-    assert {b for b, _ in found} == {"jemalloc"}
-    assert max(f for _, f in found) < 200
-
-
-_COMMAND_LINE_POOL = f"""
-import pyarrow as pa
-from click.testing import CliRunner
-from analyzer.cli import main
-result = CliRunner().invoke(main, ["report", {str(SAMPLE)!r}, "--format", "json", "-j", "1"])
-assert result.exit_code == 0, result.output
-print(int(pa.default_memory_pool().backend_name == "jemalloc"))
-"""
-
-
-def test_the_command_line_computes_arrow_in_the_pool_that_keeps_its_pages() -> None:
-    """`report` merges the partitions' tables itself (``--out``): in Arrow's jemalloc, as the
-    workers compute (`analyzer.workers.arrow_jemalloc`), not in pyarrow's default mimalloc."""
-    if arrow_refaults() < 0:
-        pytest.skip("this pyarrow has no jemalloc")
-    assert _fresh_python(_COMMAND_LINE_POOL) == 1
-
-
-def polars_huge_pages(_: int = 0) -> int:
-    """kB of this process's memory in transparent huge pages after polars wrote 128 MiB."""
-    import polars as pl
-
-    values = pl.int_range(0, 1 << 24, dtype=pl.Int64, eager=True) * 2
-    assert values.len() == 1 << 24
-    for line in Path("/proc/self/smaps_rollup").read_text().splitlines():
-        if line.startswith("AnonHugePages:"):
-            return int(line.split()[1])
-    return 0
-
-
-def test_pool_workers_take_no_huge_pages_for_polars() -> None:
-    """Huge pages are given here only on request (``madvise``); polars' jemalloc in a worker
-    does not ask (`WORKER_MALLOC_CONF`): on this machine each came from memory never touched
-    before, and the first partitions spent half a second of system time zeroing them."""
-    from analyzer.partitioned import _pool
-
-    mode = Path("/sys/kernel/mm/transparent_hugepage/enabled")
-    if not mode.is_file() or "[madvise]" not in mode.read_text():
-        pytest.skip("transparent huge pages are not given on request only here")
-    with _pool(2) as pool:
-        assert set(pool.map(polars_huge_pages, range(2))) == {0}
-
-
-def filter_switches(count: int = 200) -> int:
-    """This thread's voluntary context switches while polars filters a small frame `count`
-    times (each eager operation a query of its own)."""
-    import resource
-
-    import polars as pl
-
-    frame = pl.DataFrame({"a": list(range(100))})
-    before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
-    for _ in range(count):
-        assert frame.filter(pl.col("a") > 49).height == 50
-    return resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before
-
-
-@computes_inline
-def inline_filter_switches(count: int = 200) -> tuple[int, int]:
-    """polars' threads in this process, and `filter_switches` through `computes_inline`."""
-    import polars as pl
-
-    return pl.thread_pool_size(), filter_switches(count)
-
-
-def _inline(code: str, threads: int) -> int | None:
-    """`_fresh_python` of `code` with polars' `threads`, the functions above imported."""
-    imports = "from analyzer.workers import in_own_thread, polars_inline\n"
-    imports += "from test_workers import filter_switches, inline_filter_switches\n"
-    return _fresh_python(imports + code, polars_threads=threads)
-
-
-@pytest.fixture(scope="module")
-def linux() -> None:
-    if not sys.platform.startswith("linux"):
-        pytest.skip("context switches counted per thread on Linux only")
-
-
-_VALUE_OR_ERROR = """
-class Boom(Exception):
-    pass
-
-def boom():
-    raise Boom("from inside")
-
-assert polars_inline(lambda: 42) == 42
-assert polars_inline(lambda: polars_inline(lambda: "nested")) == "nested"
-try:
-    polars_inline(boom)
-except Boom as err:
-    print(len(str(err)))
-"""
-
-
-def test_polars_inline_gives_the_value_or_raises_the_error() -> None:
-    for threads in (1, 2):
-        assert _inline(_VALUE_OR_ERROR, threads) == len("from inside")
-
-
-def test_polars_inline_computes_polars_operations_in_the_calling_thread(linux) -> None:
-    for threads in (1, 2):
-        # handed to the pool and waited for: a sleep (or more) per operation
-        assert _inline("print(filter_switches())", threads) >= 200
-        assert _inline("print(polars_inline(filter_switches))", threads) < 20
-
-
-def test_in_own_thread_computes_inline_and_leaves_the_caller_as_it_was(linux) -> None:
-    nested = "inner = in_own_thread(lambda: polars_inline(filter_switches))\n"
-    nested += "assert inner < 20, inner\n"
-    nested += "print(filter_switches())"
-    assert _inline(nested, threads=1) >= 200
-
-
-def test_computes_inline_leaves_polars_its_threads_where_it_has_several(linux) -> None:
-    assert _inline("print(inline_filter_switches()[1])", threads=1) < 20
-    assert _inline("print(inline_filter_switches()[1])", threads=2) >= 200
-
-
-def test_pool_workers_compute_polars_operations_in_their_own_thread(linux) -> None:
-    from analyzer.partitioned import _pool
-
-    with _pool(2) as pool:
-        for threads, switches in pool.map(inline_filter_switches, [200, 200]):
-            assert switches < 20 if threads == 1 else switches >= 200
-
-
-@pytest.fixture(scope="module")
-def glibc() -> None:
-    """Skip where `keep_c_heap` cannot apply its options (the C library is not glibc)."""
-    if not _fresh_python("from analyzer.workers import keep_c_heap; print(int(keep_c_heap()))"):
-        pytest.skip("the C library is not glibc")
-
-
-def test_pool_workers_reuse_the_memory_glibc_freed(
-    default_refaults: tuple[int, int], glibc: None
-) -> None:
-    from analyzer.partitioned import _pool
-
-    assert default_refaults[1] > 1000  # the last doublings land in fresh pages, by default
-    with _pool(2) as pool:
-        assert max(pool.map(c_heap_refaults, range(2))) < 100
-
-
-def test_a_worker_hands_back_the_heap_it_kept_when_told(default_refaults, glibc: None) -> None:
-    """`release_c_heap` (before a worker's first partition) gives back what `keep_c_heap` kept:
-    the 16 MiB of the freed buffer (16,773,120-16,777,216 bytes here)."""
-    from analyzer.partitioned import _pool
-
-    with _pool(2) as pool:
-        assert min(pool.map(c_heap_released, range(2))) > 12 << 20
 
 
 # --- workers started before the command's imports -------------------------------------------
@@ -382,7 +117,7 @@ def test_no_json_schema_library_is_imported_until_a_users_file_or_a_schema_is_re
     # files against their schemas: test_the_bundled_pack_and_prices_follow_their_schemas)
     code = (
         "import sys\n"
-        "import analyzer.cli, analyzer.partitioned, analyzer.report\n"
+        "import analyzer.cli, analyzer.engine, analyzer.report\n"
         "from analyzer.pack import load_default_pack, load_packs\n"
         "from analyzer.pricing import load_prices\n"
         "load_default_pack(), load_prices()\n"
@@ -403,8 +138,8 @@ def started(monkeypatch: pytest.MonkeyPatch) -> list:
     pools: list = []
     start = workers.start_pool
 
-    def recording(jobs: int):
-        pools.append(start(jobs))
+    def recording(jobs: int, preload: str):
+        pools.append(start(jobs, preload))
         return pools[-1]
 
     monkeypatch.setattr(workers, "start_pool", recording)

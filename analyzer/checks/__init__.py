@@ -1,8 +1,10 @@
-"""The rule types (REGISTRY) and the runner that applies rule packs to a RunSet.
+"""The rule types (REGISTRY: every module here that defines one) and the runner that applies
+rule packs to a RunSet.
 
-Each rule checks all the runs it applies to at once, column-wise; a rule that crashes is
-re-run on halves of its runs until the runs that make it crash are found, and each of those
-gets a `CheckError` (kept apart from findings) while the others keep their findings.
+Each rule checks all the runs it applies to at once, column-wise (or run by run:
+`Check.check_run`); a rule that crashes is re-run on halves of its runs until the runs that
+make it crash are found, and each of those gets a `CheckError` (kept apart from findings)
+while the others keep their findings.
 """
 
 from __future__ import annotations
@@ -13,34 +15,24 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from analyzer.checks.allowed_tools import AllowedTools
-from analyzer.checks.argument_schema import ArgumentSchema
 from analyzer.checks.base import (
     CHECK_SCHEMA,
     COVERAGE_STATUSES,
     Check,
     CheckContext,
     CheckError,
+    Pack,
     RunFinding,
     When,
     _Shared,
+    empty_findings,
+    rule_types,
 )
-from analyzer.checks.budget import Budget
-from analyzer.checks.forbidden_text import ForbiddenText
-from analyzer.checks.grounded_arguments import GroundedArguments
-from analyzer.checks.grounded_figures import GroundedFigures
-from analyzer.checks.output_pattern import OutputPattern
-from analyzer.checks.output_schema import OutputSchema
 from analyzer.checks.plugin import PluginCheck, PluginTimeout, guarded, plugin_seconds
-from analyzer.checks.required_tools import RequiredTools
-from analyzer.checks.retries import Retries, RetryScan
-from analyzer.checks.tool_errors import ToolErrors
-from analyzer.checks.tool_requests import ToolRequests
-from analyzer.checks.trajectory import Trajectory
+from analyzer.checks.retries import RetryScan, all_retries
 from analyzer.runs import RunTables
 
 if TYPE_CHECKING:
-    from analyzer.pack import Pack
     from analyzer.runs import RunSet
 
 __all__ = [
@@ -57,22 +49,8 @@ __all__ = [
     "run_checks",
 ]
 
-#: Rule type name (the ``type:`` of a pack) -> its class. Plugins are not listed here.
-REGISTRY: dict[str, type[Check]] = {
-    "allowed_tools": AllowedTools,
-    "argument_schema": ArgumentSchema,
-    "budget": Budget,
-    "forbidden_text": ForbiddenText,
-    "grounded_arguments": GroundedArguments,
-    "grounded_figures": GroundedFigures,
-    "output_pattern": OutputPattern,
-    "output_schema": OutputSchema,
-    "required_tools": RequiredTools,
-    "retries": Retries,
-    "tool_errors": ToolErrors,
-    "tool_requests": ToolRequests,
-    "trajectory": Trajectory,
-}
+#: Rule type name (the ``type:`` of a pack) -> its class (`rule_types`). Plugins are not listed.
+REGISTRY: dict[str, type[Check]] = rule_types()
 
 #: The rule classes whose code is agenttrace's (any other is a plugin deriving from Check).
 _BUILT_IN = frozenset([*REGISTRY.values(), PluginCheck])
@@ -149,7 +127,7 @@ def evaluate(
 
     ``retries``: `scan_retries` of the runset's steps, when the caller already has it.
     """
-    shared = _Shared(runset, retries)
+    shared = _Shared(runset, None if retries is None else {all_retries: retries})
     runs = runset.runs
     selections: dict[When | None, pl.DataFrame] = {}
     findings: list[pl.DataFrame] = []
@@ -233,7 +211,7 @@ def _run_rule(
         outputs.append(out)
         marks.extend(ctx.marks)
         errors.extend(row_errors)
-    found = pl.concat(outputs) if outputs else pl.DataFrame(schema=CHECK_SCHEMA)
+    found = pl.concat(outputs) if outputs else empty_findings()
     if errors:
         # A run that errored inside a per-run loop keeps no findings of this rule.
         failed = pl.DataFrame({"run_id": [e.run_id for e in errors]}, schema={"run_id": pl.String})
@@ -242,16 +220,20 @@ def _run_rule(
 
 
 def _conform(out: Any, ids: pl.DataFrame) -> pl.DataFrame:
-    """A check's output as CHECK_SCHEMA, limited to the runs it was given."""
-    if not isinstance(out, pl.DataFrame):
-        raise TypeError(f"check returned {type(out).__name__}, not a polars DataFrame")
-    if "_pos" not in out.columns:
-        out = out.with_columns(_pos=pl.lit(0, pl.Int64))
-    missing = [c for c in CHECK_SCHEMA if c not in out.columns]
-    if missing:
-        raise ValueError(f"check output lacks columns {missing}")
-    out = out.select(list(CHECK_SCHEMA)).cast(CHECK_SCHEMA)  # type: ignore[arg-type]
-    return out.join(ids, on="run_id", how="semi")
+    """A check's output (a frame, or a list of them) as CHECK_SCHEMA, limited to the runs it
+    was given."""
+    frames = []
+    for part in out if isinstance(out, list | tuple) else [out]:
+        if not isinstance(part, pl.DataFrame):
+            raise TypeError(f"check returned {type(part).__name__}, not a polars DataFrame")
+        if "_pos" not in part.columns:
+            part = part.with_columns(_pos=pl.lit(0, pl.Int64))
+        missing = [c for c in CHECK_SCHEMA if c not in part.columns]
+        if missing:
+            raise ValueError(f"check output lacks columns {missing}")
+        frames.append(part.select(list(CHECK_SCHEMA)).cast(CHECK_SCHEMA))  # type: ignore[arg-type]
+    found = pl.concat(frames) if frames else empty_findings()
+    return found.join(ids, on="run_id", how="semi")
 
 
 def _coverage(

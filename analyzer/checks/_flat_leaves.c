@@ -3,8 +3,9 @@
    leaves(validity, offsets, data, offset, n) reads n texts of an Arrow large_string array (its
    buffers; validity may be None) and returns the scalar leaves of those that are flat JSON
    objects: scalars and arrays of scalars, no escape or control character in any string, no
-   key twice (the grammar of grounded_arguments.FLAT_OBJECT). Every other text (null, nested,
-   escaped, duplicate keys, not JSON) is marked for the Python reader, which decides.
+   key twice, strict JSON numbers and literals. Every other text (null, nested, escaped,
+   duplicate keys, not JSON) is marked for the Python reader (grounded_arguments._walk), which
+   decides.
 
    Returns (rest, row, leaf_no, path_offsets, path_data, name_offsets, name_data, value_offsets,
    value_data, is_number) as bytes: rest holds one byte per text (1: left to Python); then one

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from analyzer.checks.base import Check, CheckContext
+from analyzer.checks.base import Check, CheckContext, findings
 
 __all__ = ["AllowedTools"]
 
@@ -56,11 +56,9 @@ class AllowedTools(Check):
         )
         allowed = sorted(self.tools)
         shown = ", ".join(allowed[:_SHOWN]) + (", ..." if len(allowed) > _SHOWN else "")
-        return calls.filter(~pl.col("tool").is_in(allowed)).select(
-            "run_id",
-            pl.lit("wrong_tool").alias("kind"),
-            "tool",
-            pl.lit(None, pl.String).alias("argument"),
+        return findings(
+            calls.filter(~pl.col("tool").is_in(allowed)),
+            "wrong_tool",
             pl.format(
                 "{} is not an allowed tool (tool call {}{}; allowed: {})",
                 "tool",
@@ -69,7 +67,8 @@ class AllowedTools(Check):
                 .then(pl.lit(""))
                 .otherwise(pl.lit(", requested, never ran")),
                 pl.lit(shown),
-            ).alias("detail"),
-            pl.concat_list("span").list.drop_nulls().alias("span_ids"),
-            pl.col("call_no").cast(pl.Int64).alias("_pos"),
+            ),
+            tool="tool",
+            spans="span",
+            pos="call_no",
         )

@@ -17,7 +17,7 @@ except ImportError:  # pragma: no cover - jsonschema alone gives the same verdic
 import polars as pl
 
 from analyzer import linear_regex
-from analyzer.checks.base import Check, CheckContext
+from analyzer.checks.base import Check, CheckContext, findings
 from analyzer.checks.grounded_arguments import is_flat_object
 
 __all__ = ["ArgumentSchema"]
@@ -104,17 +104,14 @@ class ArgumentSchema(Check):
             pl.Series("_argument", [v[1] for v in verdicts], dtype=pl.String),
         ).filter(pl.col("_detail").is_not_null())
         self._mark_unchecked(ctx, calls, judge)
-        found = calls.join(bad, on=["_key", "arguments"], maintain_order="left")
-        return found.select(
-            "run_id",
-            pl.lit("malformed_arguments").alias("kind"),
-            "tool",
-            pl.col("_argument").alias("argument"),
-            pl.format("{} {}", pl.col("tool").fill_null("(unnamed tool)"), "_detail").alias(
-                "detail"
-            ),
-            pl.concat_list("span").list.drop_nulls().alias("span_ids"),
-            pl.col("call_no").cast(pl.Int64).alias("_pos"),
+        return findings(
+            calls.join(bad, on=["_key", "arguments"], maintain_order="left"),
+            "malformed_arguments",
+            pl.format("{} {}", pl.col("tool").fill_null("(unnamed tool)"), "_detail"),
+            tool="tool",
+            argument="_argument",
+            spans="span",
+            pos="call_no",
         )
 
     @staticmethod

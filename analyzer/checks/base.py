@@ -1,9 +1,10 @@
 """What every rule type shares: the Check base class, the check context, findings, check errors.
 
 A rule type is a frozen dataclass whose fields are its YAML keys (plus the common ``id``,
-``severity``, ``weight``, ``when``, ``description``). Its ``check(ctx)`` looks at all the runs
-the rule applies to at once and returns a polars frame of findings with the columns of
-`CHECK_SCHEMA` (one row per finding, ``_pos`` orders findings within a run).
+``severity``, ``weight``, ``when``, ``description``). Either its ``check(ctx)`` looks at all the
+runs the rule applies to at once and returns polars frames of findings (built by `findings`:
+one row per finding, ``_pos`` orders findings within a run), or its ``check_run(run)`` looks at
+one run in plain Python and yields `RunFinding` objects.
 
 Where a rule cannot judge a run (no answer, message content not recorded, no cost computed) it
 says so with `CheckContext.mark`; the runner turns those marks into the coverage table. A
@@ -11,27 +12,33 @@ per-run Python loop goes through `CheckContext.each` (or `each_distinct`, once p
 value) so that one run that breaks it becomes a check error for that run, not a crash of the
 batch; keep such loops to the rows a column-wise pass could not settle.
 
-Adding a rule type: a module with a `Check` subclass (``type``, ``kinds``, fields, a docstring
-with the `DOC_SECTIONS`), an entry in ``REGISTRY`` and a branch in
-schemas/rulepack.schema.json. Load-time checks of its options (tools named, files read) go in
-``from_options``. What a check can read: ``ctx.runs`` (one row per run, ``attributes`` JSON
-text), ``ctx.tool_calls`` / ``ctx.model_calls`` (steps with ``call_no``, ``arguments``,
-``start_ns``, ``has_content``), ``ctx.answers`` (full answer text), ``ctx.sources`` (what each
-run had seen and from when: join on ``available_ns <= start_ns`` of a step), ``ctx.tools``
-(the pack's tool specs: name -> JSON Schema of the arguments).
+Adding a rule type is adding a module to analyzer/checks with a `Check` subclass (``type``,
+``kinds``, fields, a docstring with the `DOC_SECTIONS`) and a case file to tests/checks (see
+docs/rule-types.md): the module is found by `rule_types`, the pack's JSON Schema is generated
+from the fields and the docstring's Options (`analyzer.pack.pack_schema`). Load-time checks of
+its options (tools named, files read) go in ``from_options``. What a check can read:
+``ctx.runs`` (one row per run, ``attributes`` JSON text), ``ctx.tool_calls`` /
+``ctx.model_calls`` (steps with ``call_no``, ``arguments``, ``start_ns``, ``has_content``),
+``ctx.answers`` (full answer text), ``ctx.sources`` (what each run had seen and from when: join
+on ``available_ns <= start_ns`` of a step), ``ctx.tools`` (the pack's tool specs: name -> JSON
+Schema of the arguments).
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import inspect
+import pkgutil
 import re
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
-from functools import cached_property
+from dataclasses import dataclass, field, fields
+from functools import cache, cached_property
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import orjson
 import polars as pl
@@ -40,7 +47,6 @@ import pyarrow as pa
 from analyzer.runs import ANSWER_CAP, position_in_run
 
 if TYPE_CHECKING:
-    from analyzer.checks.retries import RetryScan
     from analyzer.runs import RunSet
 
 __all__ = [
@@ -54,17 +60,22 @@ __all__ = [
     "CheckContext",
     "CheckError",
     "LoadEnv",
+    "Pack",
     "RunFinding",
     "When",
     "did_you_mean",
     "doc_sections",
     "empty_findings",
+    "findings",
     "findings_frame",
     "fmt_num",
     "quote",
     "quote_expr",
+    "rule_types",
     "rust_regex_error",
 ]
+
+_T = TypeVar("_T")
 
 #: Severities, most severe first.
 SEVERITIES = ("critical", "high", "medium", "low")
@@ -92,6 +103,41 @@ CHECK_SCHEMA: dict[str, pl.DataType] = {
 def empty_findings() -> pl.DataFrame:
     """A findings frame with no rows (what a check returns when it flags nothing)."""
     return pl.DataFrame(schema=CHECK_SCHEMA)
+
+
+def findings(
+    rows: pl.DataFrame,
+    kind: str,
+    detail: pl.Expr,
+    *,
+    tool: str | pl.Expr | None = None,
+    argument: str | pl.Expr | None = None,
+    spans: str | pl.Expr | Sequence[str | pl.Expr] = (),
+    pos: int | str | pl.Expr = 0,
+) -> pl.DataFrame:
+    """One finding of ``kind`` per row of ``rows`` (which has ``run_id``), as `CHECK_SCHEMA`.
+
+    The others are expressions over ``rows`` (a text names a column; ``pl.lit`` gives a
+    constant): ``spans`` the evidence, span ids or lists of them (nulls dropped); ``pos`` the
+    finding's place among the rule's findings of its run.
+    """
+
+    def expr(value: str | int | pl.Expr | None) -> pl.Expr:
+        if value is None or isinstance(value, int):
+            return pl.lit(value, pl.String if value is None else pl.Int64)
+        return pl.col(value) if isinstance(value, str) else value
+
+    given = isinstance(spans, str | pl.Expr) or len(spans) > 0
+    evidence = pl.concat_list(spans).list.drop_nulls() if given else pl.lit([], pl.List(pl.String))
+    return rows.select(
+        "run_id",
+        pl.lit(kind).alias("kind"),
+        expr(tool).alias("tool"),
+        expr(argument).alias("argument"),
+        detail.alias("detail"),
+        evidence.alias("span_ids"),
+        expr(pos).cast(pl.Int64).alias("_pos"),
+    ).cast(CHECK_SCHEMA)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -184,7 +230,8 @@ class LoadEnv:
 
 @dataclass(frozen=True, kw_only=True)
 class Check:
-    """Base of every rule type; subclasses add their YAML keys as fields."""
+    """Base of every rule type; subclasses add their YAML keys as fields (a field's
+    ``metadata={"schema": {...}}`` adds JSON Schema keywords to those of its type)."""
 
     id: str
     severity: str = "medium"
@@ -212,9 +259,20 @@ class Check:
             kwargs["when"] = When.from_yaml(kwargs["when"])
         return cls(**kwargs)
 
-    def check(self, ctx: CheckContext) -> pl.DataFrame:
-        """Findings over every run of ``ctx`` (columns of `CHECK_SCHEMA`)."""
-        raise NotImplementedError
+    def check(self, ctx: CheckContext) -> pl.DataFrame | Sequence[pl.DataFrame]:
+        """Findings over every run of ``ctx``: frames of `CHECK_SCHEMA` (see `findings`).
+
+        By default `check_run` on each run in turn."""
+        return ctx.per_run(self.check_run)
+
+    def check_run(self, run: dict[str, Any]) -> Iterable[RunFinding]:
+        """Findings of one run, for a rule written in plain Python rather than column-wise.
+
+        ``run`` is the run's row as a dict (``answer`` holds the full answer text) and
+        ``run["steps"]`` its steps in order, as dicts. A run on which it raises becomes a
+        check error for that run.
+        """
+        raise NotImplementedError(f"{type(self).__name__} defines neither check nor check_run")
 
     def identity(self) -> str | None:
         """Everything the rule's findings depend on, as text (its type and keys); None when
@@ -243,24 +301,50 @@ class Check:
         ]
 
 
+@dataclass(frozen=True)
+class Pack:
+    """A loaded rule pack (`analyzer.pack.load_packs`)."""
+
+    name: str
+    rules: tuple[Check, ...]
+    path: Path | None = None
+    description: str | None = None
+    tools: Mapping[str, Any] = field(default_factory=dict)  # tool name -> JSON Schema of args
+    sha256: str | None = None  # of the pack file's bytes, for the manifest
+
+
+@cache
+def rule_types() -> dict[str, type[Check]]:
+    """Rule type name (the ``type:`` of a pack) -> its class, sorted by name: every `Check`
+    subclass with a ``type`` defined in a module of this package. Plugins are not listed."""
+    found: dict[str, type[Check]] = {}
+    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if not module.name.startswith("_"):
+            loaded = importlib.import_module(f"{__package__}.{module.name}")
+            found.update(
+                (cls.type, cls)
+                for cls in vars(loaded).values()
+                if isinstance(cls, type)
+                and issubclass(cls, Check)
+                and cls.__module__ == loaded.__name__
+            )
+    return {name: found[name] for name in sorted(found) if name not in ("", "plugin")}
+
+
 # --- the context a check runs in ----------------------------------------------------------------
 
 
 class _Shared:
-    """Frames derived once from a RunSet and shared by every rule."""
+    """Frames derived once from a RunSet and shared by every rule.
 
-    def __init__(self, runset: RunSet, retries: RetryScan | None = None):
+    ``derived``: results of `CheckContext.shared` functions the caller already has.
+    """
+
+    def __init__(
+        self, runset: RunSet, derived: Mapping[Callable[[RunSet], Any], Any] | None = None
+    ):
         self.runset = runset
-        self._retries = retries
-
-    @cached_property
-    def retries(self) -> RetryScan:
-        """Every retry of the runs (`checks.retries.scan_retries`), given or scanned once."""
-        if self._retries is not None:
-            return self._retries
-        from analyzer.checks.retries import scan_retries
-
-        return scan_retries(self.runset.steps)
+        self.derived = dict(derived or {})
 
     @cached_property
     def _steps(self) -> pl.DataFrame:
@@ -396,7 +480,8 @@ class CheckContext:
     """The runs one rule applies to, and the frames a check reads, restricted to those runs.
 
     Attributes read by checks: `runs`, `steps`, `tool_calls`, `model_calls`, `answers`,
-    `sources`, `retries`, and `tools` (the pack's tool specs: name -> JSON Schema of the arguments).
+    `sources`, `run_ids`, and `tools` (the pack's tool specs: name -> JSON Schema of the
+    arguments).
     """
 
     def __init__(
@@ -408,44 +493,62 @@ class CheckContext:
         on_error: Callable[[str, BaseException], None] | None = None,
     ):
         self._shared = shared
-        self._run_ids = run_ids  # None: every run of the RunSet
+        #: run_id of the runs checked; None: every run of the RunSet
+        self.run_ids = run_ids
         self.tools = tools or {}
         self._on_error = on_error
         self.marks: list[pl.DataFrame] = []
 
     @cached_property
     def runs(self) -> pl.DataFrame:
-        return self._shared.restrict(self._shared.runset.runs, self._run_ids)
+        return self._shared.restrict(self._shared.runset.runs, self.run_ids)
 
     @cached_property
     def steps(self) -> pl.DataFrame:
-        return self._shared.restrict(self._shared.runset.steps, self._run_ids)
-
-    @cached_property
-    def retries(self) -> RetryScan:
-        scan = self._shared.retries
-        return scan if self._run_ids is None else scan.restrict(self._run_ids)
+        return self._shared.restrict(self._shared.runset.steps, self.run_ids)
 
     @cached_property
     def sources(self) -> pl.DataFrame:
         """run_id, available_ns, origin, span_id, text: what each run had seen, and when."""
-        return self._shared.restrict(self._shared.runset.sources, self._run_ids)
+        return self._shared.restrict(self._shared.runset.sources, self.run_ids)
 
     @cached_property
     def tool_calls(self) -> pl.DataFrame:
         """Tool-call steps: run_id, index, call_no, tool, span, executed, arguments, ..."""
-        return self._shared.restrict(self._shared.tool_calls, self._run_ids)
+        return self._shared.restrict(self._shared.tool_calls, self.run_ids)
 
     @cached_property
     def model_calls(self) -> pl.DataFrame:
         """Model-call steps: run_id, index, call_no, span_id, start_ns, end_ns, status,
         output_text, has_content."""
-        return self._shared.restrict(self._shared.model_calls, self._run_ids)
+        return self._shared.restrict(self._shared.model_calls, self.run_ids)
 
     @cached_property
     def answers(self) -> pl.DataFrame:
         """Each run's answer with its full text and ``text_status`` (see `_Shared.answers`)."""
-        return self._shared.restrict(self._shared.answers, self._run_ids)
+        return self._shared.restrict(self._shared.answers, self.run_ids)
+
+    def shared(self, compute: Callable[[RunSet], _T]) -> _T:
+        """``compute(runset)`` over every run of the RunSet, once for all the rules of an
+        evaluation (restrict it to `run_ids` where needed)."""
+        if compute not in self._shared.derived:
+            self._shared.derived[compute] = compute(self._shared.runset)
+        return self._shared.derived[compute]
+
+    def per_run(self, fn: Callable[[dict[str, Any]], Iterable[RunFinding] | None]) -> pl.DataFrame:
+        """`each` over the runs, ``fn`` given a run as `Check.check_run` takes it."""
+        runs = (
+            self.runs.join(
+                self.answers.select("run_id", pl.col("text").alias("_full")),
+                on="run_id",
+                how="left",
+            )
+            .with_columns(answer=pl.coalesce("_full", "answer"))
+            .drop("_full")
+        )
+        steps = self.steps.sort("run_id", "index").to_dicts()
+        by_run = {k: list(g) for k, g in groupby(steps, key=itemgetter("run_id"))}
+        return self.each(runs, lambda row: fn({**row, "steps": by_run.get(row["run_id"], [])}))
 
     def sources_before(self, steps: pl.DataFrame) -> pl.DataFrame:
         """What each step's run had seen when the step started (CONTRACT section 2).
@@ -554,16 +657,13 @@ class CheckContext:
         ).cast(CHECK_SCHEMA)
 
 
+#: CHECK_SCHEMA as Arrow types.
 _CHECK_ARROW = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("kind", pa.string()),
-        ("tool", pa.string()),
-        ("argument", pa.string()),
-        ("detail", pa.string()),
-        ("span_ids", pa.list_(pa.string())),
-        ("_pos", pa.int64()),
-    ]
+    {
+        **dict.fromkeys(CHECK_SCHEMA, pa.string()),
+        "span_ids": pa.list_(pa.string()),
+        "_pos": pa.int64(),
+    }
 )
 
 
@@ -572,19 +672,14 @@ def findings_frame(found: Sequence[tuple[str, RunFinding]]) -> pl.DataFrame:
     (building it from Python dicts costs a Series per span list)."""
     if not found:
         return empty_findings()
-    table = pa.table(
-        [
-            pa.array([r for r, _ in found], pa.string()),
-            pa.array([f.kind for _, f in found], pa.string()),
-            pa.array([f.tool for _, f in found], pa.string()),
-            pa.array([f.argument for _, f in found], pa.string()),
-            pa.array([f.detail for _, f in found], pa.string()),
-            pa.array([[s for s in f.span_ids if s] for _, f in found], pa.list_(pa.string())),
-            pa.array([f.pos for _, f in found], pa.int64()),
-        ],
-        schema=_CHECK_ARROW,
-    )
-    frame = pl.from_arrow(table)
+    rows = [
+        (run, f.kind, f.tool, f.argument, f.detail, [s for s in f.span_ids if s], f.pos)
+        for run, f in found
+    ]
+    columns = [
+        pa.array(c, t) for c, t in zip(zip(*rows, strict=True), _CHECK_ARROW.types, strict=True)
+    ]
+    frame = pl.from_arrow(pa.Table.from_arrays(columns, schema=_CHECK_ARROW))
     assert isinstance(frame, pl.DataFrame)
     return frame
 

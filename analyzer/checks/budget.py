@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from analyzer.checks.base import CHECK_SCHEMA, Check, CheckContext, empty_findings, fmt_num
+from analyzer.checks.base import Check, CheckContext, findings, fmt_num
 
 __all__ = ["Budget"]
 
@@ -71,23 +71,22 @@ class Budget(Check):
     def _limits(self) -> list[str]:
         return [name for name in _LIMITS if getattr(self, name) is not None]
 
-    def check(self, ctx: CheckContext) -> pl.DataFrame:
+    def check(self, ctx: CheckContext) -> list[pl.DataFrame]:
         limits = self._limits()
         status = "unverifiable" if len(limits) == 1 else "partial"
         runs = ctx.runs
-        agent = pl.concat_list("agent_span_id").list.drop_nulls()
+        agent = "agent_span_id"  # the evidence of a limit of the whole run
         parts: list[pl.DataFrame] = []
 
-        def emit(over: pl.DataFrame, limit: str, detail: pl.Expr, spans: pl.Expr) -> None:
+        def emit(over: pl.DataFrame, limit: str, detail: pl.Expr, spans: str) -> None:
             parts.append(
-                over.select(
-                    "run_id",
-                    pl.lit("budget").alias("kind"),
-                    pl.lit(None, pl.String).alias("tool"),
-                    pl.lit(limit).alias("argument"),
-                    detail.alias("detail"),
-                    spans.alias("span_ids"),
-                    pl.lit(_LIMITS.index(limit), pl.Int64).alias("_pos"),
+                findings(
+                    over,
+                    "budget",
+                    detail,
+                    argument=pl.lit(limit),
+                    spans=spans,
+                    pos=_LIMITS.index(limit),
                 )
             )
 
@@ -118,7 +117,7 @@ class Budget(Check):
                 .group_by("run_id", maintain_order=True)
                 .agg(
                     pl.len().alias("_n"),
-                    pl.col(span).filter(pl.col("call_no") >= limit).drop_nulls().alias("_over"),
+                    pl.col(span).filter(pl.col("call_no") >= limit).alias("_over"),
                 )
                 .filter(pl.col("_n") > limit)
             )
@@ -126,7 +125,7 @@ class Budget(Check):
                 over,
                 name,
                 pl.format(f"{{}} {what} > {name} {limit}", "_n"),
-                pl.col("_over"),
+                "_over",
             )
         if self.max_tokens is not None:
             limit = self.max_tokens
@@ -168,9 +167,7 @@ class Budget(Check):
                 ),
                 agent,
             )
-        if not parts:
-            return empty_findings()
-        return pl.concat([p.cast(CHECK_SCHEMA) for p in parts])
+        return parts
 
 
 def _num(col: str | pl.Expr) -> pl.Expr:

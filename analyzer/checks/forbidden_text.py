@@ -8,11 +8,10 @@ from typing import Any
 import polars as pl
 
 from analyzer.checks.base import (
-    CHECK_SCHEMA,
     Check,
     CheckContext,
     LoadEnv,
-    empty_findings,
+    findings,
     quote,
     quote_expr,
     rust_regex_error,
@@ -73,7 +72,7 @@ class ForbiddenText(Check):
                 ok = False
         return super().from_options(options, env) if ok else None
 
-    def check(self, ctx: CheckContext) -> pl.DataFrame:
+    def check(self, ctx: CheckContext) -> list[pl.DataFrame]:
         answers = with_decoded_answers(ctx.mark_answers())
         parts = []
         for pos, pattern in enumerate(self.patterns):
@@ -97,25 +96,26 @@ class ForbiddenText(Check):
                 "_n",
                 pl.when(pl.col("_n") == 1).then(pl.lit("time")).otherwise(pl.lit("times")),
             )
-            parts.append(
-                found.select(
-                    "run_id",
-                    pl.lit("forbidden_text").alias("kind"),
-                    pl.lit(None, pl.String).alias("tool"),
-                    pl.lit(pattern).alias("argument"),
-                    pl.when(pl.col("_first") == pattern)
-                    .then(pl.format("{} found {} in the answer", pl.lit(quote(pattern)), times))
-                    .otherwise(
-                        pl.format(
-                            "{} found {} in the answer, first {}",
-                            pl.lit(quote(pattern)),
-                            times,
-                            quote_expr(pl.col("_first")),
-                        )
+            detail = (
+                pl.when(pl.col("_first") == pattern)
+                .then(pl.format("{} found {} in the answer", pl.lit(quote(pattern)), times))
+                .otherwise(
+                    pl.format(
+                        "{} found {} in the answer, first {}",
+                        pl.lit(quote(pattern)),
+                        times,
+                        quote_expr(pl.col("_first")),
                     )
-                    .alias("detail"),
-                    pl.concat_list("answer_span_id").list.drop_nulls().alias("span_ids"),
-                    pl.lit(pos, pl.Int64).alias("_pos"),
-                ).cast(CHECK_SCHEMA)
+                )
             )
-        return pl.concat(parts) if parts else empty_findings()
+            parts.append(
+                findings(
+                    found,
+                    "forbidden_text",
+                    detail,
+                    argument=pl.lit(pattern),
+                    spans="answer_span_id",
+                    pos=pos,
+                )
+            )
+        return parts

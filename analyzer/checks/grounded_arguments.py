@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
@@ -31,7 +31,7 @@ from analyzer.checks.figures import (
 
 try:
     from analyzer.checks import _flat_leaves as _native
-except ImportError:  # built without a C compiler: flat arguments are read by polars
+except ImportError:  # built without a C compiler: Python reads every arguments text
     _native = None
 
 __all__ = ["ID_NAME", "ID_VALUE", "GroundedArguments", "argument_leaves"]
@@ -60,6 +60,13 @@ _LEAF = ["_call", "leaf_no", "path", "value", "is_number", "run_id", "call_no", 
 _LEAF += ["start_ns"]
 _MISSING = [*_LEAF, "_later_ns", "_later_span"]
 _SEP = "\x00"  # between folded sources: a value never matches across two of them
+#: An argument path: keys joined by ".", array items as [i] or left out.
+_PATH_SCHEMA = {
+    "title": "argument path",
+    "type": "string",
+    "minLength": 1,
+    "pattern": r"^[^.\[\]]+(\[[0-9]*\])*(\.[^.\[\]]+(\[[0-9]*\])*)*$",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,12 +130,12 @@ class GroundedArguments(Check):
     kinds = ("hallucinated_argument",)
     tool_fields = ("tools",)
 
-    #: Read flat JSON objects column-wise before parsing the other arguments in Python (tests
+    #: Read flat JSON objects natively before parsing the other arguments in Python (tests
     #: turn it off to check both ways agree).
     columnwise: ClassVar[bool] = True
 
     tools: tuple[str, ...] = ()
-    arguments: tuple[str, ...] = ()
+    arguments: tuple[str, ...] = field(default=(), metadata={"schema": {"items": _PATH_SCHEMA}})
 
     @classmethod
     def from_options(cls, options: dict[str, Any], env: LoadEnv) -> Check | None:
@@ -485,16 +492,6 @@ def _expand(text: str) -> str:
 
 # --- argument leaves ---------------------------------------------------------------------------
 
-_WS = r"[ \t\n\r]*"
-_STR = r'"[^"\\\x00-\x1f]*"'
-_NUM = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?"
-_VAL = rf"(?:{_STR}|{_NUM}|true|false|null)"
-_ARRAY = rf"\[{_WS}(?:{_VAL}(?:{_WS},{_WS}{_VAL})*)?{_WS}\]"
-_PAIR = rf"{_STR}{_WS}:{_WS}(?:{_VAL}|{_ARRAY})"
-#: A JSON object of scalars and arrays of scalars, with no escape in any string: read
-#: column-wise (and valid JSON).
-FLAT_OBJECT = rf"^{_WS}\{{{_WS}(?:{_PAIR}(?:{_WS},{_WS}{_PAIR})*)?{_WS}\}}{_WS}$"
-
 
 def argument_leaves(
     calls: pl.DataFrame, *, columnwise: bool = True
@@ -506,13 +503,13 @@ def argument_leaves(
     last key of the path), ``value`` (text as in the JSON: a string's content, or a number's
     digits), ``is_number``; booleans and nulls are left out. ``malformed`` lists the calls
     whose arguments are not a JSON object. Flat objects without escapes (most tool calls) are
-    read in one pass, natively (`_flat_native`) or column-wise (`_flat_columns`); the others
-    are parsed in Python, once per distinct arguments text.
+    read natively in one pass (`_flat_native`, where the extension is built and `columnwise`);
+    the others are parsed in Python (`_walk`), once per distinct arguments text.
     """
     parts = []
     rest = calls
-    if columnwise:
-        flat, rest = (_flat_native if _native is not None else _flat_columns)(calls)
+    if columnwise and _native is not None:
+        flat, rest = _flat_native(calls)
         parts.append(flat)
     texts = rest.select("arguments").unique().get_column("arguments").to_list()
     parsed: dict[str, list[tuple[str, str, str, bool]] | None] = {t: _walk(t) for t in texts}
@@ -533,14 +530,12 @@ def argument_leaves(
 
 
 def is_flat_object(texts: pl.Expr) -> pl.Expr:
-    """True for texts that are flat JSON objects (`FLAT_OBJECT`), false for the others and
-    null; an object with a key twice may be either (it is JSON all the same).
-
-    Natively where the extension is built (one pass, no regular expression): the arguments of
-    54k calls (180 bytes each), 7.7 ms against 14.7 ms for polars' `FLAT_OBJECT`.
+    """True for texts that `_flat_native` reads (flat JSON objects, hence valid JSON), false
+    for the others and null. A hint only: where the extension is not built every text is
+    false, and the caller parses each itself.
     """
     if _native is None:
-        return texts.str.contains(FLAT_OBJECT).fill_null(False)
+        return pl.lit(False)
     return texts.map_batches(_native_flat, return_dtype=pl.Boolean)
 
 
@@ -557,11 +552,11 @@ def _native_flat(texts: pl.Series) -> pl.Series:
 
 
 def _flat_native(calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The leaves of the calls whose arguments are flat objects (`FLAT_OBJECT`, no key twice,
-    64 keys at most), read in C (`analyzer.checks._flat_leaves`), and the other calls.
+    """The leaves of the calls whose arguments are flat objects, read in C
+    (`analyzer.checks._flat_leaves`), and the other calls, left to `_walk`.
 
-    The same leaves as `_flat_columns`, in a sixth of the time (one pass over the texts, no
-    regular expression): 54k calls of 180 bytes, 22 ms against 123 ms (the C pass 15 ms).
+    Flat: a JSON object of scalars and arrays of scalars, no escape or control character in
+    any string, no key twice, 64 keys at most. The leaves are those `_walk` gives.
     """
     import pyarrow as pa
 
@@ -590,58 +585,6 @@ def _flat_native(calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     )
     left = pa.Array.from_buffers(pa.uint8(), len(texts), [None, pa.py_buffer(rest)])
     return leaves, calls.filter(pl.Series(left).cast(pl.Boolean))
-
-
-def _flat_columns(calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """`_flat_native` with polars' regular expressions (where the C extension is not built)."""
-    flat = calls.filter(pl.col("arguments").str.contains(FLAT_OBJECT))
-    # Keys hold no quote (no escapes here): '"key" : raw' splits on the first two quotes.
-    pairs = (
-        flat.select("_call", pl.col("arguments").str.extract_all(_PAIR).alias("_pair"))
-        .explode("_pair")
-        .drop_nulls("_pair")
-        .select(
-            "_call",
-            pl.col("_pair").str.splitn('"', 3).struct.rename_fields(["_", "name", "_rest"]),
-        )
-        .unnest("_pair")
-        .select("_call", "name", raw=pl.col("_rest").str.strip_chars_start(": \t\n\r"))
-    )
-    # Python keeps the last of duplicate keys at the first one's place: leave those to it.
-    # (A hash collision only sends a call to Python for nothing.)
-    pair_key = pl.col("_call").cast(pl.UInt64) * 0x9E3779B97F4A7C15 ^ pl.col("name").hash()
-    doubled = pairs.filter(pair_key.is_duplicated()).select("_call").unique()
-    pairs = pairs.join(doubled, on="_call", how="anti")
-    rest = calls.join(flat.join(doubled, on="_call", how="anti"), on="_call", how="anti")
-    raw = pl.col("raw")
-    array = raw.str.starts_with("[")
-    leaves = (
-        pairs.with_columns(
-            _array=array,
-            raw=pl.when(array).then(raw.str.extract_all(_VAL)).otherwise(pl.concat_list(raw)),
-        )
-        .with_columns(_item=pl.int_ranges(0, raw.list.len()))
-        .explode("raw", "_item")
-        .filter(raw.is_not_null() & ~raw.is_in(["true", "false", "null"]))
-    )
-    # Rows are grouped by call, in document order: a leaf's rank is its row's distance to
-    # the call's first row.
-    row = pl.int_range(pl.len(), dtype=pl.Int64)
-    first = pl.when(pl.col("_call") != pl.col("_call").shift(1).fill_null(-1)).then(row)
-    return (
-        leaves.select(
-            "_call",
-            (row - first.forward_fill()).alias("leaf_no"),
-            pl.when("_array")
-            .then(pl.concat_str("name", pl.lit("["), pl.col("_item").cast(pl.String), pl.lit("]")))
-            .otherwise("name")
-            .alias("path"),
-            "name",
-            raw.str.strip_prefix('"').str.strip_suffix('"').alias("value"),
-            (~raw.str.starts_with('"')).alias("is_number"),
-        ),
-        rest,
-    )
 
 
 class _Number(str):

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
 
 from analyzer.checks.base import (
-    CHECK_SCHEMA,
     Check,
     CheckContext,
     LoadEnv,
     empty_findings,
+    findings,
     quote_expr,
     rust_regex_error,
 )
@@ -83,7 +83,7 @@ class GroundedFigures(Check):
     type = "grounded_figures"
     kinds = ("ungrounded_figure",)
 
-    ignore: tuple[int | str, ...] | None = None
+    ignore: tuple[int | str, ...] | None = field(default=None, metadata={"schema": {"minItems": 0}})
 
     @classmethod
     def from_options(cls, options: dict[str, Any], env: LoadEnv) -> Check | None:
@@ -147,18 +147,16 @@ class GroundedFigures(Check):
         grounded = claimed.join(known, on=["run_id", "key"], how="semi")
         missing = figures.join(grounded, on=["run_id", "figure"], how="anti")
         shown = pl.col("reading").is_not_null() & (pl.col("reading") != pl.col("figure"))
-        return missing.select(
-            "run_id",
-            pl.lit("ungrounded_figure").alias("kind"),
-            pl.lit(None, pl.String).alias("tool"),
-            pl.lit(None, pl.String).alias("argument"),
+        return findings(
+            missing,
+            "ungrounded_figure",
             pl.concat_str(
                 "kind",
                 pl.lit(" "),
                 quote_expr(pl.col("figure")),
                 pl.lit(" appears in no prior source"),
                 pl.when(shown).then(pl.format(" (read as {})", "reading")).otherwise(pl.lit("")),
-            ).alias("detail"),
-            pl.concat_list("answer_span_id").list.drop_nulls().alias("span_ids"),
-            pl.col("figure_no").cast(pl.Int64).alias("_pos"),
-        ).cast(CHECK_SCHEMA)
+            ),
+            spans="answer_span_id",
+            pos="figure_no",
+        )

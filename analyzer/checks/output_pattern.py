@@ -11,11 +11,11 @@ import orjson
 import polars as pl
 
 from analyzer.checks.base import (
-    CHECK_SCHEMA,
     Check,
     CheckContext,
     LoadEnv,
     RunFinding,
+    findings,
     quote,
     quote_expr,
     rust_regex_error,
@@ -88,7 +88,7 @@ class OutputPattern(Check):
             return None
         return super().from_options(options, env)
 
-    def check(self, ctx: CheckContext) -> pl.DataFrame:
+    def check(self, ctx: CheckContext) -> list[pl.DataFrame]:
         answers = ctx.mark_answers()
         if self.field is None:
             # an answer written as one JSON-encoded text is matched decoded too
@@ -99,7 +99,7 @@ class OutputPattern(Check):
                 pl.col("text").alias("_value"),
                 pl.when(pl.col("text").str.contains(r'^\s*"')).then("decoded").alias("_decoded"),
             )
-            problems = pl.DataFrame(schema=CHECK_SCHEMA)
+            problems: list[pl.DataFrame] = []
             what = "answer"
         else:
             field = self.field
@@ -139,7 +139,7 @@ class OutputPattern(Check):
                 return [RunFinding("output_pattern", reason, argument=field, span_ids=spans)]
 
             rest = answers.filter(~pl.col("_plain")).select("run_id", "answer_span_id", "text")
-            problems = ctx.each(rest, read)
+            problems = [ctx.each(rest, read)]
             values = pl.concat(
                 [
                     direct,
@@ -162,21 +162,19 @@ class OutputPattern(Check):
             ~pl.col("_value").str.contains(whole)
             & ~pl.col("_decoded").str.contains(whole).fill_null(False)
         )
-        mismatches = bad.select(
-            "run_id",
-            pl.lit("output_pattern").alias("kind"),
-            pl.lit(None, pl.String).alias("tool"),
-            pl.lit(self.field, pl.String).alias("argument"),
+        mismatches = findings(
+            bad,
+            "output_pattern",
             pl.format(
                 "{} {} does not match {}",
                 pl.lit(what),
                 quote_expr(pl.col("_value")),
                 pl.lit(quote(self.pattern)),
-            ).alias("detail"),
-            pl.concat_list("answer_span_id").list.drop_nulls().alias("span_ids"),
-            pl.lit(0, pl.Int64).alias("_pos"),
+            ),
+            argument=pl.lit(self.field, pl.String),
+            spans="answer_span_id",
         )
-        return pl.concat([problems.cast(CHECK_SCHEMA), mismatches.cast(CHECK_SCHEMA)])
+        return [*problems, mismatches]
 
 
 class _Problem:

@@ -12,7 +12,6 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from itertools import groupby
 from typing import Any, TypeVar
 
 import polars as pl
@@ -76,8 +75,9 @@ class PluginCheck(Check):
     spent in the plugin are check errors, not run. A plugin that swallows the stop for 5 s
     more ends agenttrace with exit code 2 and a message naming it.
     A class deriving from ``analyzer.checks.base.Check`` is used as is, like a built-in rule
-    type (it receives all keys and checks every run at once), under the same guard: a call of
-    its ``check`` past the time budget is a check error on each of its runs.
+    type (it receives all keys and checks every run at once with ``check(ctx)``, or one run at
+    a time with ``check_run(run)``: docs/rule-types.md), under the same guard: a call of its
+    ``check`` past the time budget is a check error on each of its runs.
 
     Why it matters
     --------------
@@ -108,15 +108,6 @@ class PluginCheck(Check):
         return None  # the plugin's code is not known to us
 
     def check(self, ctx: CheckContext) -> pl.DataFrame:
-        runs = (
-            ctx.runs.join(
-                ctx.answers.select("run_id", pl.col("text").alias("_full")), on="run_id", how="left"
-            )
-            .with_columns(answer=pl.coalesce("_full", "answer"))
-            .drop("_full")
-        )
-        steps = ctx.steps.sort("run_id", "index").to_dicts()
-        by_run = {k: list(g) for k, g in groupby(steps, key=lambda s: s["run_id"])}
         plugin = self.instance
         seconds = plugin_seconds()
         total = seconds * PLUGIN_TOTAL_BUDGETS
@@ -127,10 +118,10 @@ class PluginCheck(Check):
                 raise PluginTimeout(
                     f"not run: the plugin {self.target} spent its {total:g} s on the runs before"
                 )
+            steps = row.pop("steps")  # the plugin API takes them apart: check_run(run, steps)
 
             def call() -> list[RunFinding]:
-                found = plugin.check_run(row, by_run.get(row["run_id"], []))
-                return [_as_finding(f) for f in found or ()]
+                return [_as_finding(f) for f in plugin.check_run(row, steps) or ()]
 
             start = time.monotonic()
             try:
@@ -139,7 +130,7 @@ class PluginCheck(Check):
             finally:
                 spent[0] += time.monotonic() - start
 
-        return ctx.each(runs, one)
+        return ctx.per_run(one)
 
 
 class PluginFailure(Exception):

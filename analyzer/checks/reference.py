@@ -4,8 +4,7 @@ current by a test)."""
 
 from __future__ import annotations
 
-from analyzer.checks import REGISTRY
-from analyzer.checks.base import COMMON_FIELDS, DOC_SECTIONS, doc_sections
+from analyzer.checks.base import COMMON_FIELDS, DOC_SECTIONS, doc_sections, rule_types
 from analyzer.checks.plugin import PluginCheck
 
 __all__ = ["COMMON_TEXT", "explain", "reference"]
@@ -20,7 +19,7 @@ _VERBATIM = {"Options": "text", "Example": "yaml"}
 
 
 def _types() -> list[tuple[str, type]]:
-    return [*sorted(REGISTRY.items()), ("plugin", PluginCheck)]
+    return [*rule_types().items(), ("plugin", PluginCheck)]
 
 
 def _kinds(cls: type) -> str:
@@ -28,8 +27,8 @@ def _kinds(cls: type) -> str:
 
 
 def explain(name: str) -> str:
-    """The documentation of the rule type `name` (a key of `REGISTRY`, or ``plugin``)."""
-    cls = REGISTRY.get(name, PluginCheck)
+    """The documentation of the rule type `name` (a key of `rule_types`, or ``plugin``)."""
+    cls = rule_types().get(name, PluginCheck)
     parts = doc_sections(cls)
     lines = [f"{name}: {parts['']}", f"kinds: {_kinds(cls)}"]
     for title in DOC_SECTIONS:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import polars as pl
 
-from analyzer.checks.base import CHECK_SCHEMA, Check, CheckContext
+from analyzer.checks.base import Check, CheckContext, findings
 
 __all__ = ["RequiredTools"]
 
@@ -54,9 +54,9 @@ class RequiredTools(Check):
     kinds = ("omission", "premature_answer", "no_answer")
     tool_fields = ("tools",)
 
-    tools: tuple[str, ...]
+    tools: tuple[str, ...] = field(metadata={"schema": {"minItems": 0}})
 
-    def check(self, ctx: CheckContext) -> pl.DataFrame:
+    def check(self, ctx: CheckContext) -> list[pl.DataFrame]:
         n = len(self.tools)
         runs = ctx.answers.select("run_id", "has_answer", "answer_ns", "answer_span_id")
         calls = (
@@ -87,11 +87,9 @@ class RequiredTools(Check):
             .sort("run_id", "_pos")
         )
         late = pl.col("_n_any") - pl.col("_n_before")
-        omissions = grid.filter(pl.col("_n_before") == 0).select(
-            "run_id",
-            pl.lit("omission").alias("kind"),
-            "tool",
-            pl.lit(None, pl.String).alias("argument"),
+        omissions = findings(
+            grid.filter(pl.col("_n_before") == 0),
+            "omission",
             pl.when(late > 0)
             .then(
                 pl.format(
@@ -101,12 +99,10 @@ class RequiredTools(Check):
                     pl.when(late == 1).then(pl.lit("call")).otherwise(pl.lit("calls")),
                 )
             )
-            .otherwise(pl.format("{} never called", "tool"))
-            .alias("detail"),
-            pl.concat_list(pl.col("answer_span_id"), pl.col("_late").fill_null([]))
-            .list.drop_nulls()
-            .alias("span_ids"),
-            "_pos",
+            .otherwise(pl.format("{} never called", "tool")),
+            tool="tool",
+            spans=[pl.col("answer_span_id"), pl.col("_late").fill_null([])],
+            pos="_pos",
         )
 
         per_run = grid.group_by("run_id").agg(
@@ -118,19 +114,17 @@ class RequiredTools(Check):
         premature = per_run.filter(
             ((pl.col("_done") > 0) | pl.col("_went_on")) & (pl.col("_missing").list.len() > 0)
         )
-        premature = premature.select(
-            "run_id",
-            pl.lit("premature_answer").alias("kind"),
-            pl.lit(None, pl.String).alias("tool"),
-            pl.lit(None, pl.String).alias("argument"),
+        premature = findings(
+            premature,
+            "premature_answer",
             pl.format(
                 "answered after {} of {} required tools; not called before the answer: {}",
                 "_done",
                 pl.lit(n),
                 pl.col("_missing").list.join(", "),
-            ).alias("detail"),
-            pl.concat_list("answer_span_id").list.drop_nulls().alias("span_ids"),
-            pl.lit(n, pl.Int64).alias("_pos"),
+            ),
+            spans="answer_span_id",
+            pos=n,
         )
 
         unanswered = runs.filter(~pl.col("has_answer")).select("run_id")
@@ -144,27 +138,18 @@ class RequiredTools(Check):
             .group_by("run_id")
             .agg(pl.col("span_id").last().alias("_last"))
         )
-        no_answer = (
-            unanswered.join(called, on="run_id", how="left")
-            .join(last_model, on="run_id", how="left")
-            .select(
-                "run_id",
-                pl.lit("no_answer").alias("kind"),
-                pl.lit(None, pl.String).alias("tool"),
-                pl.lit(None, pl.String).alias("argument"),
-                (
-                    pl.format(
-                        "no answer; {} of {} required tools called",
-                        pl.col("_called").fill_null(0),
-                        pl.lit(n),
-                    )
-                    if n
-                    else pl.lit("no answer: the run ended without a final answer")
-                ).alias("detail"),
-                pl.concat_list("_last").list.drop_nulls().alias("span_ids"),
-                pl.lit(0, pl.Int64).alias("_pos"),
+        no_answer = findings(
+            unanswered.join(called, on="run_id", how="left").join(
+                last_model, on="run_id", how="left"
+            ),
+            "no_answer",
+            pl.format(
+                "no answer; {} of {} required tools called",
+                pl.col("_called").fill_null(0),
+                pl.lit(n),
             )
+            if n
+            else pl.lit("no answer: the run ended without a final answer"),
+            spans="_last",
         )
-        return pl.concat(
-            [f.cast(CHECK_SCHEMA) for f in (omissions, premature, no_answer)], how="vertical"
-        )
+        return [omissions, premature, no_answer]

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import orjson
 import polars as pl
 
-from analyzer.checks.base import Check, CheckContext
+from analyzer.checks.base import Check, CheckContext, findings
 from analyzer.runs import _requests_tools, run_codes
 
 if TYPE_CHECKING:
@@ -19,6 +19,7 @@ __all__ = [
     "RETRY_STEPS_SCHEMA",
     "Retries",
     "RetryScan",
+    "all_retries",
     "retry_steps",
     "scan_retries",
 ]
@@ -88,7 +89,10 @@ class Retries(Check):
     max: int = 0
 
     def check(self, ctx: CheckContext) -> pl.DataFrame:
-        found, unknown_outcome, unrecorded_args = ctx.retries
+        scan = ctx.shared(all_retries)
+        found, unknown_outcome, unrecorded_args = (
+            scan if ctx.run_ids is None else scan.restrict(ctx.run_ids)
+        )
         ctx.mark(unknown_outcome, "partial", "a model call's outcome was not recorded")
         ctx.mark(unrecorded_args, "partial", "arguments of a failed tool call not recorded")
         n = pl.col("count")
@@ -120,20 +124,17 @@ class Retries(Check):
             ),
             _counted("_http", "HTTP resend", "HTTP resends", ""),
         ]
-        return per_run.select(
-            "run_id",
-            pl.lit("retry").alias("kind"),
-            pl.lit(None, pl.String).alias("tool"),
-            pl.lit(None, pl.String).alias("argument"),
+        return findings(
+            per_run,
+            "retry",
             pl.format(
                 "{} {} > max {}: {}",
                 "_n",
                 pl.when(pl.col("_n") == 1).then(pl.lit("retry")).otherwise(pl.lit("retries")),
                 pl.lit(self.max),
                 pl.concat_str(parts, separator=", ", ignore_nulls=True),
-            ).alias("detail"),
-            pl.col("_spans").list.drop_nulls().alias("span_ids"),
-            pl.lit(0, pl.Int64).alias("_pos"),
+            ),
+            spans="_spans",
         )
 
 
@@ -152,7 +153,12 @@ def retry_steps(runset: RunSet) -> pl.DataFrame:
     HTTP resend row has a null ``span_id``: the resent requests are not spans of their own,
     and what they cost is not recorded apart from their span's.
     """
-    return scan_retries(runset.steps).found
+    return all_retries(runset).found
+
+
+def all_retries(runset: RunSet) -> RetryScan:
+    """`scan_retries` of every step of ``runset`` (what the retries rules share)."""
+    return scan_retries(runset.steps)
 
 
 class RetryScan(NamedTuple):

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from analyzer.checks.base import Check, CheckContext
+from analyzer.checks.base import Check, CheckContext, findings
 
 __all__ = ["ToolErrors"]
 
@@ -72,16 +72,15 @@ class ToolErrors(Check):
                 & (pl.col("_last_ok").is_null() | (pl.col("_last_ok") < pl.col("_last_fail")))
             )
         )
-        return per_tool.select(
-            "run_id",
-            pl.lit("ignored_tool_error").alias("kind"),
-            "tool",
-            pl.lit(None, pl.String).alias("argument"),
+        return findings(
+            per_tool,
+            "ignored_tool_error",
             pl.format(
                 "{} failed {} time(s) and never succeeded afterwards; the run answered anyway",
                 "tool",
                 pl.col("span_ids").list.len(),
-            ).alias("detail"),
-            "span_ids",
-            pl.col("_pos").cast(pl.Int64),
+            ),
+            tool="tool",
+            spans="span_ids",
+            pos="_pos",
         )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from analyzer.checks.base import Check, CheckContext
+from analyzer.checks.base import Check, CheckContext, findings
 
 __all__ = ["ToolRequests"]
 
@@ -76,16 +76,16 @@ class ToolRequests(Check):
             "unverifiable",
             "a model call before a tool call did not record its output (the tool requests)",
         )
-        return flagged.select(
-            "run_id",
-            pl.lit("unrequested_tool_call").alias("kind"),
-            "tool",
-            pl.col("tool_call_id").alias("argument"),
+        return findings(
+            flagged,
+            "unrequested_tool_call",
             pl.format(
                 "{} ran with call id {}, which no model call of the run requested",
                 "tool",
                 pl.concat_str(pl.lit("'"), "tool_call_id", pl.lit("'")),
-            ).alias("detail"),
-            pl.concat_list("span").alias("span_ids"),
-            pl.col("call_no").cast(pl.Int64).alias("_pos"),
+            ),
+            tool="tool",
+            argument="tool_call_id",
+            spans="span",
+            pos="call_no",
         )

@@ -12,13 +12,13 @@ from typing import Any, ClassVar
 import polars as pl
 
 from analyzer.checks.base import (
-    CHECK_SCHEMA,
     Check,
     CheckContext,
     LoadEnv,
     RunFinding,
     did_you_mean,
     empty_findings,
+    findings,
     quote,
     quote_expr,
 )
@@ -94,7 +94,7 @@ class Trajectory(Check):
     #: check both ways agree).
     columnwise: ClassVar[bool] = True
 
-    sequence: tuple[str, ...] = ()
+    sequence: tuple[str, ...] = field(default=(), metadata={"schema": {"uniqueItems": False}})
     forbidden: tuple[str, ...] = ()
     max_steps: int | None = None
     args: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -136,7 +136,7 @@ class Trajectory(Check):
                         ok = False
         return rule if ok else None
 
-    def check(self, ctx: CheckContext) -> pl.DataFrame:
+    def check(self, ctx: CheckContext) -> list[pl.DataFrame]:
         calls = ctx.tool_calls
         parts = []
         if self.sequence:
@@ -147,9 +147,7 @@ class Trajectory(Check):
             parts.append(self._max_steps(calls))
         if self.args:
             parts.append(self._args(ctx, calls))
-        if not parts:
-            return empty_findings()
-        return pl.concat([p.cast(CHECK_SCHEMA) for p in parts], how="vertical")
+        return parts
 
     def _sequence(self, ctx: CheckContext, calls: pl.DataFrame) -> pl.DataFrame:
         names = list(self.sequence)
@@ -199,27 +197,21 @@ class Trajectory(Check):
             )
         out = pl.concat(missing).join(spans, on=["run_id", "tool"], how="left")
         where = pl.format("(sequence step {} of {})", pl.col("_pos") + 1, pl.lit(len(names)))
-        return out.select(
-            "run_id",
-            pl.lit("missing_step").alias("kind"),
-            "tool",
-            pl.lit(None, pl.String).alias("argument"),
+        return findings(
+            out,
+            "missing_step",
             pl.when(pl.col("_spans").is_null())
             .then(pl.format("{} never called {}", "tool", where))
-            .otherwise(pl.format("{} not called after {} {}", "tool", "_prev", where))
-            .alias("detail"),
-            pl.concat_list(pl.col("_spans").fill_null([]), pl.col("_prev_span"))
-            .list.drop_nulls()
-            .alias("span_ids"),
-            "_pos",
+            .otherwise(pl.format("{} not called after {} {}", "tool", "_prev", where)),
+            tool="tool",
+            spans=[pl.col("_spans").fill_null([]), pl.col("_prev_span")],
+            pos="_pos",
         )
 
     def _forbidden(self, calls: pl.DataFrame) -> pl.DataFrame:
-        return calls.filter(pl.col("tool").is_in(list(self.forbidden))).select(
-            "run_id",
-            pl.lit("forbidden_tool").alias("kind"),
-            "tool",
-            pl.lit(None, pl.String).alias("argument"),
+        return findings(
+            calls.filter(pl.col("tool").is_in(list(self.forbidden))),
+            "forbidden_tool",
             pl.format(
                 "forbidden tool {} {} (tool call {})",
                 "tool",
@@ -227,9 +219,10 @@ class Trajectory(Check):
                 .then(pl.lit("called"))
                 .otherwise(pl.lit("requested, never ran")),
                 pl.col("call_no") + 1,
-            ).alias("detail"),
-            pl.concat_list("span").list.drop_nulls().alias("span_ids"),
-            (pl.col("call_no") + _FORBIDDEN_POS).alias("_pos"),
+            ),
+            tool="tool",
+            spans="span",
+            pos=pl.col("call_no") + _FORBIDDEN_POS,
         )
 
     def _max_steps(self, calls: pl.DataFrame) -> pl.DataFrame:
@@ -244,14 +237,12 @@ class Trajectory(Check):
             )
             .filter(pl.col("_n") > limit)
         )
-        return counts.select(
-            "run_id",
-            pl.lit("max_steps").alias("kind"),
-            pl.lit(None, pl.String).alias("tool"),
-            pl.lit(None, pl.String).alias("argument"),
-            pl.format("{} tool calls > max_steps {}", "_n", pl.lit(limit)).alias("detail"),
-            pl.col("_over").list.drop_nulls().alias("span_ids"),
-            pl.lit(_MAX_STEPS_POS, pl.Int64).alias("_pos"),
+        return findings(
+            counts,
+            "max_steps",
+            pl.format("{} tool calls > max_steps {}", "_n", pl.lit(limit)),
+            spans="_over",
+            pos=_MAX_STEPS_POS,
         )
 
     def _args(self, ctx: CheckContext, calls: pl.DataFrame) -> pl.DataFrame:
@@ -365,20 +356,20 @@ class Trajectory(Check):
             done = rows.filter("_settled")
             for i, (key, value) in enumerate(expected.items()):
                 found.append(
-                    done.filter(~pl.col(f"_eq{i}")).select(
-                        "run_id",
-                        pl.lit("argument_mismatch").alias("kind"),
-                        "tool",
-                        pl.lit(key).alias("argument"),
+                    findings(
+                        done.filter(~pl.col(f"_eq{i}")),
+                        "argument_mismatch",
                         pl.format(
                             f"{tool} {key} {{}} in its first call, expected {_show(value)}",
                             quote_expr(pl.col(f"_v{i}")),
-                        ).alias("detail"),
-                        pl.concat_list("span").list.drop_nulls().alias("span_ids"),
-                        pl.lit(_ARGS_POS + 1000 * order[tool] + i, pl.Int64).alias("_pos"),
+                        ),
+                        tool="tool",
+                        argument=pl.lit(key),
+                        spans="span",
+                        pos=_ARGS_POS + 1000 * order[tool] + i,
                     )
                 )
-        mismatches = pl.concat([f.cast(CHECK_SCHEMA) for f in found]) if found else empty_findings()
+        mismatches = pl.concat(found) if found else empty_findings()
         left = pl.concat(undecided) if undecided else first.clear()
         return left, mismatches
 

@@ -326,9 +326,8 @@ def _lookup(expr: pl.Expr, mapping: dict[str, str], upper: bool = False) -> pl.E
 
 def _name_facts(names: pl.Series) -> pl.DataFrame:
     """What the conventions read from a span name alone, once per distinct name (`_NAME_FACTS`
-    columns; spans share a few names: 12 in 100k spans of the generator): the name-only parts
-    of `_role_exprs` and `_scalars`, joined to the spans (per span they took 22 ms of 100k
-    spans, 6 ms so)."""
+    columns; spans share a few names): the name-only parts of `_role_exprs` and `_scalars`,
+    computed per distinct name and joined to the spans."""
     name = pl.col("span_name")
     generic_tool_names = [
         sc.ADK_EXECUTE_TOOL_PREFIX.strip(),

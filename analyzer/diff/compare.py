@@ -69,8 +69,10 @@ __all__ = [
     "Diff",
     "MetricDelta",
     "Side",
+    "analysis_side",
     "compare",
-    "load_side",
+    "is_report_dir",
+    "report_side",
 ]
 
 #: Metric names in the order they are shown, each with its unit.
@@ -211,38 +213,25 @@ class Diff:
 # --- loading a side ------------------------------------------------------------------------------
 
 
-def _is_report_dir(path: Path) -> bool:
+def is_report_dir(path: Path) -> bool:
+    """Whether `path` is a folder written by ``agenttrace report --out``."""
     return path.is_dir() and (path / "runs.parquet").is_file()
 
 
-def load_side(
-    path: str | Path,
-    *,
-    packs: Sequence[Any] = (),
-    prices: Any = None,
-    run_key: str | None = None,
-    case_key: str | None = None,
-    labels: Any = None,
-) -> Side:
-    """A side from a trace path (analyzed with ``packs`` and ``prices``) or a report folder.
+def report_side(path: Path, packs: Sequence[Any] = (), labels: Any = None) -> Side:
+    """A side read back from a report folder (`is_report_dir`); ``labels`` (an
+    `analyzer.labels.LabelSet`) scores its runs for ``all_fields_correct`` (without it, a
+    folder written with ``--labels`` keeps the label results it holds, ``labels.parquet``)."""
+    side = _report_side(path, packs)
+    if labels is not None:
+        steps = _read(path, "steps.parquet")
+        side.labelled = _label_outcomes(labels, side.runs, steps)
+        side.labels_sha256 = labels.sha256
+    return side
 
-    ``labels`` (an `analyzer.labels.LabelSet`) scores the runs for ``all_fields_correct``;
-    without it, a report folder written with ``--labels`` keeps the label results it holds
-    (``labels.parquet``).
-    """
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{path}: no such file or folder")
-    if _is_report_dir(path):
-        side = _report_side(path, packs)
-        if labels is not None:
-            steps = _read(path, "steps.parquet")
-            side.labelled = _label_outcomes(labels, side.runs, steps)
-            side.labels_sha256 = labels.sha256
-        return side
-    from analyzer.pipeline import analyze_paths
 
-    analysis = analyze_paths([path], run_key=run_key, case_key=case_key, packs=packs, prices=prices)
+def analysis_side(path: Path, analysis: Any, labels: Any = None) -> Side:
+    """A side from the `Analysis` of the traces at `path` (``labels``: see `report_side`)."""
     if analysis.runs.runs.is_empty():
         raise InputError(f"{path}: no run found in the traces")
     evaluation = analysis.evaluation

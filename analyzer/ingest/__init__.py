@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry
-    from analyzer.ingest.dataset import read_dataset, write_dataset
+    from analyzer.ingest.dataset import read_dataset
     from analyzer.ingest.reader import Ingested, read_traces
 
 __all__ = [
@@ -21,7 +21,6 @@ __all__ = [
     "QuarantineEntry",
     "read_dataset",
     "read_traces",
-    "write_dataset",
 ]
 
 _MODULES = {
@@ -29,7 +28,6 @@ _MODULES = {
     "IngestLog": "accounting",
     "QuarantineEntry": "accounting",
     "read_dataset": "dataset",
-    "write_dataset": "dataset",
     "Ingested": "reader",
     "read_traces": "reader",
 }

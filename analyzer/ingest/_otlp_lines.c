@@ -454,8 +454,9 @@ static inline void str_put_tok(St *st, Col *c, const Tok *t) {
 }
 
 /* The double of the number text [s, e): correctly rounded, as Python's and msgspec's parsers
-   are, so the same double; -1 when it is out of range (msgspec refuses such a number, and so
-   the whole line, wherever it stands) or longer than any double needs. */
+   are, so the same double; -1 when it is out of range (msgspec, the robust path's parser,
+   refuses such a number, and so the whole line, wherever it stands) or longer than any double
+   needs. */
 static int number_value(const char *s, const char *e, double *out) {
     Py_ssize_t len = e - s;
     if (len >= 64) return -1;
@@ -705,7 +706,7 @@ static int tok_f64(const Tok *t, double *out) {
     if (t->t != T_NUM || (t->isint && t->e - t->s > 18)) return -1;
     double v;
     TRY(number_value(t->s, t->e, &v));
-    if (v == 0.0 && t->s[0] == '-') return -1; /* msgspec reads -0 as 0.0: left to it */
+    if (v == 0.0 && t->s[0] == '-') return -1; /* "-0" parses as the int 0 (0.0): robust */
     *out = v;
     return 0;
 }

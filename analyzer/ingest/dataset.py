@@ -62,7 +62,6 @@ __all__ = [
     "next_part_index",
     "read_dataset",
     "read_dataset_log",
-    "write_dataset",
     "write_manifest",
     "write_part",
 ]
@@ -88,31 +87,6 @@ def ingested_digests(folder: Path) -> set[str]:
     if not (folder / DATASET_MANIFEST).is_file():
         return set()
     return {f["sha256"] for f in load_manifest(folder).get("files", []) if f.get("sha256")}
-
-
-def write_dataset(spans: pa.Table, log: IngestLog, out: Path, *, tool_version: str) -> Path:
-    """Write `spans` and their accounting to the dataset folder `out`; return the manifest path.
-
-    `out` is a new or empty folder, or an existing dataset, which is appended to: a span
-    already in it (same trace and span id) is not written again and counts as a duplicate of
-    its file in `log`. The manifest lists files sorted by path, so the order in which files were
-    ingested does not show in it. Existing parts are never rewritten. Done under the dataset's
-    lock (`ingesting`).
-    """
-    with ingesting(out) as target:
-        manifest = target.manifest
-        parts = list(manifest.get("parts", [])) if manifest else []
-        old_keys = known_spans(out, parts)
-        spans = spans.cast(SPAN_SCHEMA)
-        if old_keys.height and spans.num_rows:
-            spans = drop_known(spans, old_keys, log)
-        new = []
-        if spans.num_rows or not parts:
-            new.append(write_part(spans, out, f"part-{next_part_index(parts):05d}.parquet"))
-        new_keys = pl.from_arrow(spans.select(["trace_id", "span_id", "parent_span_id"]))
-        assert isinstance(new_keys, pl.DataFrame)
-        orphans = count_orphans(pl.concat([old_keys, new_keys]))
-        return write_manifest(out, manifest, new, log, orphans, tool_version=tool_version)
 
 
 def existing_manifest(out: Path) -> dict | None:

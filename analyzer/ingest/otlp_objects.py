@@ -1,12 +1,12 @@
 """The robust OTLP reader: a parsed ``ExportTraceServiceRequest``/``TracesData`` dict to span rows.
 
-This is the reference behaviour of the OTLP JSON readers. The columnar fast path in
-`analyzer.ingest.otlp_json` must give identical rows for every line it accepts; it sends every
-other line here. Scalars are coerced with the very msgspec decoders the fast path uses
-(`INT64`, `FLOAT`, `BOOL`, `ENUM`, ``strict=False``), so both agree on every spelling:
-int64 as a string or a number, doubles as numbers or ``"NaN"``/``"Infinity"``, and so on.
+This is the reference behaviour of the OTLP JSON readers: the native lines reader in
+`analyzer.ingest.otlp_json` must give identical rows for every line it accepts, and sends every
+other line here. Scalars are coerced by msgspec's lax decoders (`INT64`, `FLOAT`, `BOOL`,
+`ENUM`, ``strict=False``), which settle every spelling in one place: int64 as a string or a
+number, doubles as numbers or ``"NaN"``/``"Infinity"``, and so on.
 
-Rules, for both paths:
+Rules, for both readers:
 
 - ``resourceSpans``/``resource_spans``, ``scopeSpans``/``scope_spans`` and the legacy
   ``instrumentationLibrarySpans``/``instrumentationLibrary`` are all read; at every level the
@@ -40,7 +40,6 @@ __all__ = [
     "INT64",
     "KIND_NAMES",
     "STATUS_NAMES",
-    "Int64",
     "add_request",
     "dumps",
     "enum_name",
@@ -54,7 +53,7 @@ __all__ = [
 #: An OTLP int64: a JSON number or a decimal string, in range.
 Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
-# The coercions, as one-value decoders; the fast path declares the same types in its Structs.
+# The coercions, as one-value decoders (each value is read as its JSON text would be).
 INT64 = msgspec.json.Decoder(Int64 | None, strict=False)
 FLOAT = msgspec.json.Decoder(float | None, strict=False)
 BOOL = msgspec.json.Decoder(bool | None, strict=False)
@@ -104,7 +103,7 @@ def _shown(value: Any) -> str:
 
 
 def _coerce(decoder: msgspec.json.Decoder, value: Any) -> Any:
-    """`value` read the way the fast path's msgspec field reads it, or `_BAD`."""
+    """`value` as `decoder` reads its JSON text, or `_BAD`."""
     try:
         return decoder.decode(orjson.dumps(value))
     except (msgspec.ValidationError, msgspec.DecodeError, orjson.JSONEncodeError, TypeError):

@@ -41,6 +41,7 @@ __all__ = [
     "iter_salvaging",
     "kept_order",
     "read_file",
+    "read_spans",
     "read_traces",
     "readable",
 ]
@@ -53,7 +54,7 @@ SPAN_ORDER = ["trace_id", "start_ns", "end_ns", "span_id"]
 class Ingested:
     """A de-duplicated span table and the accounting of how it was read."""
 
-    spans: pa.Table  # `SPAN_SCHEMA`, or `SHARED_SCHEMA` from a spill (`analyzer.partitioned`)
+    spans: pa.Table  # `SPAN_SCHEMA`, or `SHARED_SCHEMA` from a spill (`analyzer.engine`)
     log: IngestLog
     skipped: list[str] = field(default_factory=list)  # files skipped by name inside folders
     #: The row of each span's parent in `spans` (int64; null for a root or an orphan), as
@@ -252,6 +253,19 @@ def read_traces(
     file; the result is the same for any value. Each file's SHA-256 goes into its log
     (``FileLog.sha256``) unless `digests` is False (then "": no file is hashed).
     """
+    spans, log, skipped = read_spans(paths, progress=progress, jobs=jobs, digests=digests)
+    return finalize_spans(spans, log, skipped=skipped)
+
+
+def read_spans(
+    paths: list[str | Path],
+    *,
+    progress: Callable[[str, int], None] | None = None,
+    jobs: int | None = None,
+    digests: bool = True,
+) -> tuple[pa.Table, IngestLog, list[str]]:
+    """`read_traces` before `finalize_spans`: every span read (duplicates included, in file
+    order), the log of the reads and the paths skipped."""
     if jobs is None:
         jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
     files, skipped = expand_paths(paths)
@@ -275,7 +289,7 @@ def read_traces(
             if progress is not None:
                 progress(str(path), file_log.spans_read)
     spans = pa.concat_tables(tables) if tables else empty_table(SPAN_SCHEMA)
-    return finalize_spans(spans, log, skipped=[str(p) for p in skipped])
+    return spans, log, [str(p) for p in skipped]
 
 
 def _read_salvaging(
@@ -337,8 +351,8 @@ _HASH_STEP = 64 << 20
 def _sha256(path: Path) -> str:
     """`sha256_of`, in 64 MiB steps over a memory map: run on a thread beside the parser.
 
-    Each step gives the GIL back to the parsing thread; taken back after every MiB (a plain read
-    loop), the parse of 1M spans beside it took 6.7-7.8 s, against 6.1-6.4 s (2 runs each).
+    Each step gives the GIL back to the parsing thread: a plain read loop, taking the GIL back
+    after every MiB, slowed the parse beside it.
     """
     with path.open("rb") as fh:
         try:
@@ -421,7 +435,7 @@ def kept_order(spans: pa.Table, log: IngestLog) -> tuple[pa.Array, pa.Array]:
         .to_arrow()
     )
     _warn_cycles(kept, parent, log)
-    # single-threaded: polars' parallel sort of these keys costs more CPU (100k spans: 13 -> 11 ms)
+    # single-threaded: polars' parallel sort of these keys costs more CPU than it saves
     ordered = kept.sort(SPAN_ORDER, multithreaded=False)
     order = ordered.get_column("_row").to_arrow().cast(pa.int64())
     # the parents in the final order: the final row of each kept row's parent
@@ -537,10 +551,9 @@ def gather(table: pa.Table, order: pa.Array) -> pa.Table:
     worker's share: `analyzer.workers`), as Arrow's take is single-threaded, into the memory
     pool that keeps the pages it frees (`_gather_pool`).
 
-    Measured on 1M spans: 3 CPU-s of user time either way, 1.7 s wall on two idle cores
-    instead of 3.1. The spill's take (`analyzer.partitioned`) goes through here too: in Arrow's
-    default pool each piece faulted in its 80 MB afresh (``report`` of 1M spans, four pairs:
-    7.65-7.98 -> 7.36-7.80 s, system time 2.4-2.7 -> 2.0-2.35 s).
+    The same CPU time either way, less time waiting on idle cores. The spill's take
+    (`analyzer.engine`) goes through here too: in Arrow's default pool each piece faulted in
+    its pages afresh.
     """
     pool = _gather_pool()
     threads = min(pa.cpu_count(), 4)
@@ -567,8 +580,8 @@ def gather(table: pa.Table, order: pa.Array) -> pa.Table:
 def _gather_pool() -> pa.MemoryPool:
     """Arrow's jemalloc pool where it is built in, else the default one.
 
-    In a process that has just parsed (and freed) gigabytes, the default mimalloc pool spent
-    2.4-3.1 s of system time on the 1.1 GB gather of 1M spans; jemalloc 1.1-1.2 s (5 runs).
+    In a process that has just parsed (and freed) gigabytes, the default mimalloc pool spends
+    about twice jemalloc's system time on a large gather (faulting in freed pages anew).
     """
     try:
         return pa.jemalloc_memory_pool()

@@ -1,11 +1,10 @@
-"""The per-run figures of a summary, read from the runs' facts part by part, in two passes.
+"""The per-run figures of a summary, read from the runs' facts part by part, in one pass.
 
-The facts of a big analysis come in parts (`analyzer.report.facts`), and holding them all
-would make the summary's memory grow with the runs. `RunFigures` reads a few parts at a time
-(`BATCH_RUNS` runs at most, unless one part holds more): the first pass adds up counts and
-exact sums (`analyzer.report.exact`) and counts the values of each quantile's set per bucket;
-the second keeps the values of the buckets that hold the wanted ranks. The figures are exact
-and the same however the runs are split into parts.
+The facts of a big analysis come in parts (`analyzer.report.facts`). `RunFigures` reads a few
+parts at a time (`BATCH_RUNS` runs at most, unless one part holds more) and keeps of them only
+counts, exact sums (`ExactSum`) and, for quantiles, one column per metric: a float per run
+(and a group number per run and breakdown), sorted once at the end. The figures are exact and
+the same however the runs are split into parts.
 
 Quantiles are type 7 (as polars' ``interpolation="linear"``), with the distribution-free
 intervals of `metrics.quantile_interval` for the tails; totals and means are exact sums
@@ -15,19 +14,19 @@ rounded once.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
 from analyzer import metrics as m
-from analyzer.report.exact import Selection, exact_sums, exact_value, order_keys
 
 if TYPE_CHECKING:
     from analyzer.report.facts import RunsPart
 
-__all__ = ["STEP_CAP", "RunFigures", "StepFigures"]
+__all__ = ["STEP_CAP", "ExactSum", "RunFigures", "StepFigures"]
 
 #: Run columns added up for the "runs" section (null when no run has a value).
 _TOTALS = (
@@ -38,15 +37,42 @@ _TOTALS = (
     "output_tokens",
     "cached_input_tokens",
 )
-#: Float columns summed exactly: the cost section and the breakdowns read them.
+#: Float columns summed exactly: the cost section reads them.
 _SUMS = ("cost_usd", "recorded_cost_usd", "retry_cost_usd")
 _BREAKDOWN_QUANTILES = (0.5, 0.95)
 
 
-#: Runs read at a time: consecutive parts are read together, up to this many runs. Each pass
-#: over a frame costs some 50 polars queries whatever its size: over the 42 parts of 5M spans
-#: (11k runs each) that was most of the summary's time.
+#: Runs read at a time: consecutive parts are read together, up to this many runs. Each batch
+#: costs some 50 polars queries whatever its size, so small parts are best read together.
 BATCH_RUNS = 50_000
+
+
+class ExactSum:
+    """The exact sum of finite floats added in any order and grouping, as a few floats whose
+    exact sum it is: the correctly rounded sum (`math.fsum`), then the correctly rounded rest,
+    and so on until nothing is left."""
+
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        self._parts: list[float] = []
+
+    def add(self, values: Iterable[float] | np.ndarray) -> None:
+        """Add the finite ``values`` (NaN and infinities are left out)."""
+        array = np.asarray(values, dtype=np.float64)
+        terms = [*self._parts, *array[np.isfinite(array)].tolist()]
+        parts: list[float] = []
+        while rest := math.fsum([*terms, *(-p for p in parts)]):  # -0.0 and 0.0: nothing left
+            parts.append(rest)
+        self._parts = parts
+
+    def total(self) -> float:
+        """The sum, correctly rounded."""
+        return self._parts[0] if self._parts else 0.0
+
+    def mean(self, n: int) -> float:
+        """The sum divided by ``n``, correctly rounded."""
+        return float(sum(map(Fraction, self._parts), Fraction(0)) / n)
 
 
 def _batches(parts: Sequence[RunsPart]) -> Iterator[pl.DataFrame]:
@@ -66,21 +92,45 @@ def _batches(parts: Sequence[RunsPart]) -> Iterator[pl.DataFrame]:
         yield pl.concat(batch, how="vertical_relaxed")
 
 
-def _ranks(n: int, quantiles: Sequence[float], intervals: bool) -> set[int]:
-    """1-based ranks a type-7 quantile (and its interval) of n values reads."""
-    ranks: set[int] = set()
-    for q in quantiles:
-        low = math.floor((n - 1) * q)
-        ranks |= {low + 1, min(low + 2, n)}
-        if intervals:
-            bounds = m.quantile_interval(n, q)
-            if bounds:
-                ranks |= set(bounds)
-    return ranks
-
-
 def _column(frame: pl.DataFrame, name: str) -> np.ndarray:
     return frame.get_column(name).cast(pl.Float64).fill_null(np.nan).to_numpy()
+
+
+def _sorted(values: np.ndarray) -> np.ndarray:
+    """The values without NaN, ascending (-0.0 read as 0.0: a sort finds them equal, and the
+    order of equal values must not depend on how the runs were split)."""
+    return np.sort(values[~np.isnan(values)] + 0.0)
+
+
+def _quantile(values: np.ndarray, q: float) -> float | None:
+    """The type-7 q-quantile of sorted ``values`` (None when there are none)."""
+    n = len(values)
+    if not n:
+        return None
+    h = (n - 1) * q
+    low = math.floor(h)
+    a, b = float(values[low]), float(values[min(low + 1, n - 1)])
+    return a + (h - low) * (b - a)
+
+
+def _by_group(groups: np.ndarray, values: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """Each group number and its values, ascending within a group (NaN left out)."""
+    keep = ~np.isnan(values)
+    groups, values = groups[keep], values[keep] + 0.0
+    order = np.lexsort((values, groups))
+    groups, values = groups[order], values[order]
+    if not len(groups):
+        return
+    starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
+    for start, end in zip(starts, [*starts[1:], len(groups)], strict=True):
+        yield int(groups[start]), values[start:end]
+
+
+def _add_by_group(sums: dict[int, ExactSum], groups: np.ndarray, values: np.ndarray) -> None:
+    """Add each group's finite values to its sum."""
+    keep = np.isfinite(values)
+    for g, part in _by_group(groups[keep], values[keep]):
+        sums.setdefault(g, ExactSum()).add(part)
 
 
 class RunFigures:
@@ -106,46 +156,57 @@ class RunFigures:
         self.metrics = list(metrics)
         self.breakdown_metrics = list(breakdown_metrics)
         self.breakdowns = breakdowns
+        self._names = list(dict.fromkeys([*self.metrics, *self.breakdown_metrics]))
         self._blocking = blocking.implode()
         self._passed = passed
-        self._selection = Selection()
         self._runs = 0
         self._counts: dict[str, int] = {}
-        self._sums: dict[str, int] = {}
+        self._sums: dict[str, ExactSum] = {}
         self._agents: dict[str, int] = {}
         self._models: set[str] = set()
         self._max: dict[str, float] = {}
         self._score_min: float | None = None
         self._has_score = False
         self._groups: dict[str, dict[Any, dict[str, int]]] = {b: {} for b in breakdowns}
+        self._group_sums: dict[tuple[str, str], dict[int, ExactSum]] = {}
         self._group_dtype: dict[str, pl.DataType] = {}
         self._group_values: dict[int, Any] = {}  # group number -> its value
         self._numbers: dict[tuple[str, Any], int] = {}  # (breakdown, value) -> group number
+        # per metric, its value for each run (NaN: none); per breakdown, its (run, group) rows
+        # (int32: a run number and a group number fit)
+        values: dict[str, list[np.ndarray]] = {name: [] for name in self._names}
+        members: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {b: [] for b in breakdowns}
         self.steps = StepFigures()
         cases = []
         for runs in _batches(parts):
             frame = self._prepared(runs)
+            for name in self._names:
+                values[name].append(_column(frame, f"_m_{name}"))
+            for name in self.breakdowns:
+                rows, number = self._grouped(frame, name)
+                self._count_groups(name, rows, number)
+                run = rows.get_column("_r").to_numpy().astype(np.int64) + self._runs
+                members[name].append((run.astype(np.int32), number.astype(np.int32)))
             self._count(frame)
-            self.steps.count(self._judged(frame))
+            self.steps.add(self._judged(frame))
             cases.append(frame.filter(pl.col("case_id").is_not_null()))
         self.case_runs = pl.concat(cases, how="vertical_relaxed") if cases else None
-        self._selection.plan(self._wanted())
-        self.steps.plan()
-        for runs in _batches(parts):
-            frame = self._prepared(runs)
-            for values in self._values(frame):
-                self._selection.keep_keys(*values)
-            self.steps.keep(self._judged(frame))
-
-    # --- the two passes -------------------------------------------------------------------
+        self._values = {name: np.concatenate(v) if v else np.zeros(0) for name, v in values.items()}
+        self._members = {
+            name: (
+                np.concatenate([r for r, _ in rows]) if rows else np.zeros(0, dtype=np.int32),
+                np.concatenate([g for _, g in rows]) if rows else np.zeros(0, dtype=np.int32),
+            )
+            for name, rows in members.items()
+        }
+        self._tails = {metric: _sorted(self._values[metric]) for metric in self.metrics}
 
     def _prepared(self, runs: pl.DataFrame) -> pl.DataFrame:
         """The part's runs with their metric values (Float64), outcome and score."""
         has = set(runs.columns)
-        names = list(dict.fromkeys([*self.metrics, *self.breakdown_metrics]))
         values = [
             v.alias(f"_m_{name}")
-            for name, v in zip(names, m._metric_values(runs, names), strict=True)
+            for name, v in zip(self._names, m._metric_values(runs, self._names), strict=True)
         ]
         extra = [
             pl.col("findings").fill_null(0)
@@ -202,40 +263,8 @@ class RunFigures:
             self._group_values[self._numbers[key]] = value
         return self._numbers[key]
 
-    def _set(self, kind: str, metric: str = "", group: int = 0) -> int:
-        """The id of a quantile set: a tail's metric, or a (group, metric)."""
-        if kind == "tail":
-            return self.metrics.index(metric)
-        return (
-            len(self.metrics)
-            + group * len(self.breakdown_metrics)
-            + self.breakdown_metrics.index(metric)
-        )
-
-    def _values(
-        self, frame: pl.DataFrame, grouped: dict[str, tuple[pl.DataFrame, np.ndarray]] | None = None
-    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The set ids and order keys (`exact.order_keys`) of the quantile sets' values of this
-        part: the tails', then each breakdown's (small pieces: less memory held at a time)."""
-        names = list(dict.fromkeys([*self.metrics, *self.breakdown_metrics]))
-        keys, valid = {}, {}
-        for name in names:
-            values = _column(frame, f"_m_{name}")
-            valid[name] = ~np.isnan(values)
-            keys[name] = order_keys(np.where(valid[name], values, 0.0))
-        for sid, name in [(self._set("tail", metric), metric) for metric in self.metrics]:
-            ok = valid[name]
-            yield np.full(int(ok.sum()), sid, dtype=np.int64), keys[name][ok]
-        for name in self.breakdowns:
-            rows, number = grouped[name] if grouped else self._grouped(frame, name)
-            run = rows.get_column("_r").to_numpy()
-            for metric in self.breakdown_metrics:
-                ok = valid[metric][run]
-                sets = self._set("metric", metric, 0) + number[ok] * len(self.breakdown_metrics)
-                yield sets, keys[metric][run[ok]]
-
     def _count(self, frame: pl.DataFrame) -> None:
-        """First pass over one part."""
+        """The counts and sums of one batch of runs."""
         self._runs += frame.height
         add = self._add
         add("with_answer", int(frame.get_column("has_answer").sum()))
@@ -269,11 +298,6 @@ class RunFigures:
             if low is not None and (self._score_min is None or low < self._score_min):
                 self._score_min = float(low)  # type: ignore[arg-type]
             self._sum("score", _column(frame, "_m_score"))
-        grouped = {name: self._grouped(frame, name) for name in self.breakdowns}
-        for name, (rows, gid) in grouped.items():
-            self._count_groups(name, rows, gid)
-        for values in self._values(frame, grouped):
-            self._selection.count_keys(*values)
 
     def _count_groups(self, name: str, rows: pl.DataFrame, gid: np.ndarray) -> None:
         groups = self._groups[name]
@@ -297,43 +321,24 @@ class RunFigures:
             for key, n in row.items():
                 counts[key] = counts.get(key, 0) + int(n)
         for column, key in (("cost_usd", "cost"), ("score", "score_sum")):
-            for g, total in exact_sums(gid, _column(rows, column)).items():
-                groups.setdefault(g, {})
-                groups[g][key] = groups[g].get(key, 0) + total
+            _add_by_group(self._group_sums.setdefault((name, key), {}), gid, _column(rows, column))
         if self._passed is not None:
             judged = rows.get_column("_label_passed").is_not_null().to_numpy()
-            for g, total in exact_sums(gid[judged], _column(rows, "cost_usd")[judged]).items():
-                groups[g]["label_cost"] = groups[g].get("label_cost", 0) + total
+            _add_by_group(
+                self._group_sums.setdefault((name, "label_cost"), {}),
+                gid[judged],
+                _column(rows, "cost_usd")[judged],
+            )
 
     def _add(self, key: str, n: int) -> None:
         self._counts[key] = self._counts.get(key, 0) + n
 
     def _sum(self, key: str, values: np.ndarray) -> None:
-        total = exact_sums(np.zeros(len(values), dtype=np.int64), values).get(0, 0)
-        self._sums[key] = self._sums.get(key, 0) + total
+        self._sums.setdefault(key, ExactSum()).add(values)
 
-    def _wanted(self) -> dict[int, set[int]]:
-        """The ranks read of each quantile set."""
-        wanted = {}
-        for metric in self.metrics:
-            sid = self._set("tail", metric)
-            wanted[sid] = _ranks(self._selection.size(sid), m.QUANTILES, intervals=True)
-        for group in self._group_values:
-            for metric in self.breakdown_metrics:
-                sid = self._set("metric", metric, group)
-                wanted[sid] = _ranks(self._selection.size(sid), _BREAKDOWN_QUANTILES, False)
-        return wanted
-
-    def _quantile(self, sid: int, q: float) -> float | None:
-        """The type-7 q-quantile of set `sid` (None when it has no value)."""
-        n = self._selection.size(sid)
-        if not n:
-            return None
-        h = (n - 1) * q
-        low = math.floor(h)
-        a = self._selection.value(sid, low + 1)
-        b = self._selection.value(sid, min(low + 2, n))
-        return a + (h - low) * (b - a)
+    def _group_sum(self, name: str, key: str, group: int) -> float:
+        found = self._group_sums.get((name, key), {}).get(group)
+        return found.total() if found is not None else 0.0
 
     @property
     def runs(self) -> int:
@@ -350,17 +355,21 @@ class RunFigures:
         """The sum of an integer run column; None when no run has a value."""
         return self._counts.get(f"sum:{column}", 0) if self.count(f"known:{column}") else None
 
+    def _exact(self, key: str) -> float:
+        found = self._sums.get(key)
+        return found.total() if found is not None else 0.0
+
     def float_total(self, column: str) -> float | None:
         """The exact sum of a float column (cost_usd, recorded_cost_usd, retry_cost_usd),
         rounded once; None when no run has a value."""
-        return exact_value(self._sums.get(column, 0)) if self.count(f"known:{column}") else None
+        return self._exact(column) if self.count(f"known:{column}") else None
 
     def labelled_cost(self, labelled: int) -> float | None:
         """The exact total cost of the runs judged by labels; None unless all ``labelled``
         runs were found with a cost."""
         if not labelled or self.count("labelled_priced") != labelled:
             return None
-        return exact_value(self._sums.get("labelled_cost", 0))
+        return self._exact("labelled_cost")
 
     @property
     def agents(self) -> dict[str, int]:
@@ -376,8 +385,8 @@ class RunFigures:
             return []
         rows = []
         for metric in self.metrics:
-            sid = self._set("tail", metric)
-            n = self._selection.size(sid)
+            values = self._tails[metric]
+            n = len(values)
             row: dict[str, Any] = {
                 "metric": metric,
                 "runs": self._runs,
@@ -387,10 +396,10 @@ class RunFigures:
             }
             for q in m.QUANTILES:
                 name = m._qname(q)
-                row[name] = self._quantile(sid, q)
+                row[name] = _quantile(values, q)
                 bounds = m.quantile_interval(n, q) if n else None
-                row[f"{name}_lo"] = self._selection.value(sid, bounds[0]) if bounds else None
-                row[f"{name}_hi"] = self._selection.value(sid, bounds[1]) if bounds else None
+                row[f"{name}_lo"] = float(values[bounds[0] - 1]) if bounds else None
+                row[f"{name}_hi"] = float(values[bounds[1] - 1]) if bounds else None
             rows.append(row)
         return rows
 
@@ -398,13 +407,25 @@ class RunFigures:
         """The runs' scores (the tail metric ``score``): mean, p50, min, how many."""
         if not self._has_score:
             return {"mean": None, "p50": None, "min": None, "runs": 0}
-        sid = self._set("tail", "score")
-        n = self._selection.size(sid)
+        values = self._tails["score"]
+        n = len(values)
         return {
-            "mean": exact_value(self._sums.get("score", 0), n) if n else None,
-            "p50": self._quantile(sid, 0.5),
+            "mean": self._sums["score"].mean(n) if n else None,
+            "p50": _quantile(values, 0.5),
             "min": self._score_min,
             "runs": n,
+        }
+
+    def _group_quantiles(self, name: str) -> dict[str, dict[int, list[float | None]]]:
+        """Per breakdown metric, each group's `_BREAKDOWN_QUANTILES` (groups without a value
+        left out)."""
+        run, number = self._members[name]
+        return {
+            metric: {
+                g: [_quantile(values, q) for q in _BREAKDOWN_QUANTILES]
+                for g, values in _by_group(number, self._values[metric][run])
+            }
+            for metric in self.breakdown_metrics
         }
 
     def breakdown(self, name: str) -> pl.DataFrame:
@@ -417,21 +438,22 @@ class RunFigures:
         counts = ["runs", "passed_runs", "runs_with_findings", "unpriced_runs"]
         for key in counts:
             rows[key] = [groups[g].get(key, 0) for g in gids]
+        score_sums = self._group_sums.get((name, "score_sum"), {})
         rows["mean_score"] = [
-            exact_value(groups[g].get("score_sum", 0), groups[g]["scored"])
+            (score_sums[g].mean(groups[g]["scored"]) if g in score_sums else 0.0)
             if groups[g].get("scored")
             else None
             for g in gids
         ]
         rows["_cost"] = [
-            exact_value(groups[g].get("cost", 0)) if not groups[g].get("unpriced_runs") else None
+            self._group_sum(name, "cost", g) if not groups[g].get("unpriced_runs") else None
             for g in gids
         ]
+        quantiles = self._group_quantiles(name)
+        none = [None] * len(_BREAKDOWN_QUANTILES)
         for metric in self.breakdown_metrics:
-            for q, p in zip(_BREAKDOWN_QUANTILES, ("p50", "p95"), strict=True):
-                rows[f"{metric}_{p}"] = [
-                    self._quantile(self._set("metric", metric, g), q) for g in gids
-                ]
+            for i, p in enumerate(("p50", "p95")):
+                rows[f"{metric}_{p}"] = [quantiles[metric].get(g, none)[i] for g in gids]
         schema: dict[str, Any] = {"group": dtype, "mean_score": pl.Float64, "_cost": pl.Float64}
         schema |= {k: pl.Int64 for k in counts}
         schema |= {f"{mt}_{p}": pl.Float64 for mt in self.breakdown_metrics for p in ("p50", "p95")}
@@ -449,7 +471,7 @@ class RunFigures:
                     "label_runs": [groups[g].get("label_runs", 0) for g in gids],
                     "label_correct_runs": [groups[g].get("label_correct_runs", 0) for g in gids],
                     "_cost": [
-                        exact_value(groups[g].get("label_cost", 0))
+                        self._group_sum(name, "label_cost", g)
                         if not groups[g].get("label_unpriced")
                         else None
                         for g in gids
@@ -509,42 +531,29 @@ class StepFigures:
     call (priced calls), and the runs the calls belong to with how many were judged and
     correct (Wilson interval).
 
-    Fed the runs part by part, twice (`count` each part, `plan`, `keep` each part again, then
-    `rows`), or `of` one frame (its costs sorted at once): the figures are exact and the same
-    however the runs are split. A part's frame has ``agent``, ``call_models``, ``call_costs``
+    Fed the runs part by part (`add`, then `rows`), or `of` one frame: the figures are exact
+    and the same however the runs are split. The costs of the priced calls are kept (a float
+    each) for the p95. A part's frame has ``agent``, ``call_models``, ``call_costs``
     (`facts._with_calls`; without them the part adds nothing) and ``correct`` (bool; null: a
     run not judged).
     """
 
     def __init__(self) -> None:
-        self._selection = Selection()
         self._numbers: dict[tuple[Any, int, Any], int] = {}  # (agent, step, model) -> group
         self._counts: dict[int, dict[str, int]] = {}
-        self._costs: dict[int, int] = {}  # group -> exact sum of its priced calls' cost
-        self._sorted: dict[int, np.ndarray] | None = None  # `of`: each group's sorted costs
+        self._costs: dict[int, list[np.ndarray]] = {}  # group -> its priced calls' costs
 
     @classmethod
     def of(cls, frame: pl.DataFrame) -> StepFigures:
         """The figures of the runs of one frame."""
         figures = cls()
-        found = figures._count(frame)
-        figures._sorted = {}
-        if found is not None:
-            gid, cost = found  # each group's costs together, in order
-            cost = cost + 0.0  # -0.0 read as 0.0, as `Selection` reads it
-            starts = list(np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])) if len(gid) else []
-            for at, end in zip(starts, [*starts[1:], len(gid)][: len(starts)], strict=True):
-                figures._sorted[int(gid[at])] = cost[at:end]
+        figures.add(frame)
         return figures
 
-    def _groups(
-        self, frame: pl.DataFrame
-    ) -> tuple[pl.DataFrame, np.ndarray, np.ndarray, np.ndarray] | None:
-        """Per group of the part's calls: its counts (``calls``, ``priced_calls``, ``runs``,
-        ``judged_runs``, ``correct_runs``); and per priced call, grouped and in ascending
-        order of cost within a group: its group number and cost."""
+    def add(self, frame: pl.DataFrame) -> None:
+        """Count the model calls of one part's runs and keep their costs."""
         if "call_models" not in frame.columns or not frame.height:
-            return None
+            return
         n = pl.col("call_models").list.len()
         calls = (
             frame.select(
@@ -562,7 +571,7 @@ class StepFigures:
             .with_columns(pl.col("step").clip(upper_bound=STEP_CAP))
         )
         if not calls.height:
-            return None
+            return
         # a run's calls at STEP_CAP and later share a group: each run counted once per group
         once = pl.col("_run").is_first_distinct()
         groups = calls.group_by("agent", "step", "model").agg(
@@ -571,83 +580,33 @@ class StepFigures:
             once.sum().alias("runs"),
             pl.col("correct").filter(once).count().alias("judged_runs"),
             pl.col("correct").filter(once).fill_null(False).sum().alias("correct_runs"),
-            pl.col("cost_usd").drop_nulls().sort(),
+            pl.col("cost_usd").drop_nulls(),
         )
-        numbers = np.array(
-            [self._number(key) for key in groups.select("agent", "step", "model").iter_rows()],
-            dtype=np.int64,
-        )
-        gid = np.repeat(numbers, groups.get_column("priced_calls").to_numpy())
-        cost = _column(groups.select(pl.col("cost_usd").explode()), "cost_usd")
-        return groups.drop("agent", "step", "model", "cost_usd"), numbers, gid, cost
+        numbers = [self._number(key) for key in groups.select("agent", "step", "model").iter_rows()]
+        flat = _column(groups.select(pl.col("cost_usd").explode(empty_as_null=False)), "cost_usd")
+        sizes = groups.get_column("cost_usd").list.len().to_numpy()
+        costs = np.split(flat, np.cumsum(sizes)[:-1])
+        counts = groups.drop("agent", "step", "model", "cost_usd").iter_rows(named=True)
+        for g, row, cost in zip(numbers, counts, costs, strict=True):
+            total = self._counts.setdefault(g, {})
+            for key, value in row.items():
+                total[key] = total.get(key, 0) + int(value)
+            self._costs.setdefault(g, []).append(cost)
 
     def _number(self, key: tuple[Any, int, Any]) -> int:
         if key not in self._numbers:
             self._numbers[key] = len(self._numbers)
         return self._numbers[key]
 
-    def _count(self, frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
-        found = self._groups(frame)
-        if found is None:
-            return None
-        groups, numbers, gid, cost = found
-        for g, row in zip(numbers.tolist(), groups.iter_rows(named=True), strict=True):
-            counts = self._counts.setdefault(g, {})
-            for key, value in row.items():
-                counts[key] = counts.get(key, 0) + int(value)
-        for g, total in exact_sums(gid, cost).items():
-            self._costs[g] = self._costs.get(g, 0) + total
-        return gid, cost
-
-    def count(self, frame: pl.DataFrame) -> None:
-        """First pass over one part."""
-        found = self._count(frame)
-        if found is not None:
-            self._selection.count(*found)
-
-    def plan(self) -> None:
-        """After the first pass: the ranks the p95 of each group reads."""
-        self._selection.plan(
-            {
-                g: _ranks(self._selection.size(g), (0.95,), intervals=False)
-                for g in self._numbers.values()
-            }
-        )
-
-    def keep(self, frame: pl.DataFrame) -> None:
-        """Second pass over one part."""
-        found = self._groups(frame)
-        if found is not None:
-            _, _, gid, cost = found
-            self._selection.keep(gid, cost)
-
-    def _quantile(self, g: int, q: float) -> float | None:
-        if self._sorted is not None:
-            values = self._sorted.get(g)
-            n = 0 if values is None else len(values)
-        else:
-            n = self._selection.size(g)
-        if not n:
-            return None
-        h = (n - 1) * q
-        low = math.floor(h)
-        if self._sorted is not None:
-            a, b = float(values[low]), float(values[min(low + 1, n - 1)])
-        else:
-            a = self._selection.value(g, low + 1)
-            b = self._selection.value(g, min(low + 2, n))
-        return a + (h - low) * (b - a)
-
     def rows(self) -> list[dict[str, Any]]:
         """One row per (agent, step, model), sorted by them (nulls last)."""
-        keys = list(self._numbers)
-        if not keys:
-            return []
         out = []
-        for agent, step, model in keys:
-            g = self._numbers[(agent, step, model)]
+        for (agent, step, model), g in self._numbers.items():
             c = self._counts.get(g, {})
             priced = c.get("priced_calls", 0)
+            costs = np.concatenate(self._costs.get(g, [np.zeros(0)]))
+            mean = ExactSum()
+            mean.add(costs)
             judged, correct = c.get("judged_runs", 0), c.get("correct_runs", 0)
             rate = m.rate(correct, judged)
             out.append(
@@ -657,8 +616,8 @@ class StepFigures:
                     "model": model,
                     "calls": c.get("calls", 0),
                     "priced_calls": priced,
-                    "mean_cost_usd": exact_value(self._costs.get(g, 0), priced) if priced else None,
-                    "p95_cost_usd": self._quantile(g, 0.95),
+                    "mean_cost_usd": mean.mean(priced) if priced else None,
+                    "p95_cost_usd": _quantile(_sorted(costs), 0.95),
                     "runs": c.get("runs", 0),
                     "judged_runs": judged,
                     "correct_runs": correct,

@@ -64,8 +64,8 @@ BREAKDOWNS = (
 #: default; `build_summary` takes another, the CLI gives --fail-on's).
 CORRECT_THRESHOLD = "high"
 #: Up to this many runs, the summary reads the runs' facts as one frame (polars computes its
-#: figures in one go); above, part by part in two passes (`analyzer.report.passes`), so that
-#: its memory stays the same however many runs there are. Both give the same figures.
+#: figures in one go); above, part by part (`analyzer.report.passes`), so that it holds only
+#: a float per run and metric, not the runs. Both give the same figures.
 IN_MEMORY_RUNS = 200_000
 #: Floats are rounded to this many decimals, so the file is the same on every machine.
 _DECIMALS = 9
@@ -111,15 +111,8 @@ def build_summary(
     ``case_class`` is the run attribute the ``case_class`` breakdown groups by;
     ``routing_min_runs`` the judged runs a model family needs for the routing pick
     (`metrics.routing`).
-
-    Computed in a thread of its own, where polars computes each of its many small queries
-    (`analyzer.workers.in_own_thread`; 5M spans from a dataset: 3.4-3.6 -> 3.1-3.4 s).
     """
-    from analyzer.workers import in_own_thread
-
-    return in_own_thread(
-        lambda: _summary(analysis, labels, case_class, correct_at, routing_min_runs)
-    )
+    return _summary(analysis, labels, case_class, correct_at, routing_min_runs)
 
 
 def _summary(

@@ -23,20 +23,18 @@ import itertools
 import math
 import re
 import shutil
-import threading
 import weakref
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analyzer.checks import Evaluation
 from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry
 from analyzer.ingest.files import (
     AUTO_MIN_BYTES,
@@ -45,8 +43,27 @@ from analyzer.ingest.files import (
     expand_paths,
     sha256_of,
 )
-from analyzer.ingest.reader import Ingested, finalize_spans, gather, kept_order, readable
-from analyzer.runs import RunSet, RunTables, empty_messages
+from analyzer.ingest.reader import (
+    Ingested,
+    finalize_spans,
+    gather,
+    read_spans,
+)
+from analyzer.partition import (
+    RUN_TABLES,
+    STEP_BATCH,
+    PartialResult,
+    PartitionOptions,
+    by_run,
+    fill_log,
+    merge_partials,
+    prebuilt_partial,
+    read_ipc_file,
+    spill_facts,
+    spill_tables,
+    write_batches,
+)
+from analyzer.progress import Progress
 from analyzer.spans import (
     SHARED_SCHEMA,
     SPAN_SCHEMA,
@@ -56,42 +73,27 @@ from analyzer.spans import (
     shared_resources,
 )
 from analyzer.spill import new_spill_folder
-from analyzer.workers import (
-    computes_inline,
-    default_jobs,
-    process_pool,
-    release_c_heap,
-    stop_workers,
-)
+from analyzer.workers import default_jobs, process_pool, stop_workers
+
+_R = TypeVar("_R")
 
 if TYPE_CHECKING:
-    from analyzer.checks import CheckError
-    from analyzer.checks.retries import RetryScan
     from analyzer.pack import Pack
     from analyzer.pipeline import Analysis
     from analyzer.prebuilt import PrebuiltPart
     from analyzer.pricing import PriceTable
-    from analyzer.report.facts import SummaryFacts
 
 __all__ = [
     "AUTO_MIN_BYTES",
+    "CHANGED_WHILE_READ",
     "PARTITION_BYTES",
     "UNIT_BYTES",
-    "PartialResult",
-    "PartitionOptions",
-    "analyze_partition",
-    "analyze_partitioned",
+    "analyze_paths",
     "choose_partitions",
     "default_jobs",
     "estimate_bytes",
     "ingest_partitioned",
-    "merge_partials",
-    "partial_result",
     "partition_ids",
-    "prebuilt_partial",
-    "read_ipc_file",
-    "spill_facts",
-    "spill_tables",
 ]
 
 #: Span-table bytes (estimated) per partition when the count is chosen automatically.
@@ -99,355 +101,6 @@ __all__ = [
 PARTITION_BYTES = 128 << 20
 #: A plain JSON lines file is read in pieces of about this many bytes, one process each.
 UNIT_BYTES = 96 << 20
-
-# --- the pure core: one partition ------------------------------------------------------------
-
-
-@dataclass
-class PartialResult:
-    """What one partition's spans give: its runs, steps, findings, coverage and accounting.
-
-    ``counts`` maps each source file to (spans kept, duplicates dropped) in this partition;
-    ``orphans`` counts kept spans whose parent is not in the partition (so in no file, since a
-    trace never straddles partitions).
-    """
-
-    runs: pl.DataFrame
-    steps: pl.DataFrame
-    findings: pl.DataFrame | None  # None when no pack was applied
-    coverage: pl.DataFrame | None
-    errors: list[CheckError] = field(default_factory=list)
-    counts: dict[str, tuple[int, int]] = field(default_factory=dict)
-    orphans: int = 0
-    warnings: dict[str, list[QuarantineEntry]] = field(default_factory=dict)
-    unpriced: pl.DataFrame | None = None  # pricing.unpriced_models of the steps
-    facts: SummaryFacts | None = None  # what a summary reads (analyzer.report.facts)
-    messages: pl.DataFrame | None = None  # `RunSet.messages` (the prompts report.html shows)
-
-
-def analyze_partition(
-    spans: pa.Table,
-    *,
-    run_key: str | None = None,
-    case_key: str | None = None,
-    packs: Sequence[Pack] = (),
-    prices: PriceTable | None = None,
-    since_ns: int | None = None,
-    until_ns: int | None = None,
-    case_class: str | None = None,
-) -> PartialResult:
-    """Analyze the spans of whole runs (not yet de-duplicated), as `pipeline.analyze` does.
-
-    `spans` must hold every span of each run it touches (both copies of a duplicate included):
-    a hash partition by trace id (or by run-key value), or one Spark group; in `SPAN_SCHEMA`
-    or `SHARED_SCHEMA` (a spilled partition). The result is the
-    in-process result restricted to these runs; with `case_class`, also the facts a summary
-    with that case class reads (`analyzer.report.facts`).
-    """
-    from analyzer.conventions import normalize
-    from analyzer.pipeline import analyze_runs
-    from analyzer.runs import build_runs
-
-    files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
-    log = IngestLog(files=[FileLog(path=f) for f in files])
-    # `pipeline.analyze` of the `finalize_spans` of the spans, without gathering them: the
-    # spans are normalized as read (duplicates included) and only their normalized rows are
-    # put in the final order, most of the bytes of spans being attributes that normalizing
-    # reads once (100k spans: the gather of the attributes 68 ms, of the normalized rows 18).
-    order, parents = kept_order(spans, log)
-    spans = readable(spans)
-    runset = build_runs(
-        spans,
-        normalize(spans).gather(pl.Series(order)),
-        run_key=run_key,
-        case_key=case_key,
-        parents=parents,
-        span_rows=order,
-        log=log,
-    )
-    analysis = analyze_runs(
-        Ingested(spans=empty_table(SPAN_SCHEMA), log=log),
-        runset,
-        packs=packs,
-        prices=prices,
-        since_ns=since_ns,
-        until_ns=until_ns,
-    )
-    return partial_result(analysis, case_class)
-
-
-def partial_result(analysis: Analysis, case_class: str | None) -> PartialResult:
-    """The PartialResult of one partition's Analysis (with the facts a summary with the case
-    class `case_class` reads)."""
-    from analyzer.pricing import unpriced_models
-    from analyzer.report.facts import summary_facts
-
-    evaluation = analysis.evaluation
-    log = analysis.ingested.log
-    return PartialResult(
-        runs=analysis.runs.runs,
-        steps=analysis.runs.steps,
-        findings=evaluation.findings if evaluation is not None else None,
-        coverage=evaluation.coverage if evaluation is not None else None,
-        errors=list(evaluation.errors) if evaluation is not None else [],
-        counts={f.path: (f.spans_kept, f.duplicates) for f in log.files},
-        orphans=log.orphans,
-        warnings={f.path: list(getattr(f, "warnings", [])) for f in log.files},
-        unpriced=unpriced_models(analysis.runs.steps),
-        facts=summary_facts(analysis, case_class) if case_class is not None else None,
-        messages=analysis.runs.messages,
-    )
-
-
-def _merge_unpriced(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """`pricing.unpriced_models` of all steps from those of disjoint partitions (all sums)."""
-    merged = pl.concat(frames, how="vertical_relaxed")
-    sums = [c for c in merged.columns if c not in ("model", "reason")]
-    return (
-        merged.group_by("model", "reason")
-        .agg(pl.col(c).sum().cast(merged.schema[c]) for c in sums)
-        .select(merged.columns)
-        .sort("model", "reason", nulls_last=True)
-    )
-
-
-def _by_run(frames: Iterable[pl.DataFrame]) -> pl.DataFrame | None:
-    """Frames of disjoint runs, each in the in-process order: one frame in that order.
-
-    Every order the in-process path gives starts with ``run_id``, and a run's rows all come from
-    one partition, so a stable sort on ``run_id`` alone restores it.
-    """
-    frames = list(frames)
-    if not frames:
-        return None
-    nonempty = [f for f in frames if f.height] or frames[:1]
-    merged = pl.concat(nonempty, how="vertical_relaxed", rechunk=False)
-    return merged.sort("run_id", maintain_order=True)
-
-
-class _Lazy:
-    """Tables of a result's spill, loaded whole when first used as frames (by name); until
-    then read a batch at a time or narrowly from the spill."""
-
-    def __init__(self, spill: _Spill, names: Collection[str]) -> None:
-        self.spill = spill
-        self._names = set(names)
-        self._frames: dict[str, pl.DataFrame] = {}
-
-    def frame(self, name: str) -> pl.DataFrame:
-        if name not in self._frames:
-            self._frames[name] = self.spill.load(name)
-        return self._frames[name]
-
-    def set(self, name: str, value: pl.DataFrame) -> None:
-        self._frames[name] = value
-
-    def unread(self, name: str) -> bool:
-        """Whether table `name` is still only in the spill (not loaded, nor set)."""
-        return name in self._names and name not in self._frames
-
-
-class _SpilledFrame:
-    """A frame attribute of an object whose ``_lazy`` reads it from the spill when first used."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        return self if obj is None else obj._lazy.frame(self.name)
-
-    def __set__(self, obj: Any, value: pl.DataFrame) -> None:
-        obj._lazy.set(self.name, value)
-
-
-class _ReadsSpill(RunTables):
-    """`RunTables` whose tables not yet loaded are read from the spill (`_Spill`): a batch at
-    a time from their merged files, or narrowly from each partition's."""
-
-    _lazy: _Lazy
-
-    def batches(self, name: str) -> pa.RecordBatchReader:
-        if self._lazy.unread(name):
-            return self._lazy.spill.batches(name)
-        return super().batches(name)
-
-    def select(
-        self,
-        name: str,
-        columns: Sequence[str] | None = None,
-        run_ids: Sequence[str] | None = None,
-    ) -> pl.DataFrame:
-        if self._lazy.unread(name):
-            return self._lazy.spill.select(name, columns, run_ids)
-        return super().select(name, columns, run_ids)
-
-
-class SpilledRunSet(_ReadsSpill, RunSet):
-    """A RunSet whose runs, steps and messages are read from the spill when first used.
-
-    ``sources`` and ``span_runs`` are empty: they served the checks, which ran per partition.
-    ``messages`` are empty when the partitions did not keep them (a dataset's prebuilt runs).
-    """
-
-    runs = _SpilledFrame()  # type: ignore[assignment]
-    steps = _SpilledFrame()  # type: ignore[assignment]
-    messages = _SpilledFrame()  # type: ignore[assignment]
-
-    def __init__(self, spill: _Spill) -> None:
-        self._lazy = _Lazy(spill, ("runs", "steps", "messages"))
-        self.sources = empty_sources()
-        self.span_runs = empty_span_runs()
-        if "messages" not in spill.kept:
-            self.messages = empty_messages()
-
-
-class SpilledEvaluation(_ReadsSpill, Evaluation):
-    """An Evaluation whose coverage is read from the spill when first used."""
-
-    coverage = _SpilledFrame()  # type: ignore[assignment]
-
-    def __init__(self, findings: pl.DataFrame, errors: list[CheckError], spill: _Spill) -> None:
-        self.findings = findings
-        self.errors = errors
-        self._lazy = _Lazy(spill, ("coverage",))
-
-
-def merge_partials(
-    partials: Iterable[PartialResult],
-    log: IngestLog,
-    *,
-    packs: Sequence[Pack] = (),
-    prices: PriceTable | None = None,
-    skipped: Sequence[str] = (),
-    spill: _Spill | None = None,
-) -> Analysis:
-    """One `Analysis` from the partial results of disjoint partitions (any order).
-
-    The partials' runs, findings and coverage are emptied as they are merged (memory).
-    `log` holds the per-file read counts and quarantine of the whole input (as the readers left
-    them); the kept and duplicate counts, orphans and runs are filled in from the partials.
-    `spill`, when given, holds the per-run tables (runs, steps, findings, coverage) instead:
-    the findings are loaded now, the others read from it as used. The partials' facts, when
-    they all have them, are merged into the Analysis's.
-    """
-    from analyzer.pipeline import Analysis
-    from analyzer.report.facts import merge_facts
-
-    partials = list(partials)
-
-    def empty() -> PartialResult:  # the frames of no run (their schemas), made when needed
-        return _empty_partial(packs, prices)
-
-    facts = None
-    if partials and all(p.facts is not None for p in partials):
-        parts = [p.facts for p in partials if p.facts is not None]
-        for p in partials:
-            p.facts = None  # released as merged
-        facts = merge_facts(parts)
-    runset: RunSet
-    if spill is None:
-        runs = _take_by_run(partials, "runs") if partials else empty().runs
-        steps = _by_run([p.steps for p in partials] or [empty().steps])
-        messages = _take_by_run(partials, "messages")
-        assert runs is not None and steps is not None
-        runset = RunSet(
-            runs=runs,
-            steps=steps,
-            sources=empty_sources(),
-            span_runs=empty_span_runs(),
-            messages=messages if messages is not None else empty_messages(),
-        )
-        count = runs.height
-    else:
-        assert facts is not None, "a spilled result is merged from its partitions' facts"
-        runset = SpilledRunSet(spill)
-        count = facts.height
-    _fill_log(log, partials, count)
-    evaluation = None
-    if packs:
-        errors = sorted(
-            (e for p in partials for e in p.errors), key=lambda e: (e.run_id, e.rule_id, e.pack)
-        )
-        if spill is None:
-            findings = _take_by_run(partials, "findings")
-            coverage = _take_by_run(partials, "coverage")
-            findings = findings if findings is not None else empty().findings
-            coverage = coverage if coverage is not None else empty().coverage
-            assert findings is not None and coverage is not None
-            evaluation = Evaluation(findings=findings, errors=errors, coverage=coverage)
-        else:
-            evaluation = SpilledEvaluation(spill.load("findings"), errors, spill)
-    unpriced = [p.unpriced for p in partials if p.unpriced is not None]
-    return Analysis(
-        ingested=Ingested(spans=empty_table(SPAN_SCHEMA), log=log, skipped=list(skipped)),
-        runs=runset,
-        packs=tuple(packs),
-        evaluation=evaluation,
-        prices=prices,
-        unpriced=_merge_unpriced(unpriced or [empty().unpriced]),
-        facts=facts,
-    )
-
-
-def _take_by_run(partials: list[PartialResult], name: str) -> pl.DataFrame | None:
-    """`_by_run` of one frame of every partial, each partial's frame released (emptied) as it
-    is taken, so that the inputs and the merged frames of all tables are never held at once."""
-    frames = [getattr(p, name) for p in partials if getattr(p, name) is not None]
-    for p in partials:
-        if getattr(p, name) is not None:
-            setattr(p, name, getattr(p, name).clear())
-    return _by_run(frames)
-
-
-def _fill_log(log: IngestLog, partials: list[PartialResult], runs: int) -> None:
-    kept: dict[str, int] = {}
-    dups: dict[str, int] = {}
-    warnings: dict[str, list[QuarantineEntry]] = {}
-    for p in partials:
-        for path, (k, d) in p.counts.items():
-            kept[path] = kept.get(path, 0) + k
-            dups[path] = dups.get(path, 0) + d
-        for path, entries in p.warnings.items():
-            warnings.setdefault(path, []).extend(entries)
-    for file_log in log.files:
-        if file_log.format.startswith("dataset:"):
-            continue  # read back from a dataset: its counts are those recorded at ingest
-        file_log.spans_kept = kept.get(file_log.path, 0)
-        file_log.duplicates = dups.get(file_log.path, 0)
-        if warnings.get(file_log.path) and hasattr(file_log, "warnings"):
-            file_log.warnings.extend(warnings[file_log.path])
-    log.orphans = sum(p.orphans for p in partials)
-    log.runs = runs
-
-
-_EMPTY: dict[tuple, PartialResult] = {}
-
-
-def _empty_partial(packs: Sequence[Pack], prices: PriceTable | None) -> PartialResult:
-    """The result of no spans at all: the frames' schemas for an empty merge."""
-    key = (tuple(id(p) for p in packs), id(prices))
-    if key not in _EMPTY:
-        _EMPTY[key] = analyze_partition(empty_table(SPAN_SCHEMA), packs=packs, prices=prices)
-    return _EMPTY[key]
-
-
-def empty_sources() -> pl.DataFrame:
-    """The (empty) sources frame of a merged RunSet."""
-    return pl.DataFrame(
-        schema={
-            "run_id": pl.String,
-            "available_ns": pl.Int64,
-            "origin": pl.String,
-            "span_id": pl.String,
-            "text": pl.String,
-        }
-    )
-
-
-def empty_span_runs() -> pl.DataFrame:
-    """The (empty) span_runs frame of a merged RunSet."""
-    return pl.DataFrame(schema={"trace_id": pl.String, "span_id": pl.String, "run_id": pl.String})
-
 
 # --- partition ids -----------------------------------------------------------------------------
 
@@ -522,8 +175,8 @@ def _plan_units(
 def _line_ranges(path: Path, jobs: int) -> list[tuple[int, int]] | None:
     """Newline-aligned byte ranges of an uncompressed JSON lines file, None for other files:
     of about equal sizes (`UNIT_BYTES` at most, to within a line), as many as a multiple of
-    `jobs`, so that the processes finish their last pieces together (pieces of `UNIT_BYTES`
-    left a last one of a few MB at 1M spans, and one process waiting 0.45 s for the other)."""
+    `jobs`, so that the processes finish their last pieces together (no process waits alone
+    for a last short piece of another)."""
     from analyzer.ingest.detect import open_decompressed, sniff
 
     try:
@@ -551,7 +204,7 @@ def _line_ranges(path: Path, jobs: int) -> list[tuple[int, int]] | None:
 
 def _hash_ranged(units: list[_Unit], digests: dict[str, str]) -> None:
     """The SHA-256 of each file read in ranges whose units are ``hashed``, into `digests` (by
-    path): taken here while the processes read the ranges (1M spans: 0.64 s of CPU)."""
+    path): taken here while the processes read the ranges."""
     for path, group in itertools.groupby(units, lambda u: u.path):
         if any(u.kind == "range" and u.hashed for u in group):
             digests[path] = sha256_of(Path(path))
@@ -615,16 +268,9 @@ def _read_unit(
             yield from table.to_batches()
 
 
-#: Set once this process has read a unit: the C heap holds what reading grew, of no use to the
-#: partitions (`analyzer.workers.release_c_heap`).
-_READ_HEAP = threading.Event()
-
-
-@computes_inline
 def _spill_unit(unit: _Unit, spill: str, partitions: int, run_key: str | None) -> dict[str, Any]:
     """Read one unit and write its spans to the partition files; its reading counts (and a
     range's count of lines, ``lines``)."""
-    _READ_HEAP.set()
     log = FileLog(path=unit.path)
     cursor = [1]
     batches = [shared_resources(batch) for batch in _read_unit(unit, log, cursor)]
@@ -662,12 +308,7 @@ def _write_ipc(table: pa.Table, path: Path) -> None:
 
 
 def _read_partition(folder: str, lines: dict[int, int]) -> pa.Table:
-    """The spans of one spilled partition (`_read_ipc_folder`); in a process that read units
-    before, the C heap their reading grew is handed back first
-    (`analyzer.workers.release_c_heap`)."""
-    if _READ_HEAP.is_set():
-        _READ_HEAP.clear()
-        release_c_heap()
+    """The spans of one spilled partition (`_read_ipc_folder`)."""
     return _read_ipc_folder(Path(folder), lines)
 
 
@@ -707,7 +348,6 @@ def _best_candidates(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-@computes_inline
 def _regroup(
     source: int, spill: str, partitions: int, targets_file: str | None, lines: dict[int, int]
 ) -> None:
@@ -731,74 +371,13 @@ def _regroup(
 # --- analysis of the spilled partitions -------------------------------------------------------
 
 
-#: The per-run tables a partition writes to the spill (not sent back whole: see `_merge_ordered`).
-#: The messages (`RunSet.messages`) serve report.html alone: read for the runs it embeds
-#: (`_Spill.select`), never merged.
-_TABLES = ("steps", "runs", "findings", "coverage", "messages")
-
-
-@dataclass(frozen=True)
-class PartitionOptions:
-    """The analysis options every partition (or Spark group) is analyzed with; picklable."""
-
-    run_key: str | None
-    case_key: str | None
-    packs: tuple
-    prices: Any
-    since_ns: int | None
-    until_ns: int | None
-    case_class: str | None = None  # the facts of each partition are computed for it
-    tables: tuple[str, ...] = _TABLES  # those the caller reads: the others are not written
-
-    def analyze(self, spans: pa.Table) -> PartialResult:
-        """`analyze_partition` of `spans` with these options."""
-        return analyze_partition(
-            spans,
-            run_key=self.run_key,
-            case_key=self.case_key,
-            packs=self.packs,
-            prices=self.prices,
-            since_ns=self.since_ns,
-            until_ns=self.until_ns,
-            case_class=self.case_class,
-        )
-
-
-def _write_batches(frame: pl.DataFrame, path: str, compression: str | None = None) -> None:
-    """Write `frame` as an IPC file of small batches, and its rows per run, in order, to
-    `path`.runs."""
-    _write_ipc_batches(frame.to_arrow(), path, compression)
-    _write_ipc_batches(
-        frame.group_by("run_id", maintain_order=True).len("_n").to_arrow(),
-        f"{path}.runs",
-        compression,
-    )
-
-
-def _write_ipc_batches(table: pa.Table, path: str, compression: str | None = None) -> None:
-    """Write `table` as an IPC file of batches of about `_BATCH_BYTES` (at most `_STEP_BATCH`
-    rows, at least 64); compressed, 4x as large (a dataset's kept results: each buffer of a
-    batch is decompressed on its own, and `report DATASET --out` of 1M spans took 6.7-6.9 s
-    with batches of 256 KB, 4.1 s with 1 MB)."""
-    per_row = table.nbytes / max(table.num_rows, 1)
-    size = _BATCH_BYTES if compression is None else 4 * _BATCH_BYTES
-    rows = max(64, min(_STEP_BATCH, int(size / max(per_row, 1.0))))
-    options = pa.ipc.IpcWriteOptions(compression=compression)
-    with (
-        pa.OSFile(path, "wb") as sink,
-        pa.ipc.new_file(sink, table.schema, options=options) as writer,
-    ):
-        writer.write_table(table, max_chunksize=rows)
-
-
-@computes_inline
 def _analyze_spilled(
     folder: str, out: str, options: PartitionOptions, lines: dict[int, int]
 ) -> PartialResult:
     """Analyze one spilled partition (`lines`: see `_read_ipc_folder`); write its per-run tables
     to `out`.<table>.arrow (see `spill_tables`); the rest. The partition's span files are
     deleted once read: their page cache is freed for the writes that follow, and the parent does
-    not delete them all at the end (5M spans: 3.4 s)."""
+    not delete them all at the end."""
     spans = _read_partition(folder, lines)
     partial = options.analyze(spans)
     del spans
@@ -806,7 +385,6 @@ def _analyze_spilled(
     return spill_facts(spill_tables(partial, out, tables=options.tables), out)
 
 
-@computes_inline
 def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -> PartialResult:
     """`_analyze_spilled` of a dataset part's prebuilt runs (no span is read), from the rule
     results kept with them when they are for these packs and prices (`analyzer.materialized`)."""
@@ -826,72 +404,13 @@ def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -
                 .sort("_run", "index", "position")
                 .drop("_run")
             )
-            _write_batches(messages, f"{out}.messages.arrow", None)
+            write_batches(messages, f"{out}.messages.arrow", None)
             kept.messages = messages.clear()
         return kept
     partial = prebuilt_partial(*read_prebuilt(part), options)
     return spill_facts(spill_tables(partial, out, tables=options.tables), out)
 
 
-def prebuilt_partial(
-    runset: RunSet, retries: RetryScan, options: PartitionOptions
-) -> PartialResult:
-    """The PartialResult of runs rebuilt beforehand (and their retries) analyzed with
-    `options`: window, prices, checks."""
-    from analyzer.pipeline import analyze_runs
-
-    analysis = analyze_runs(
-        Ingested(spans=empty_table(SPAN_SCHEMA), log=IngestLog()),
-        runset,
-        retries=retries,
-        packs=options.packs,
-        prices=options.prices,
-        since_ns=options.since_ns,
-        until_ns=options.until_ns,
-    )
-    return partial_result(analysis, options.case_class)
-
-
-def spill_tables(
-    partial: PartialResult,
-    out: str,
-    compression: str | None = None,
-    tables: Collection[str] = _TABLES,
-) -> PartialResult:
-    """Write the per-run tables of `partial` named in `tables` to `out`.<table>.arrow, with
-    their rows per run (`_write_batches`); `partial` with those tables emptied and the others
-    dropped (None)."""
-    for name in _TABLES:
-        frame = getattr(partial, name)
-        if frame is not None and name in tables:
-            _write_batches(frame, f"{out}.{name}.arrow", compression)
-            setattr(partial, name, frame.clear())
-        else:
-            setattr(partial, name, None)
-    return partial
-
-
-def spill_facts(partial: PartialResult, out: str) -> PartialResult:
-    """Write the runs of `partial`'s summary facts to `out`.facts.parquet; `partial` with them
-    read from there when the summary needs them (so that the process merging the partitions
-    never holds them all)."""
-    from analyzer.report.facts import RunsPart
-
-    facts = partial.facts
-    if facts is not None and any(p.frame is not None for p in facts.parts):
-        path = f"{out}.facts.parquet"
-        facts.runs().write_parquet(path, statistics=False)
-        partial.facts = dataclasses.replace(facts, parts=[RunsPart(facts.height, path=path)])
-    return partial
-
-
-#: The most rows a record batch of a spilled per-run table holds, and about the most bytes:
-#: the ordered merge holds one batch of each partition's file at a time (`_StepCursor`), for
-#: each of its ranges and of the tables merged at once. With 4096 rows a batch, the runs and
-#: steps of 5M spans (50 partitions) took 700 MB in the parent this way; `report --out` of 5M
-#: spans peaked at 1.2 GB, 0.93 GB with batches of 1 MB, 0.80-0.82 GB with these (1M: 0.63-0.66).
-_STEP_BATCH = 4096
-_BATCH_BYTES = 1 << 18
 #: Rows per piece of the ordered merge.
 _MERGE_STEPS = 1 << 14
 
@@ -1018,8 +537,8 @@ def _write_merged(
 ) -> None:
     """Write the rows of `order`'s runs (run_id, _n, _p: the file, in the merged order) to the
     IPC file `out` (`schema`), read from the `cursors` of the files, piece by piece: each piece
-    gathered with Arrow's take (the steps of 1M spans: 0.5 s of CPU; 1.7 s through polars,
-    converting every string there and back)."""
+    gathered with Arrow's take (through polars, every string would be converted there and
+    back)."""
     order = order.with_columns(_piece=(pl.col("_n").cum_sum() - pl.col("_n")) // _MERGE_STEPS)
     with pa.OSFile(out, "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
         for (_,), piece in order.group_by("_piece", maintain_order=True):
@@ -1042,7 +561,7 @@ def _write_merged(
             index = rows_of.select(
                 pl.int_ranges("_start", pl.col("_start") + pl.col("_n")).explode()
             ).to_series()
-            writer.write_table(pa.concat_tables(tables).take(index.to_arrow()), _STEP_BATCH)
+            writer.write_table(pa.concat_tables(tables).take(index.to_arrow()), STEP_BATCH)
 
 
 def _common_schema(frames: list[pl.DataFrame]) -> dict[str, pl.DataType]:
@@ -1059,8 +578,7 @@ def _common_schema(frames: list[pl.DataFrame]) -> dict[str, pl.DataType]:
 def _pool(jobs: int, started: Executor | None = None) -> Iterator[Executor]:
     """A pool of `jobs` worker processes (one thread for 1), or the one `started` already. On
     leaving, the workers exit in the background, handing their memory back while the caller
-    merges what they returned (1M spans: 0.09 s the caller no longer waits); on an error the
-    caller waits for them."""
+    merges what they returned; on an error the caller waits for them."""
     if started is not None:
         pool = started
     elif jobs <= 1:
@@ -1079,7 +597,7 @@ def _pool(jobs: int, started: Executor | None = None) -> Iterator[Executor]:
     pool.shutdown(wait=False)
 
 
-def analyze_partitioned(
+def analyze_paths(
     paths: Sequence[str | Path],
     *,
     partitions: int | None = None,
@@ -1091,7 +609,7 @@ def analyze_partitioned(
     prices: PriceTable | None = None,
     since_ns: int | None = None,
     until_ns: int | None = None,
-    progress: Callable[[str, int], None] | None = None,
+    progress: Progress | None = None,
     case_class: str | None = None,
     tables: Collection[str] | None = None,
     digests: bool = True,
@@ -1140,13 +658,18 @@ def analyze_partitioned(
         since_ns,
         until_ns,
         case_class or DEFAULT_CASE_CLASS,
-        _TABLES if tables is None else tuple(n for n in _TABLES if n == "findings" or n in tables),
+        RUN_TABLES
+        if tables is None
+        else tuple(n for n in RUN_TABLES if n == "findings" or n in tables),
     )
     prebuilt = prebuilt_dataset(files) if run_key is None and case_key is None else None
-    if prebuilt is not None:
-        return _analyze_prebuilt_dataset(files[0], prebuilt, options, jobs, spill)
+    if prebuilt is not None and partitions != 0:
+        return _analyze_prebuilt_dataset(files[0], prebuilt, options, jobs, spill, progress)
     if partitions is None:
-        partitions = choose_partitions(estimate_bytes(paths), jobs)
+        estimated = estimate_bytes(paths)
+        partitions = choose_partitions(estimated, jobs) if estimated >= AUTO_MIN_BYTES else 0
+    if partitions == 0:
+        return _analyze_in_memory(paths, options, jobs, digests, progress)
     folder = new_spill_folder(spill)
     try:
         (folder / "keys").mkdir()
@@ -1154,6 +677,7 @@ def analyze_partitioned(
         units, owners = _plan_units(files, log, jobs, digests)
         with _pool(jobs, pool) as pool:
             lines = _spill_all(pool, units, owners, folder, partitions, run_key, progress)
+            options = options.reading(log)
             source = folder / "in"
             if run_key is not None:
                 targets = _run_key_targets(folder, partitions)
@@ -1169,19 +693,56 @@ def analyze_partitioned(
                 )
                 source, lines = folder / "grouped", {}
             outs = [str(folder / f"part-{p:05d}") for p in range(partitions)]
-            results = list(
+            results = _tracked(
+                progress,
                 pool.map(
                     _analyze_spilled,
                     [str(source / f"p{p:05d}") for p in range(partitions)],
                     outs,
                     [options] * partitions,
                     [lines] * partitions,
-                )
+                ),
+                partitions,
             )
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return _merged(folder, outs, results, log, options, [str(p) for p in skipped])
+
+
+def _tracked(progress: Progress | None, results: Iterable[_R], total: int) -> list[_R]:
+    """`results` (of the partitions, as they come), each reported to `progress`."""
+    if progress is None:
+        return list(results)
+    progress.stage("analyze", total, "partitions")
+    done = []
+    for result in results:
+        done.append(result)
+        progress.advance()
+    progress.close()
+    return done
+
+
+def _analyze_in_memory(
+    paths: Sequence[str | Path],
+    options: PartitionOptions,
+    jobs: int,
+    digests: bool,
+    progress: Progress | None,
+) -> Analysis:
+    """`analyze_paths` of an input small enough for memory: one partition, every span
+    read in this process."""
+    read = None
+    if progress is not None:
+        progress.stage("read", len(expand_paths(list(paths))[0]), "files")
+        read = progress.file_read
+    spans, log, skipped = read_spans(list(paths), progress=read, jobs=jobs, digests=digests)
+    if progress is not None:
+        progress.close()
+    partial = options.reading(log).analyze(spans)
+    return merge_partials(
+        [partial], log, packs=options.packs, prices=options.prices, skipped=skipped
+    )
 
 
 def _analyze_prebuilt_dataset(
@@ -1190,8 +751,9 @@ def _analyze_prebuilt_dataset(
     options: PartitionOptions,
     jobs: int,
     spill: str | Path | None,
+    progress: Progress | None,
 ) -> Analysis:
-    """`analyze_partitioned` of a dataset from its prebuilt runs: one unit per part."""
+    """`analyze_paths` of a dataset from its prebuilt runs: one unit per part."""
     from analyzer.ingest.dataset import load_manifest, read_dataset_log
     from analyzer.materialized import read_as_kept
 
@@ -1208,7 +770,7 @@ def _analyze_prebuilt_dataset(
         with ThreadPoolExecutor(jobs) if kept else _pool(jobs) as pool:
             run = itertools.repeat(_analyze_prebuilt)
             futures = list(map(pool.submit, run, parts, outs, itertools.repeat(options)))
-            results = [f.result() for f in futures]
+            results = _tracked(progress, (f.result() for f in futures), len(futures))
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -1217,7 +779,7 @@ def _analyze_prebuilt_dataset(
     return analysis
 
 
-class _Spill:
+class Spill:
     """The per-run tables of a partitioned result in its spill folder: each partition's file
     of each table `kept`, with its rows per run. The folder is removed once no table of the
     result can be read from it."""
@@ -1232,8 +794,7 @@ class _Spill:
     def _files(self, name: str) -> list[str]:
         if name not in self.kept:
             raise RuntimeError(
-                f"the {name} of this result were not kept: "
-                "analyze_partitioned(tables=...) left them out"
+                f"the {name} of this result were not kept: analyze_paths(tables=...) left them out"
             )
         return [f"{o}.{name}.arrow" for o in self.outs]
 
@@ -1275,18 +836,11 @@ class _Spill:
                 names = scan.collect_schema().names()
                 scan = scan.select("run_id", *(c for c in columns if c in names and c != "run_id"))
             frames.append(scan.collect())
-        merged = _by_run(frames)
+        merged = by_run(frames)
         assert merged is not None
         if columns is None:
             return merged
         return merged.select(c for c in columns if c in merged.columns)
-
-
-def read_ipc_file(path: str) -> pl.DataFrame:
-    """The frame in the Arrow IPC file `path` (read, not mapped). Read by polars itself: an
-    Arrow table converted to polars held both copies at once (findings of 5M spans: 46 MB
-    resident instead of 20)."""
-    return pl.read_ipc(path)
 
 
 def _merged(
@@ -1299,8 +853,8 @@ def _merged(
 ) -> Analysis:
     """One Analysis from the partitions' results and their per-run tables in the spill
     `folder` (removed when the Analysis is no longer used)."""
-    written = {n for n in _TABLES if all(getattr(p, n) is not None for p in partials)}
-    spill = _Spill(folder, outs, written)
+    written = {n for n in RUN_TABLES if all(getattr(p, n) is not None for p in partials)}
+    spill = Spill(folder, outs, written)
     analysis = merge_partials(
         partials,
         log,
@@ -1321,15 +875,17 @@ def _spill_all(
     folder: Path,
     partitions: int,
     run_key: str | None,
-    progress: Callable[[str, int], None] | None,
+    progress: Progress | None,
 ) -> dict[int, int]:
     """Read every unit into the spill; fill the file logs (files read in ranges are hashed here
     meanwhile). Returns the lines before each range (by unit index, where not 0): its spans'
     line numbers are shifted by as much when read back (`_read_ipc_folder`).
 
-    The ranges are numbered apart because counting the lines before each one took a read of the
-    file in this process, whose CPU the readers of the ranges wanted (1M spans: 0.35 s)."""
+    The ranges are numbered apart because counting the lines before each one would take a read
+    of the file in this process, whose CPU the readers of the ranges want."""
     digests: dict[str, str] = {}
+    if progress is not None:
+        progress.stage("read", len(units), "files" if len(units) == len(owners) else "pieces")
     futures = [pool.submit(_spill_unit, unit, str(folder), partitions, run_key) for unit in units]
     _hash_ranged(units, digests)
     lines: dict[int, int] = {}
@@ -1346,8 +902,8 @@ def _spill_all(
                         state[name] = _shifted(state[name], before)
         if owner is not None:
             _add_log(owner, state, whole=unit.kind == "file")
-            if progress is not None:
-                progress(unit.path, owner.spans_read)
+        if progress is not None:
+            progress.advance(state.get("spans_read", 0))
     for owner in owners:
         if owner is not None and owner.path in digests:
             owner.sha256 = digests[owner.path]
@@ -1379,7 +935,6 @@ class _IngestPart:
     warnings: dict[str, list[QuarantineEntry]]
 
 
-@computes_inline
 def _ingest_spilled(
     folder: str,
     known: str | None,
@@ -1455,7 +1010,7 @@ def ingest_partitioned(
     jobs: int | None = None,
     partitions: int | None = None,
     spill: str | Path | None = None,
-    progress: Callable[[str, int], None] | None = None,
+    progress: Progress | None = None,
     packs: Sequence[Pack] = (),
     prices: PriceTable | None = None,
     case_class: str | None = None,
@@ -1513,7 +1068,8 @@ def ingest_partitioned(
             with _pool(jobs) as pool:
                 lines = _spill_all(pool, units, owners, folder, partitions, None, progress)
                 _changed_files(owners, before, digests or {})
-                results = list(
+                results = _tracked(
+                    progress,
                     pool.map(
                         _ingest_spilled,
                         [str(folder / "in" / f"p{p:05d}") for p in range(partitions)],
@@ -1523,7 +1079,8 @@ def ingest_partitioned(
                         [[str(out / p["path"]) for p in old_parts]] * partitions,
                         [options] * partitions,
                         [lines] * partitions,
-                    )
+                    ),
+                    partitions,
                 )
         finally:
             shutil.rmtree(folder, ignore_errors=True)
@@ -1539,7 +1096,7 @@ def ingest_partitioned(
             )
             for r in results
         ]
-        _fill_log(log, partials, 0)
+        fill_log(log, partials, 0)
         new_parts = [r.part for r in results if r.part is not None]
         commit_parts(staging, out)
         write_manifest(out, manifest, new_parts, log, log.orphans, tool_version=tool_version)

@@ -1,10 +1,9 @@
-"""The partitioned path (analyzer.partitioned) gives exactly the in-process result."""
+"""The partitioned path (analyzer.engine) gives exactly the in-process result."""
 
 from __future__ import annotations
 
 import itertools
 import json
-import os
 import time
 from pathlib import Path
 
@@ -14,25 +13,21 @@ import pytest
 from click.testing import CliRunner
 from split_dumps import assert_same_analysis, generate, span_count, split_dump
 
-from analyzer import partitioned
+from analyzer import engine, partition
 from analyzer.cli import main
-from analyzer.pack import load_default_pack
-from analyzer.partitioned import (
+from analyzer.engine import (
     _merge_ordered,
     _pool,
     _read_batches,
     _StepCursor,
-    _write_batches,
-    _write_ipc_batches,
-    analyze_partition,
-    analyze_partitioned,
+    analyze_paths,
     default_jobs,
     ingest_partitioned,
     partition_ids,
 )
-from analyzer.pipeline import analyze_paths
+from analyzer.pack import load_default_pack
+from analyzer.partition import analyze_partition, write_batches, write_ipc_batches
 from analyzer.report import build_summary
-from analyzer.workers import WORKER_MALLOC_CONF
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
@@ -54,7 +49,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_partitioned_equals_in_process_on_samples(partitions: int, jobs: int) -> None:
     packs = [load_default_pack()]
     reference = analyze_paths([SAMPLES], packs=packs)
-    result = analyze_partitioned([SAMPLES], partitions=partitions, jobs=jobs, packs=packs)
+    result = analyze_paths([SAMPLES], partitions=partitions, jobs=jobs, packs=packs)
     assert_same_analysis(reference, result)
     assert result.runs.runs.height == 40
     assert result.ingested.log.balanced()
@@ -72,9 +67,7 @@ def test_partitioned_equals_in_process_on_generated_set(
 ) -> None:
     packs = [load_default_pack()]
     reference = analyze_paths([generated["folder"]], packs=packs)
-    result = analyze_partitioned(
-        [generated["folder"]], partitions=partitions, jobs=jobs, packs=packs
-    )
+    result = analyze_paths([generated["folder"]], partitions=partitions, jobs=jobs, packs=packs)
     assert_same_analysis(reference, result)
     log = result.ingested.log
     # every trace is one run, although the lines of a run sit in two files
@@ -95,11 +88,11 @@ def test_tables_merged_in_ranges_of_runs_are_the_in_process_ones(
 ) -> None:
     """The runs, steps and coverage of the partitions merged in two ranges of runs at once
     (`_MERGE_THREADS`), each in pieces of a few steps: as one merge would give them."""
-    monkeypatch.setattr(partitioned, "_MERGE_RANGE_MIN", 10)
-    monkeypatch.setattr(partitioned, "_MERGE_STEPS", 7)
+    monkeypatch.setattr(engine, "_MERGE_RANGE_MIN", 10)
+    monkeypatch.setattr(engine, "_MERGE_STEPS", 7)
     packs = [load_default_pack()]
     reference = analyze_paths([generated["folder"]], packs=packs)
-    result = analyze_partitioned([generated["folder"]], partitions=5, jobs=1, packs=packs)
+    result = analyze_paths([generated["folder"]], partitions=5, jobs=1, packs=packs)
     assert_same_analysis(reference, result)
     spill = result.facts.keep.folder
     for name in ("runs", "steps", "coverage"):
@@ -114,8 +107,8 @@ def test_the_ordered_merge_interleaves_partitions_by_run_and_types_all_null_colu
     """Rows of three partitions, each in run order, merged by run id (a run's rows kept in
     their order), in one range or several, in pieces of 2 rows; a column that one partition
     holds only nulls of (typed Null there) takes the others' type."""
-    monkeypatch.setattr(partitioned, "_MERGE_RANGE_MIN", range_rows)
-    monkeypatch.setattr(partitioned, "_MERGE_STEPS", 2)
+    monkeypatch.setattr(engine, "_MERGE_RANGE_MIN", range_rows)
+    monkeypatch.setattr(engine, "_MERGE_STEPS", 2)
     parts = [
         pl.DataFrame({"run_id": ["a", "a", "d"], "i": [0, 1, 0], "x": ["a0", None, "d0"]}),
         pl.DataFrame({"run_id": ["b", "e", "e", "e"], "i": [0, 0, 1, 2], "x": [None] * 4}),
@@ -125,7 +118,7 @@ def test_the_ordered_merge_interleaves_partitions_by_run_and_types_all_null_colu
     files = []
     for k, part in enumerate(parts):
         files.append(str(tmp_path / f"p{k}.arrow"))
-        _write_batches(part, files[-1])
+        write_batches(part, files[-1])
     rows = [pl.read_ipc(f"{f}.runs") for f in files]
     merged = _merge_ordered(files, rows, str(tmp_path / "merged.arrow"))
     assert len(merged) == (2 if range_rows == 3 else 1)
@@ -150,10 +143,10 @@ def test_a_partitioned_result_reads_its_tables_in_batches_and_narrowly_unloaded(
     """Its runs, steps and coverage, read a batch at a time (merged in two ranges) or only
     some columns, or only some runs' rows, from the spill: as the in-process path's frames
     give them, and none of them loaded whole."""
-    monkeypatch.setattr(partitioned, "_MERGE_RANGE_MIN", 10)
+    monkeypatch.setattr(engine, "_MERGE_RANGE_MIN", 10)
     packs = [load_default_pack()]
     reference = analyze_paths([generated["folder"]], packs=packs)
-    result = analyze_partitioned([generated["folder"]], partitions=5, jobs=1, packs=packs)
+    result = analyze_paths([generated["folder"]], partitions=5, jobs=1, packs=packs)
     ids = reference.runs.runs.get_column("run_id")
     some = [ids[-1], *ids.gather_every(7).to_list(), "no-such-run"]
     for ref, got, name in (
@@ -171,24 +164,19 @@ def test_a_partitioned_result_reads_its_tables_in_batches_and_narrowly_unloaded(
     assert len(list(result.facts.keep.folder.glob("steps.arrow.*"))) == 2
 
 
-def _threads(_: int) -> tuple[int, int, str | None]:
+def _threads(_: int) -> tuple[int, int]:
     import polars as pl
     import pyarrow as pa
 
-    return pl.thread_pool_size(), pa.cpu_count(), os.environ.get("_RJEM_MALLOC_CONF")
+    return pl.thread_pool_size(), pa.cpu_count()
 
 
 def test_workers_compute_with_their_share_of_the_cpus() -> None:
     """Two workers on this machine's CPUs: each computes with half of them (at least one), so
-    the processes do not all run a thread per CPU (polars' and Arrow's default), and polars'
-    allocator keeps freed memory for the next partition (its settings are read at its first
-    allocation, after the pool's initializer)."""
+    the processes do not all run a thread per CPU (polars' and Arrow's default)."""
     share = max(1, default_jobs() // 2)
     with _pool(2) as pool:
-        seen = set(pool.map(_threads, range(4)))
-    assert {(threads, arrow) for threads, arrow, _ in seen} == {(share, share)}
-    # polars puts its own settings first; the last setting of an option is the one taken
-    assert {conf.endswith("," + WORKER_MALLOC_CONF) for _, _, conf in seen} == {True}
+        assert set(pool.map(_threads, range(4))) == {(share, share)}
 
 
 def test_a_pool_left_takes_no_more_work_and_its_workers_exit() -> None:
@@ -217,7 +205,7 @@ def test_duplicates_keep_the_copy_of_the_first_file_in_path_order(tmp_path: Path
     (tmp_path / "z.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (tmp_path / "a.jsonl").write_text(lines[0] + "\n", encoding="utf-8")
     first = span_count(lines[:1])
-    result = analyze_partitioned([tmp_path], partitions=5, jobs=1)
+    result = analyze_paths([tmp_path], partitions=5, jobs=1)
     reference = analyze_paths([tmp_path])
     counts = {Path(f.path).name: (f.spans_kept, f.duplicates) for f in result.ingested.log.files}
     assert counts["a.jsonl"] == (first, 0)
@@ -248,7 +236,7 @@ def test_run_key_groups_traces_of_different_files_into_one_run(tmp_path: Path) -
     key = "gen_ai.conversation.id"
     reference = analyze_paths([tmp_path], run_key=key)
     for partitions, jobs in [(4, 1), (7, 2)]:
-        result = analyze_partitioned([tmp_path], partitions=partitions, jobs=jobs, run_key=key)
+        result = analyze_paths([tmp_path], partitions=partitions, jobs=jobs, run_key=key)
         assert result.runs.runs.equals(reference.runs.runs)
         assert result.runs.steps.equals(reference.runs.steps)
     runs = reference.runs.runs
@@ -286,7 +274,7 @@ def test_report_cli_partitioned_writes_the_same_outputs(
 ) -> None:
     """Byte for byte; also when the partitions' tables are merged in ranges of runs."""
     if range_rows is not None:
-        monkeypatch.setattr(partitioned, "_MERGE_RANGE_MIN", range_rows)
+        monkeypatch.setattr(engine, "_MERGE_RANGE_MIN", range_rows)
     runner = CliRunner()
     outs = {}
     for name, extra in {"mem": ["--partitions", "0"], "part": ["--partitions", "3"]}.items():
@@ -343,10 +331,10 @@ def test_only_the_tables_asked_for_are_written(monkeypatch: pytest.MonkeyPatch) 
     and findings; the partitions wrote the findings only, and reading another table raises."""
     packs = [load_default_pack()]
     written = _record_written_tables(monkeypatch)
-    whole = analyze_partitioned([SAMPLES], partitions=3, jobs=1, packs=packs)
+    whole = analyze_paths([SAMPLES], partitions=3, jobs=1, packs=packs)
     assert written == {"steps": 3, "runs": 3, "findings": 3, "coverage": 3, "messages": 3}
     written.clear()
-    lean = analyze_partitioned([SAMPLES], partitions=3, jobs=1, packs=packs, tables=())
+    lean = analyze_paths([SAMPLES], partitions=3, jobs=1, packs=packs, tables=())
     assert written == {"findings": 3}
     assert lean.runs.messages.is_empty()  # the page's prompts alone: none, not an error
     assert build_summary(lean) == build_summary(whole)
@@ -355,7 +343,7 @@ def test_only_the_tables_asked_for_are_written(monkeypatch: pytest.MonkeyPatch) 
         with pytest.raises(RuntimeError, match="were not kept"):
             read()
     written.clear()
-    runs_only = analyze_partitioned([SAMPLES], partitions=3, jobs=1, packs=packs, tables=["runs"])
+    runs_only = analyze_paths([SAMPLES], partitions=3, jobs=1, packs=packs, tables=["runs"])
     assert written == {"runs": 3, "findings": 3}
     assert runs_only.runs.runs.equals(whole.runs.runs)
     with pytest.raises(RuntimeError, match="the steps of this result were not kept"):
@@ -440,16 +428,14 @@ def _record_written_tables(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     process), by name."""
     import collections
 
-    import analyzer.partitioned as partitioned
-
     written: collections.Counter[str] = collections.Counter()
-    write = partitioned._write_batches
+    write = partition.write_batches
 
     def recording(frame, path: str, compression: str | None = None) -> None:
         written[path.rsplit(".", 2)[-2]] += 1
         write(frame, path, compression)
 
-    monkeypatch.setattr(partitioned, "_write_batches", recording)
+    monkeypatch.setattr(partition, "write_batches", recording)
     return written
 
 
@@ -463,7 +449,6 @@ def test_partitioned_ingest_reads_back_as_the_in_memory_ingest(
     generated: dict, tmp_path: Path
 ) -> None:
     from analyzer.ingest import read_traces
-    from analyzer.partitioned import ingest_partitioned
 
     trees = []
     for jobs in (1, 2):
@@ -512,17 +497,16 @@ def test_a_file_ingested_in_pieces_writes_the_dataset_read_whole(
 ) -> None:
     """Pieces read by the native reader spill each resource once; the dataset's parts hold
     each span's own list, byte for byte the dataset of the file read whole."""
-    from analyzer import partitioned
+    from analyzer import engine
     from analyzer.ingest import read_traces
-    from analyzer.partitioned import ingest_partitioned
 
     dump = tmp_path / "dump.jsonl"
     generate(dump, 500, seed=9, concurrency=4)
     trees = []
     for pieces in (False, True):
         if pieces:
-            monkeypatch.setattr(partitioned, "UNIT_BYTES", dump.stat().st_size // 8)
-            assert partitioned._line_ranges(dump, 2) is not None
+            monkeypatch.setattr(engine, "UNIT_BYTES", dump.stat().st_size // 8)
+            assert engine._line_ranges(dump, 2) is not None
         out = tmp_path / f"ds-{pieces}"
         ingest_partitioned([dump], out, tool_version="t", jobs=2, partitions=3)
         trees.append(
@@ -543,7 +527,7 @@ def test_merged_unpriced_models_equal_those_of_all_steps(generated: dict, tmp_pa
     )
     prices = load_prices(prices_file)
     reference = analyze_paths([generated["folder"]], prices=prices)
-    result = analyze_partitioned([generated["folder"]], partitions=5, jobs=1, prices=prices)
+    result = analyze_paths([generated["folder"]], partitions=5, jobs=1, prices=prices)
     expected = unpriced_models(reference.runs.steps)
     # three of the generator's four models have no price here
     assert expected.height == 3
@@ -558,7 +542,7 @@ def test_kyc_runs_of_the_generator_meet_the_kyc_pack_alike_on_both_paths(tmp_pat
     generate(path, 3000, seed=11, concurrency=8, kyc_share=0.5)
     packs = load_packs([ROOT / "rules" / "kyc.yaml"])
     reference = analyze_paths([path], packs=packs)
-    result = analyze_partitioned([path], partitions=4, jobs=1, packs=packs)
+    result = analyze_paths([path], partitions=4, jobs=1, packs=packs)
     assert_same_analysis(reference, result)
     found = reference.evaluation.findings
     kinds = set(found.filter(found["rule_id"] == "kyc-required-checks")["kind"].to_list())
@@ -573,7 +557,7 @@ def test_summary_of_a_partitioned_analysis_loads_no_whole_run_table(generated: d
     stay in the spill until something else reads them."""
     packs = [load_default_pack()]
     reference = build_summary(analyze_paths([generated["folder"]], packs=packs))
-    result = analyze_partitioned([generated["folder"]], partitions=3, jobs=1, packs=packs)
+    result = analyze_paths([generated["folder"]], partitions=3, jobs=1, packs=packs)
     summary = build_summary(result)
     assert summary == reference
     assert result.runs._lazy._frames == {}
@@ -600,7 +584,7 @@ def test_the_facts_files_live_as_long_as_the_facts(
 
     packs = [load_default_pack()]
     reference = build_summary(analyze_paths([generated["folder"]], packs=packs))
-    result = analyze_partitioned([generated["folder"]], partitions=3, jobs=1, packs=packs)
+    result = analyze_paths([generated["folder"]], partitions=3, jobs=1, packs=packs)
     assert result.runs.runs.height and result.runs.steps.height
     assert result.evaluation.coverage.height
     gc.collect()
@@ -615,7 +599,7 @@ def test_the_facts_files_live_as_long_as_the_facts(
 def test_summary_with_another_case_class_reads_the_runs_themselves(generated: dict) -> None:
     packs = [load_default_pack()]
     reference = analyze_paths([generated["folder"]], packs=packs)
-    result = analyze_partitioned([generated["folder"]], partitions=3, jobs=1, packs=packs)
+    result = analyze_paths([generated["folder"]], partitions=3, jobs=1, packs=packs)
     other = "gen_ai.agent.name"
     assert result.facts.case_class != other
     assert build_summary(result, case_class=other) == build_summary(reference, case_class=other)
@@ -625,7 +609,7 @@ def test_summary_with_another_case_class_reads_the_runs_themselves(generated: di
 def test_partitioned_summary_is_that_of_the_facts_case_class(generated: dict) -> None:
     packs = [load_default_pack()]
     reference = analyze_paths([generated["folder"]], packs=packs)
-    result = analyze_partitioned(
+    result = analyze_paths(
         [generated["folder"]], partitions=3, jobs=1, packs=packs, case_class="service.name"
     )
     assert result.facts.case_class == "service.name"
@@ -637,7 +621,7 @@ def test_partitioned_summary_is_that_of_the_facts_case_class(generated: dict) ->
 
 def test_partitioned_summary_without_packs_is_the_in_process_one(generated: dict) -> None:
     reference = build_summary(analyze_paths([generated["folder"]]))
-    result = analyze_partitioned([generated["folder"]], partitions=3, jobs=1)
+    result = analyze_paths([generated["folder"]], partitions=3, jobs=1)
     assert result.facts is not None and result.facts.rates is None
     summary = build_summary(result)
     assert summary == reference
@@ -651,7 +635,7 @@ def test_a_file_read_in_pieces_is_read_as_if_whole(tmp_path: Path, monkeypatch) 
     those of the file read whole."""
     import dataclasses
 
-    from analyzer import partitioned
+    from analyzer import engine
     from analyzer.ingest import limits
 
     dump = tmp_path / "dump.jsonl"
@@ -669,11 +653,11 @@ def test_a_file_read_in_pieces_is_read_as_if_whole(tmp_path: Path, monkeypatch) 
     for at in (3 * step, 2 * step, step, 1):  # from the end, so the indices still hold
         lines[at:at] = [bad, "", ""]
     dump.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    whole = analyze_partitioned([dump], partitions=3, jobs=1, packs=[load_default_pack()])
-    monkeypatch.setattr(partitioned, "UNIT_BYTES", dump.stat().st_size // 10)
-    pieces = partitioned._line_ranges(dump, 2)
+    whole = analyze_paths([dump], partitions=3, jobs=1, packs=[load_default_pack()])
+    monkeypatch.setattr(engine, "UNIT_BYTES", dump.stat().st_size // 10)
+    pieces = engine._line_ranges(dump, 2)
     assert pieces is not None and len(pieces) >= 5
-    split = analyze_partitioned([dump], partitions=3, jobs=2, packs=[load_default_pack()])
+    split = analyze_paths([dump], partitions=3, jobs=2, packs=[load_default_pack()])
     (log,) = split.ingested.log.files
     assert [q.position for q in log.quarantine] == [
         f"line {at + 1}" for at, line in enumerate(lines) if line == bad
@@ -693,21 +677,21 @@ def test_read_in_pieces_each_resource_is_spilled_once_a_partition(
     attributes, a run key read from the resource) is the in-process one."""
     import pyarrow.compute as pc
 
-    from analyzer import partitioned
+    from analyzer import engine
 
     dump = tmp_path / "dump.jsonl"
     generate(dump, 600, seed=8, concurrency=4)
     reference = analyze_paths([dump], run_key=run_key, packs=[load_default_pack()])
     written: list[pa.Table] = []
-    write = partitioned._write_ipc
+    write = engine._write_ipc
 
     def recording(table: pa.Table, path: Path) -> None:
         written.append(table)
         write(table, path)
 
-    monkeypatch.setattr(partitioned, "_write_ipc", recording)
-    monkeypatch.setattr(partitioned, "UNIT_BYTES", dump.stat().st_size // 6)
-    result = analyze_partitioned(
+    monkeypatch.setattr(engine, "_write_ipc", recording)
+    monkeypatch.setattr(engine, "UNIT_BYTES", dump.stat().st_size // 6)
+    result = analyze_paths(
         [dump], partitions=3, jobs=1, run_key=run_key, packs=[load_default_pack()]
     )
     assert_same_analysis(reference, result)
@@ -721,50 +705,23 @@ def test_read_in_pieces_each_resource_is_spilled_once_a_partition(
     assert resources * 5 < sum(t.num_rows for t in written)  # each resource of many spans once
 
 
-def test_the_heap_of_reading_is_handed_back_before_the_first_partition(
-    tmp_path: Path, monkeypatch
-) -> None:
-    """A process that read units hands back its C heap once, before its next partition, in an
-    analysis and in an ingest (`analyzer.workers.release_c_heap`; ``-j 1``: all in this
-    process)."""
-    from analyzer import partitioned
-
-    events: list[str] = []
-    spill_unit, read_partition = partitioned._spill_unit, partitioned._read_ipc_folder
-    monkeypatch.setattr(partitioned, "release_c_heap", lambda: events.append("release"))
-    monkeypatch.setattr(
-        partitioned, "_spill_unit", lambda *a: events.append("unit") or spill_unit(*a)
-    )
-    monkeypatch.setattr(
-        partitioned, "_read_ipc_folder", lambda *a: events.append("partition") or read_partition(*a)
-    )
-    dumps = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
-    for seed, dump in enumerate(dumps):
-        generate(dump, 100, seed=seed, concurrency=2)
-    analyze_partitioned(dumps, partitions=3, jobs=1)
-    assert events == ["unit", "unit", "release", "partition", "partition", "partition"]
-    events.clear()
-    ingest_partitioned(dumps, tmp_path / "ds", tool_version="test", partitions=3, jobs=1)
-    assert events == ["unit", "unit", "release", "partition", "partition", "partition"]
-
-
 @pytest.mark.parametrize("pieces", [False, True])
 def test_files_are_hashed_only_when_asked(tmp_path: Path, monkeypatch, pieces: bool) -> None:
     """With ``digests=False`` no file is hashed, read whole or in pieces, partitioned or in
     process: the logs keep "" and the analysis is the same. By default each log holds its
     file's SHA-256."""
-    from analyzer import partitioned
+    from analyzer import engine
     from analyzer.ingest.files import sha256_of
 
     dump = tmp_path / "dump.jsonl"
     generate(dump, 400, seed=3, concurrency=4)
     if pieces:
-        monkeypatch.setattr(partitioned, "UNIT_BYTES", dump.stat().st_size // 10)
-        assert partitioned._line_ranges(dump, 1) is not None
+        monkeypatch.setattr(engine, "UNIT_BYTES", dump.stat().st_size // 10)
+        assert engine._line_ranges(dump, 1) is not None
     digest = sha256_of(dump)
     packs = [load_default_pack()]
-    hashed = analyze_partitioned([dump], partitions=3, jobs=1, packs=packs)
-    bare = analyze_partitioned([dump], partitions=3, jobs=1, packs=packs, digests=False)
+    hashed = analyze_paths([dump], partitions=3, jobs=1, packs=packs)
+    bare = analyze_paths([dump], partitions=3, jobs=1, packs=packs, digests=False)
     assert [f.sha256 for f in hashed.ingested.log.files] == [digest]
     assert [f.sha256 for f in bare.ingested.log.files] == [""]
     assert_same_analysis(hashed, bare)
@@ -779,14 +736,14 @@ def test_a_file_is_cut_in_pieces_of_about_equal_size_a_multiple_of_jobs(
     """Pieces of at most about `UNIT_BYTES`, newline-aligned, covering the file, their count a
     multiple of `jobs`, none smaller than the others by more than two lines: the processes finish
     their last pieces together (a last piece of a few bytes left one process idle)."""
-    from analyzer import partitioned
+    from analyzer import engine
 
     dump = tmp_path / "dump.jsonl"
     line = '{"resourceSpans": []}'
     dump.write_text("".join(f'{line[:-1]}, "n": {i}}}\n' for i in range(1000)), "utf-8")
     size = dump.stat().st_size
-    monkeypatch.setattr(partitioned, "UNIT_BYTES", size // 9 - 1)  # 9 full pieces and a crumb
-    pieces = partitioned._line_ranges(dump, jobs)
+    monkeypatch.setattr(engine, "UNIT_BYTES", size // 9 - 1)  # 9 full pieces and a crumb
+    pieces = engine._line_ranges(dump, jobs)
     assert pieces is not None
     assert len(pieces) % jobs == 0 and len(pieces) == -(-10 // jobs) * jobs
     assert pieces[0][0] == 0 and pieces[-1][1] == size
@@ -801,18 +758,18 @@ def test_a_file_is_cut_in_pieces_of_about_equal_size_a_multiple_of_jobs(
 def test_spilled_tables_are_written_in_batches_of_a_bounded_size(tmp_path: Path) -> None:
     """The ordered merge holds a batch of every partition's file at once: wide rows are
     written in batches of about _BATCH_BYTES (4x as many compressed), narrow ones in batches
-    of _STEP_BATCH rows."""
+    of STEP_BATCH rows."""
     wide = pa.table({"run_id": [f"r{i:05d}" for i in range(9000)], "text": ["x" * 1000] * 9000})
     narrow = pa.table({"run_id": [f"r{i:05d}" for i in range(9000)]})
-    _write_ipc_batches(wide, str(tmp_path / "wide"))
-    _write_ipc_batches(wide, str(tmp_path / "zstd"), "zstd")
-    _write_ipc_batches(narrow, str(tmp_path / "narrow"))
-    for name, size in (("wide", partitioned._BATCH_BYTES), ("zstd", 4 * partitioned._BATCH_BYTES)):
+    write_ipc_batches(wide, str(tmp_path / "wide"))
+    write_ipc_batches(wide, str(tmp_path / "zstd"), "zstd")
+    write_ipc_batches(narrow, str(tmp_path / "narrow"))
+    for name, size in (("wide", partition.BATCH_BYTES), ("zstd", 4 * partition.BATCH_BYTES)):
         batches = list(_read_batches([str(tmp_path / name)]))
         assert max(b.nbytes for b in batches) <= size
         assert len(batches) == -(-wide.nbytes // size)
     rows = [b.num_rows for b in _read_batches([str(tmp_path / "narrow")])]
-    assert rows == [partitioned._STEP_BATCH, partitioned._STEP_BATCH, 808]
+    assert rows == [partition.STEP_BATCH, partition.STEP_BATCH, 808]
 
 
 def test_the_ordered_merge_reads_each_batch_of_a_file_once(tmp_path: Path) -> None:
@@ -821,7 +778,7 @@ def test_the_ordered_merge_reads_each_batch_of_a_file_once(tmp_path: Path) -> No
     when the runs of 1M spans were merged)."""
     table = pa.table({"run_id": [f"r{i:05d}" for i in range(9000)], "n": list(range(9000))})
     path = str(tmp_path / "steps.arrow")
-    _write_ipc_batches(table, path)  # batches of 4096, 4096 and 808 rows
+    write_ipc_batches(table, path)  # batches of 4096, 4096 and 808 rows
     cursor = _StepCursor(path)
     reader, read = cursor._reader, []
 
