@@ -17,9 +17,9 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +34,9 @@ _RUN = (
     "import sys; sys.meta_path = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]; "
     "from analyzer.cli import run; run()"
 )
+
+
+_OUT = ".same-outputs"
 
 
 def _cases(real: Path, dumps: list[Path]) -> list[tuple[str, list[str]]]:
@@ -71,7 +74,7 @@ def _scrub(value):
 
 
 def _digest(path: Path) -> str:
-    data = path.read_bytes()
+    data = path.read_bytes().replace(str(ROOT).encode(), b"ROOT")  # a file given resolved
     if path.name in ("manifest.json", "ingest_log.json", "summary.json"):
         data = json.dumps(_scrub(json.loads(data)), sort_keys=True).encode()
     return hashlib.sha256(data).hexdigest()
@@ -90,14 +93,16 @@ def record(out: Path, real: Path, dumps: list[Path]) -> None:
     digests: dict[str, str] = {}
     for name, args in _cases(real, dumps):
         for mode in ("0", "auto", "3"):
-            with tempfile.TemporaryDirectory() as tmp:
-                folder = Path(tmp) / "out"  # named in the outputs (the command): scrubbed
-                done = _agenttrace("report", *args, "--partitions", mode, "--out", str(folder))
-                key = f"{name}/partitions={mode}"
-                digests[f"{key}/exit"] = str(done.returncode)
-                for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
-                    if path.is_file():
-                        digests[f"{key}/{path.relative_to(folder)}"] = _digest(path)
+            # relative to ROOT, the same name on both sides: the outputs name it (the command)
+            folder = ROOT / _OUT
+            shutil.rmtree(folder, ignore_errors=True)
+            done = _agenttrace("report", *args, "--partitions", mode, "--out", _OUT)
+            key = f"{name}/partitions={mode}"
+            digests[f"{key}/exit"] = str(done.returncode)
+            for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+                if path.is_file():
+                    digests[f"{key}/{path.relative_to(folder)}"] = _digest(path)
+            shutil.rmtree(folder, ignore_errors=True)
             print(key, done.returncode, file=sys.stderr)
         done = _agenttrace("runs", args[0], "--format", "json")
         digests[f"{name}/runs"] = hashlib.sha256(done.stdout).hexdigest()
