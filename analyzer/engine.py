@@ -1,18 +1,15 @@
-"""Bounded-memory analysis: spans hash-partitioned by run key into a spill, analyzed per part.
+"""The engine: the one driver of every analysis (`analyze_paths`) and of an ingest.
 
-One pass over the input files writes every span into the partition of its trace (a hash of the
-trace id), as Arrow IPC files in a spill folder, so the spans of a run meet in one partition
-even when they sit in different files. Each file holds the attributes of a resource once
-(`SHARED_SCHEMA`), not once a span. Each partition is then analyzed on its own with the very
-functions of the in-process path (`analyze_partition`: de-duplication, conventions, runs,
-prices, checks) and the partial results are merged (`merge_partials`): runs, steps, findings and
-coverage concatenated in the order the in-process path gives them, the ingest accounting summed.
-Only one partition's spans are in memory at a time per process; the merged findings and the
-facts a summary reads (`analyzer.report.facts`, computed per partition) are kept, the runs,
-steps and coverage stay in the spill until used.
-
-`analyze_partition` is a pure function of one partition's span table: the Spark path calls it
-per group (``groupBy(run key).applyInArrow``).
+It cuts the input into partitions and merges what `analyzer.partition.analyze_partition` gives
+for each. A small input is one partition, read and analyzed in this process. A big one is read
+once into a spill folder, each span into the partition of its trace (a hash of the trace id, or
+of the run key's value), as Arrow IPC files holding each resource's attributes once
+(`SHARED_SCHEMA`), so the spans of a run meet in one partition whatever file they sit in; a
+process pool then analyzes the partitions one at a time each, and the merge keeps the findings
+and the facts a summary reads while the runs, steps and coverage stay in the spill until used.
+A dataset of ``agenttrace ingest`` is analyzed part by part from its prebuilt runs (or its kept
+rule results, `analyzer.materialized`). Spark calls the same `analyze_partition` per group
+(`analyzer.spark`).
 """
 
 from __future__ import annotations
@@ -615,11 +612,13 @@ def analyze_paths(
     digests: bool = True,
     pool: Executor | None = None,
 ) -> Analysis:
-    """`pipeline.analyze_paths` in bounded memory: the same result, computed partition by
-    partition (see the module docstring).
+    """Read `paths`, rebuild their runs, price them and apply the rule packs: the Analysis every
+    command reports, computed in bounded memory (see the module docstring).
 
-    `partitions` defaults to one per `PARTITION_BYTES` of estimated span table (at least one
-    per job); `jobs` (default: the CPUs of this process) processes read the input and analyze
+    `partitions`: 0 reads and analyzes everything in this process; None (auto) does so for an
+    input under `AUTO_MIN_BYTES` of estimated span table, else takes one partition per
+    `PARTITION_BYTES` (at least one per job). `progress` gets the stages (`analyzer.progress`).
+    `jobs` (default: the CPUs of this process) processes read the input and analyze
     partitions. `spill` is a folder for the temporary files (default: a new folder in the
     system's temporary directory, removed when the result is no longer used); the runs, steps
     and coverage of the result are read from it when first used, and the facts its summary

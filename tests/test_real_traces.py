@@ -215,7 +215,7 @@ FILES = sorted(EXPECTED)
 
 
 def rebuild(names: list[str]) -> tuple[Ingested, pl.DataFrame, RunSet]:
-    """The pipeline of analyzer.pipeline.analyze, step by step: read, normalize, build runs."""
+    """What analyze_partition does, step by step: read, normalize, build runs."""
     ingested = read_traces([REAL / name for name in names])
     normalized = normalize(ingested.spans)
     return ingested, normalized, build_runs(ingested.spans, normalized)
