@@ -668,7 +668,7 @@ def analyze_paths(
         estimated = estimate_bytes(paths)
         partitions = choose_partitions(estimated, jobs) if estimated >= AUTO_MIN_BYTES else 0
     if partitions == 0:
-        return _analyze_in_memory(paths, options, jobs, digests, progress)
+        return _analyze_in_memory(paths, len(files), options, jobs, digests, progress)
     folder = new_spill_folder(spill)
     try:
         (folder / "keys").mkdir()
@@ -724,16 +724,17 @@ def _tracked(progress: Progress | None, results: Iterable[_R], total: int) -> li
 
 def _analyze_in_memory(
     paths: Sequence[str | Path],
+    files: int,
     options: PartitionOptions,
     jobs: int,
     digests: bool,
     progress: Progress | None,
 ) -> Analysis:
     """`analyze_paths` of an input small enough for memory: one partition, every span
-    read in this process."""
+    read in this process (`files`: how many files `paths` name, for the progress)."""
     read = None
     if progress is not None:
-        progress.stage("read", len(expand_paths(list(paths))[0]), "files")
+        progress.stage("read", files, "files")
         read = progress.file_read
     spans, log, skipped = read_spans(list(paths), progress=read, jobs=jobs, digests=digests)
     if progress is not None:
