@@ -17,7 +17,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from factories import otlp_attr, otlp_span
+from hostile_trace import write_hostile_trace
 
 from analyzer.engine import analyze_paths
 from analyzer.labels import load_labels
@@ -493,105 +493,19 @@ TRACE = "7b8efff798038103d269b633813fc60c"
 def hostile_page(tmp_path: Path) -> Path:
     """One run whose every text (run id, case, agent, model, tool name, arguments, result,
     prompt messages, answer, finding details, label values) carries script payloads."""
-    root = "1111111111111111"
-    args = {"q": HOSTILE}
-    spans = [
-        otlp_span(
-            TRACE,
-            root,
-            "",
-            "invoke_agent x",
-            0,
-            100,
-            {
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.agent.name": PAYLOADS[1],
-                "app.case_id": PAYLOADS[0],
-                "app.session": PAYLOADS[2],
-            },
-        ),
-        otlp_span(
-            TRACE,
-            "2222222222222222",
-            root,
-            "chat",
-            1,
-            10,
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": PAYLOADS[3],
-                "gen_ai.usage.input_tokens": 100,
-                "gen_ai.usage.output_tokens": 10,
-                "gen_ai.input.messages": json.dumps(
-                    [{"role": "user", "parts": [{"type": "text", "content": HOSTILE}]}]
-                ),
-                "gen_ai.output.messages": json.dumps(
-                    [
-                        {
-                            "role": "assistant",
-                            "parts": [
-                                {
-                                    "type": "tool_call",
-                                    "id": "c1",
-                                    "name": PAYLOADS[4],
-                                    "arguments": args,
-                                }
-                            ],
-                            "finish_reason": "tool_call",
-                        }
-                    ]
-                ),
-            },
-        ),
-        otlp_span(
-            TRACE,
-            "3333333333333333",
-            root,
-            "execute_tool",
-            11,
-            20,
-            {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": PAYLOADS[4],
-                "gen_ai.tool.call.id": "c1",
-                "gen_ai.tool.call.arguments": json.dumps(args),
-                "gen_ai.tool.call.result": f"found {HOSTILE}",
-            },
-        ),
-        otlp_span(
-            TRACE,
-            "4444444444444444",
-            root,
-            "chat",
-            21,
-            30,
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": PAYLOADS[3],
-                "gen_ai.output.messages": json.dumps(
-                    [
-                        {
-                            "role": "assistant",
-                            "parts": [
-                                {"type": "text", "content": json.dumps({"decision": HOSTILE})}
-                            ],
-                            "finish_reason": "stop",
-                        }
-                    ]
-                ),
-            },
-        ),
-    ]
-    body = {
-        "resourceSpans": [
-            {
-                "resource": {"attributes": [otlp_attr("service.name", "svc")]},
-                "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}],
-            }
-        ]
-    }
-    trace = tmp_path / "trace.jsonl"
-    trace.write_text(json.dumps(body) + "\n", encoding="utf-8")
+    trace = write_hostile_trace(
+        tmp_path / "trace.jsonl",
+        TRACE,
+        session=PAYLOADS[2],
+        case=PAYLOADS[0],
+        agent=PAYLOADS[1],
+        model=PAYLOADS[3],
+        tool=PAYLOADS[4],
+        arguments={"q": HOSTILE},
+        result=f"found {HOSTILE}",
+        answer=json.dumps({"decision": HOSTILE}),
+        prompt=HOSTILE,
+    )
     pack = tmp_path / "pack.yaml"
     pack.write_text(
         "pack: hostile\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from factories import otlp_attr, otlp_span
+from hostile_trace import write_hostile_trace
 
 from analyzer.engine import analyze_paths
 from analyzer.pack import load_default_pack, load_packs
@@ -314,15 +314,15 @@ def test_same_input_same_bytes_and_nanoplots_do_not_jitter(sample):
     # A nanoplot whose values are all equal is jittered by great-tables with `random`:
     # seeded inside, so two renders agree whatever the caller's generator did in between,
     # and the caller's generator is left where it was.
-    frame = pl.DataFrame({"m": ["a"], "c": [[0.5, 0.5, 0.5]]})
+    columns = {"m": ("M", ["a"]), "c": ("C", [[0.5, 0.5, 0.5]])}
     random.seed(2)
-    one = _table(frame, "t", {"m": "M", "c": "C"}, nanoplot="c")
+    one = _table("t", columns, nanoplot="c")
     state = random.getstate()
     random.seed(3)
     random.random()
-    two = _table(frame, "t", {"m": "M", "c": "C"}, nanoplot="c")
+    two = _table("t", columns, nanoplot="c")
     random.seed(2)
-    _table(frame, "t", {"m": "M", "c": "C"}, nanoplot="c")
+    _table("t", columns, nanoplot="c")
     assert random.getstate() == state
     assert one == two and "<svg" in one
 
@@ -385,101 +385,18 @@ ARGUMENTS = json.dumps({"q": SCRIPT, "img": IMG, "link": LINK})
 @pytest.fixture
 def hostile(tmp_path: Path) -> tuple[str, Path]:
     """A one-run trace whose run id, case, tool arguments and answer carry HTML payloads."""
-    root = "1111111111111111"
-    spans = [
-        otlp_span(
-            TRACE,
-            root,
-            "",
-            "invoke_agent x",
-            0,
-            100,
-            {
-                "gen_ai.operation.name": "invoke_agent",
-                "gen_ai.agent.name": IMG,
-                "app.case_id": IMG,
-                "app.session": SCRIPT,
-            },
-        ),
-        otlp_span(
-            TRACE,
-            "2222222222222222",
-            root,
-            "chat gpt-4.1",
-            1,
-            10,
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": "gpt-4.1",
-                "gen_ai.usage.input_tokens": 100,
-                "gen_ai.usage.output_tokens": 10,
-                "gen_ai.output.messages": json.dumps(
-                    [
-                        {
-                            "role": "assistant",
-                            "parts": [
-                                {
-                                    "type": "tool_call",
-                                    "id": "c1",
-                                    "name": "search",
-                                    "arguments": json.loads(ARGUMENTS),
-                                }
-                            ],
-                            "finish_reason": "tool_call",
-                        }
-                    ]
-                ),
-            },
-        ),
-        otlp_span(
-            TRACE,
-            "3333333333333333",
-            root,
-            "execute_tool search",
-            11,
-            20,
-            {
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": "search",
-                "gen_ai.tool.call.id": "c1",
-                "gen_ai.tool.call.arguments": ARGUMENTS,
-                "gen_ai.tool.call.result": f"found {IMG}",
-            },
-        ),
-        otlp_span(
-            TRACE,
-            "4444444444444444",
-            root,
-            "chat gpt-4.1",
-            21,
-            30,
-            {
-                "gen_ai.operation.name": "chat",
-                "gen_ai.request.model": "gpt-4.1",
-                "gen_ai.usage.input_tokens": 200,
-                "gen_ai.usage.output_tokens": 30,
-                "gen_ai.output.messages": json.dumps(
-                    [
-                        {
-                            "role": "assistant",
-                            "parts": [{"type": "text", "content": ANSWER}],
-                            "finish_reason": "stop",
-                        }
-                    ]
-                ),
-            },
-        ),
-    ]
-    body = {
-        "resourceSpans": [
-            {
-                "resource": {"attributes": [otlp_attr("service.name", "svc")]},
-                "scopeSpans": [{"scope": {"name": "t"}, "spans": spans}],
-            }
-        ]
-    }
-    trace = tmp_path / "trace.jsonl"
-    trace.write_text(json.dumps(body) + "\n", encoding="utf-8")
+    trace = write_hostile_trace(
+        tmp_path / "trace.jsonl",
+        TRACE,
+        session=SCRIPT,
+        case=IMG,
+        agent=IMG,
+        model="gpt-4.1",
+        tool="search",
+        arguments=json.loads(ARGUMENTS),
+        result=f"found {IMG}",
+        answer=ANSWER,
+    )
     pack = tmp_path / "pack.yaml"
     pack.write_text(
         "pack: hostile\n"

@@ -24,7 +24,6 @@ import hashlib
 import html
 import zlib
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from typing import Any
 
@@ -118,12 +117,6 @@ _RUN_MESSAGES = pl.Struct(
 
 def _pack(raw: bytes) -> str:
     return base64.b64encode(zlib.compress(raw, _LEVEL)).decode("ascii")
-
-
-def _cap(text: str | None) -> str | None:
-    if text is None or len(text) <= TEXT_CAP:
-        return text
-    return text[:TEXT_CAP] + f"\n… ({len(text) - TEXT_CAP:,} more characters in steps.parquet)"
 
 
 def _code(column: str, values: Sequence[Any]) -> pl.Expr:
@@ -226,7 +219,6 @@ def browser_section(
         .head(DETAIL_OTHERS)
     )
     with_steps = pl.concat([failing, others]).sort().to_list()
-    steps_wanted = set(with_steps)
 
     # every run with findings or labels has a detail entry; steps only for `with_steps`
     parts = [pl.Series("run_id", with_steps, dtype=pl.String)]
@@ -240,8 +232,7 @@ def browser_section(
     )
     runs = runs.join(chunks, on="run_id", how="left")
     # the steps of those runs, read at once (a partitioned result's from its spill: one pass),
-    # then the detail built a batch of runs at a time, each chunk deflated (in two threads:
-    # zlib lets the GIL go) as soon as it is written
+    # then the detail built a batch of runs at a time, each chunk deflated as soon as it is written
     all_steps = runset.select("steps", _STEP_COLUMNS, run_ids=with_steps) if with_steps else None
     # the prompt messages of their model calls (those of the steps embedded)
     all_messages = (
@@ -251,30 +242,21 @@ def browser_section(
         if with_steps
         else None
     )
-    pool = ThreadPoolExecutor(2, thread_name_prefix="agenttrace-page")
     packed_detail = []
-    try:
-        batch = max(1, DETAIL_BATCH // CHUNK_RUNS) * CHUNK_RUNS
-        for start in range(0, len(detail_ids), batch):
-            ids = detail_ids.slice(start, batch)
-            frame = pl.DataFrame({"run_id": ids})
-            detail = _detail(
-                all_steps.join(frame, on="run_id", how="semi") if all_steps is not None else None,
-                all_messages.join(frame, on="run_id", how="semi")
-                if all_messages is not None
-                else None,
-                runs.join(frame, on="run_id", how="semi"),
-                findings.join(frame, on="run_id", how="semi") if findings is not None else None,
-                labelled.join(frame, on="run_id", how="semi") if labelled is not None else None,
-                [r for r in ids.to_list() if r in steps_wanted],
-            )
-            for at in range(0, detail.height, CHUNK_RUNS):
-                raw = _json_rows(detail.slice(at, CHUNK_RUNS))
-                packed_detail.append(pool.submit(_pack, raw))
-            del detail
-        packed_detail = [done.result() for done in packed_detail]
-    finally:
-        pool.shutdown()
+    batch = max(1, DETAIL_BATCH // CHUNK_RUNS) * CHUNK_RUNS
+    for start in range(0, len(detail_ids), batch):
+        frame = detail_ids.slice(start, batch).to_frame("run_id")
+        detail = _detail(
+            frame,
+            all_steps.join(frame, on="run_id", how="semi") if all_steps is not None else None,
+            all_messages.join(frame, on="run_id", how="semi") if all_messages is not None else None,
+            runs.join(frame, on="run_id", how="semi"),
+            findings.join(frame, on="run_id", how="semi") if findings is not None else None,
+            labelled.join(frame, on="run_id", how="semi") if labelled is not None else None,
+        )
+        for at in range(0, detail.height, CHUNK_RUNS):
+            packed_detail.append(_pack(_json_rows(detail.slice(at, CHUNK_RUNS))))
+        del detail
 
     no_steps = n - len(with_steps)
     scope = (
@@ -363,17 +345,16 @@ def _capped(col: str | pl.Expr) -> pl.Expr:
 
 
 def _detail(
+    ids: pl.DataFrame,
     steps: pl.DataFrame | None,
     messages: pl.DataFrame | None,
     runs: pl.DataFrame,
     findings: pl.DataFrame | None,
     labelled: pl.DataFrame | None,
-    with_steps: Sequence[str],
 ) -> pl.DataFrame:
-    """One row per run with a finding, label fields or embedded steps, by run id: run_id,
-    answer, findings, labels, span_ms, steps (null when not embedded), steps_cut, messages
-    (where some run of `steps` has prompt messages)."""
-    parts = [pl.DataFrame({"run_id": list(with_steps)}, schema={"run_id": pl.String})]
+    """One row per run of `ids` (each with a finding, label fields or embedded steps), by run
+    id: run_id, answer, findings, labels, span_ms, steps (null when not embedded), steps_cut,
+    messages (where some run of `steps` has prompt messages)."""
     finding_rows = None
     if findings is not None:
         ordered = findings.with_columns(pl.col("span_ids").list.join(" ").alias("_spans")).sort(
@@ -398,7 +379,6 @@ def _detail(
                 pl.col("span_ids").fill_null([]).alias("spans"),
             ).alias("findings")
         )
-        parts.append(finding_rows.select("run_id"))
     label_rows = None
     if labelled is not None:
         label_rows = labelled.group_by("run_id", maintain_order=True).agg(
@@ -410,8 +390,6 @@ def _detail(
                 _capped("actual").alias("actual"),
             ).alias("labels")
         )
-        parts.append(label_rows.select("run_id"))
-    ids = pl.concat(parts).unique()
     out = ids.join(
         runs.select(
             "run_id",

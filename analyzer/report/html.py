@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import hashlib
 import html
 import math
 import random
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -133,6 +132,57 @@ def _interval(lo: float | None, hi: float | None, fmt=_pct, *, n: int | None = N
     return f"{fmt(lo)} – {fmt(hi)}"
 
 
+def _rates(
+    rows: Sequence[Mapping[str, Any]], n: str | None, label: str = "Rate", key: str = "rate"
+) -> dict[str, tuple[str, list[str]]]:
+    """The columns "rate" and "interval" (its 95% interval, a dash where ``n`` is 0) of
+    ``rows`` that hold ``key``, ``key_lo`` and ``key_hi``."""
+    return {
+        "rate": (label, [_pct(r.get(key)) for r in rows]),
+        "interval": (
+            "95% interval",
+            [
+                _interval(r.get(f"{key}_lo"), r.get(f"{key}_hi"), n=r.get(n) if n else None)
+                for r in rows
+            ],
+        ),
+    }
+
+
+def _bars(rows: Sequence[Mapping[str, Any]], key: str = "rate") -> dict[str, tuple[str, list]]:
+    """The column "bar": each row's ``key`` and its interval drawn (`_interval_bar`)."""
+    return {
+        "bar": (
+            "",
+            [_interval_bar(r.get(key), r.get(f"{key}_lo"), r.get(f"{key}_hi")) for r in rows],
+        )
+    }
+
+
+def _counts(rows: Sequence[Mapping[str, Any]], **labels: str) -> dict[str, tuple[str, list]]:
+    """Columns of counts: each keyword names a key of ``rows`` and gives its label."""
+    return {k: (label, [_num(r.get(k)) for r in rows]) for k, label in labels.items()}
+
+
+def _rule_columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, list[str]]]:
+    """The columns "rule" and "pack" of rows with rule_id and pack."""
+    return {
+        "rule": ("Rule", [_t(r.get("rule_id"), 40) for r in rows]),
+        "pack": ("Pack", [_t(r.get("pack"), 30) for r in rows]),
+    }
+
+
+def _quantile(row: Mapping[str, Any], name: str, fmt) -> str:
+    """A quantile of a tails row, and under it its 95% interval."""
+    interval = _interval(row.get(f"{name}_lo"), row.get(f"{name}_hi"), fmt)
+    return f'{fmt(row.get(name))}<br><span class="muted">{interval}</span>'
+
+
+def _dl(items) -> str:
+    """(label, escaped HTML) pairs as a definition list."""
+    return '<dl class="run">' + "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
+
+
 def _get(mapping: Mapping[str, Any] | None, *path: str) -> Any:
     """mapping[path[0]][path[1]]..., or None when a key is absent."""
     node: Any = mapping
@@ -146,18 +196,6 @@ def _get(mapping: Mapping[str, Any] | None, *path: str) -> Any:
 # --- great-tables ------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _fixed_random() -> Iterator[None]:
-    """great-tables jitters a nanoplot whose values are all equal with `random`: seed it, so
-    the same input gives the same bytes, and give the caller's generator back untouched."""
-    state = random.getstate()
-    random.seed(0)
-    try:
-        yield
-    finally:
-        random.setstate(state)
-
-
 def _raw(value: Any) -> str:
     # Cells reach great-tables already escaped by this module (or built from escaped parts):
     # an explicit formatter makes great-tables pass them through as they are.
@@ -168,24 +206,26 @@ _IMPORT = re.compile(r"@import[^;]*;")
 
 
 def _table(
-    frame: pl.DataFrame,
     table_id: str,
-    labels: Mapping[str, str],
+    columns: Mapping[str, tuple[str, Sequence[Any]]],
     *,
     title: str | None = None,
     nanoplot: str | None = None,
     note: str | None = None,
 ) -> str:
-    """A great-tables table of ``frame`` whose text columns hold escaped HTML.
-
-    ``labels`` maps column -> fixed label text; ``nanoplot`` names a list column drawn as a
-    nanoplot (its missing cells shown as a dash).
+    """A great-tables table: ``columns`` maps column -> (fixed label text, cells of escaped
+    HTML); the cells of the column ``nanoplot`` are lists of numbers drawn as a nanoplot (a
+    missing one shown as a dash).
     """
     from great_tables import GT, nanoplot_options
     from great_tables import html as gt_html
 
-    text_cols = [c for c in frame.columns if c != nanoplot]
-    gt = GT(frame, id=table_id).cols_label(**{c: gt_html(_e(labels[c])) for c in frame.columns})
+    frame = pl.DataFrame(
+        {c: cells for c, (_, cells) in columns.items()},
+        schema={c: pl.List(pl.Float64) if c == nanoplot else pl.String for c in columns},
+    )
+    text_cols = [c for c in columns if c != nanoplot]
+    gt = GT(frame, id=table_id).cols_label(**{c: gt_html(_e(lb)) for c, (lb, _) in columns.items()})
     if title:
         gt = gt.tab_header(title=gt_html(_e(title)))
     if text_cols:
@@ -201,8 +241,14 @@ def _table(
     if note:
         gt = gt.tab_source_note(gt_html(_e(note)))
     gt = gt.tab_options(table_font_size="13px", container_width="100%")
-    with _fixed_random():
+    # great-tables jitters a nanoplot whose values are all equal with `random`: seed it, so the
+    # same input gives the same bytes, and give the caller's generator back untouched.
+    state = random.getstate()
+    random.seed(0)
+    try:
         out = gt.as_raw_html()
+    finally:
+        random.setstate(state)
     # Recent great-tables versions add no web font by default; strip any that appears so the
     # page never fetches anything when opened.
     return _IMPORT.sub("", out)
@@ -231,40 +277,29 @@ def render_html(analysis, summary: Mapping[str, Any], *, labels=None) -> str:
     findings = analysis.evaluation.findings if analysis.evaluation is not None else None
     ctx = _Context(analysis.runs, runs, findings)
     worst = ctx.worst_runs()
-    # The run browser's data is built in a thread of its own (polars, JSON and zlib, which let
-    # the GIL go) while the static sections are rendered (great-tables: Python, mostly).
-    with ThreadPoolExecutor(1, thread_name_prefix="agenttrace-browser") as pool:
-        browser = pool.submit(
-            browser_section, analysis.runs, findings, ctx.ranks, _label_fields(analysis, labels)
-        )
-        parts = _static_parts(summary, runs, ctx, worst)
-        parts.insert(2, browser.result())
-    titles = (
-        ("unchecked", "Unchecked"),
-        ("headline", "Headline"),
-        ("browser", "Run browser"),
-        ("omissions", "Tool omissions"),
-        ("cost-tails", "Cost tails"),
-        ("routing", "Cost vs correct rate"),
-        ("breakdowns", "Breakdowns"),
-        ("trials", "Trials"),
-        ("temperature", "Temperature"),
-        ("steps", "Cost per step"),
-        ("tails", "Distributions"),
-        ("labels", "Golden labels"),
-        ("findings", "Findings by rule"),
-        ("coverage", "Rule coverage"),
-        ("accounting", "Input and checks"),
-        ("runs", "Runs cited"),
-        ("worst", "Worst runs"),
-        ("methods", "Methods"),
+    browser = browser_section(analysis.runs, findings, ctx.ranks, _label_fields(analysis, labels))
+    sections = (  # id, name in the navigation, the section ("" when the summary has none)
+        ("unchecked", "Unchecked", _unchecked(summary)),
+        ("headline", "Headline", _headline(summary)),
+        ("browser", "Run browser", browser),
+        ("omissions", "Tool omissions", _omissions(summary)),
+        ("cost-tails", "Cost tails", _cost_tails(runs, summary)),
+        ("routing", "Cost vs correct rate", _routing(summary)),
+        ("breakdowns", "Breakdowns", _breakdowns(summary)),
+        ("trials", "Trials", _trials(summary)),
+        ("temperature", "Temperature", _temperature(summary)),
+        ("steps", "Cost per step", _steps(summary)),
+        ("tails", "Distributions", _tails(summary)),
+        ("labels", "Golden labels", _labels(summary)),
+        ("findings", "Findings by rule", _findings(summary, ctx, worst)),
+        ("coverage", "Rule coverage", _rule_coverage(summary)),
+        ("accounting", "Input and checks", _accounting(summary)),
+        ("runs", "Runs cited", _cited_runs(ctx, worst)),
+        ("worst", "Worst runs", _worst(ctx, worst)),
+        ("methods", "Methods", _methods(summary)),
     )
     # Only the sections this summary has (one without metrics has fewer): no dead link.
-    nav = " · ".join(
-        f'<a href="#{sid}">{_e(name)}</a>'
-        for sid, name in titles
-        if any(p.startswith(f'<section id="{sid}"') for p in parts)
-    )
+    nav = " · ".join(f'<a href="#{sid}">{_e(name)}</a>' for sid, name, part in sections if part)
     version = _e(summary.get("agenttrace_version", ""))
     return (
         "<!DOCTYPE html>\n"
@@ -277,34 +312,9 @@ def render_html(analysis, summary: Mapping[str, Any], *, labels=None) -> str:
         f'<p class="muted">agenttrace {version}, summary version '
         f"{_e(summary.get('summary_version', ''))}</p>\n"
         f"<nav>{nav}</nav>\n"
-        + "\n".join(p for p in parts if p)
+        + "\n".join(part for _, _, part in sections if part)
         + f"\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
     )
-
-
-def _static_parts(
-    summary: Mapping[str, Any], runs: pl.DataFrame, ctx: _Context, worst: list[str]
-) -> list[str]:
-    """Every section of the page but the run browser, in page order."""
-    return [
-        _unchecked(summary),
-        _headline(summary),
-        _omissions(summary),
-        _cost_tails(runs, summary),
-        _routing(summary),
-        _breakdowns(summary),
-        _trials(summary),
-        _temperature(summary),
-        _steps(summary),
-        _tails(summary),
-        _labels(summary),
-        _findings(summary, ctx, worst),
-        _rule_coverage(summary),
-        _accounting(summary),
-        _cited_runs(ctx, worst),
-        _worst(ctx, worst),
-        _methods(summary),
-    ]
 
 
 def _label_fields(analysis, labels) -> pl.DataFrame | None:
@@ -344,11 +354,10 @@ def _section(sid: str, title: str, body: str, intro: str | None = None) -> str:
 # --- headline ----------------------------------------------------------------------------------
 
 
-def _card(label: str, value: str, note: str = "", cls: str = "") -> str:
-    klass = f"card {cls}".strip()
+def _card(label: str, value: str, note: str = "") -> str:
     note_html = f'<div class="note">{note}</div>' if note else ""
     return (
-        f'<div class="{klass}"><div class="label">{_e(label)}</div>'
+        f'<div class="card"><div class="label">{_e(label)}</div>'
         f'<div class="value">{value}</div>{note_html}</div>'
     )
 
@@ -385,7 +394,7 @@ def _headline(summary: Mapping[str, Any]) -> str:
         if unpriced:
             note += f'; {_num(unpriced)} unpriced (see <a href="#cost-tails">cost tails</a>)'
         cards.append(_card("Cost total", _usd(cost.get("total_usd")), note))
-    tail = _tail_row(metrics, "cost_usd")
+    tail = next((r for r in metrics.get("tails") or [] if r.get("metric") == "cost_usd"), None)
     if tail is not None:
         for q in ("p50", "p95"):
             cards.append(
@@ -459,13 +468,6 @@ def _headline(summary: Mapping[str, Any]) -> str:
     return _section("headline", "Headline figures", body)
 
 
-def _tail_row(metrics: Mapping[str, Any], metric: str) -> Mapping[str, Any] | None:
-    for row in metrics.get("tails") or []:
-        if row.get("metric") == metric:
-            return row
-    return None
-
-
 # --- tool omissions ----------------------------------------------------------------------------
 
 
@@ -489,31 +491,21 @@ def _interval_bar(rate: float | None, lo: float | None, hi: float | None) -> str
     return "".join(parts)
 
 
-def _omission_table(rows: Sequence[Mapping[str, Any]], table_id: str, base: str, title: str):
-    """Per tool: omitted runs / ``base`` runs, the rate, its Wilson interval and a bar."""
-    frame = pl.DataFrame(
-        {
-            "tool": [_t(r.get("tool"), 60) for r in rows],
-            "required": [_num(r.get(base)) for r in rows],
-            "omitted": [_num(r.get("omitted_runs")) for r in rows],
-            "rate": [_pct(r.get("rate")) for r in rows],
-            "interval": [
-                _interval(r.get("rate_lo"), r.get("rate_hi"), n=r.get(base)) for r in rows
-            ],
-            "bar": [_interval_bar(r.get("rate"), r.get("rate_lo"), r.get("rate_hi")) for r in rows],
-        },
-        schema=dict.fromkeys(("tool", "required", "omitted", "rate", "interval", "bar"), pl.String),
-    )
+def _omission_table(
+    rows: Sequence[Mapping[str, Any]], table_id: str, base: str, title: str, first=None
+) -> str:
+    """Per tool: omitted runs / ``base`` runs, the rate, its Wilson interval and a bar, after
+    the columns ``first`` (as `_table` takes them)."""
+    required = "Required in runs" if base == "required_runs" else "Expected in runs"
     return _table(
-        frame,
         table_id,
         {
-            "tool": "Tool",
-            "required": "Required in runs" if base == "required_runs" else "Expected in runs",
-            "omitted": "Omitted in runs",
-            "rate": "Omission rate",
-            "interval": "95% interval",
-            "bar": "",
+            **(first or {}),
+            "tool": ("Tool", [_t(r.get("tool"), 60) for r in rows]),
+            "required": (required, [_num(r.get(base)) for r in rows]),
+            "omitted": ("Omitted in runs", [_num(r.get("omitted_runs")) for r in rows]),
+            **_rates(rows, base, "Omission rate"),
+            **_bars(rows),
         },
         title=title,
     )
@@ -588,78 +580,42 @@ def _labels(summary: Mapping[str, Any]) -> str:
     rows = labels.get("fields") or []
     table = ""
     if rows:
-        frame = pl.DataFrame(
-            {
-                "field": [_t(r.get("field"), 40) for r in rows],
-                "critical": ["critical" if r.get("critical") else "" for r in rows],
-                "match": [_t(", ".join(r.get("matches") or []), 40) for r in rows],
-                "runs": [_num(r.get("runs")) for r in rows],
-                "correct": [_num(r.get("correct")) for r in rows],
-                "wrong": [_num(r.get("wrong")) for r in rows],
-                "missing": [_num(r.get("missing")) for r in rows],
-                "rate": [_pct(r.get("rate")) for r in rows],
-                "interval": [
-                    _interval(r.get("rate_lo"), r.get("rate_hi"), n=r.get("runs")) for r in rows
-                ],
-            },
-            schema=dict.fromkeys(
-                (
-                    "field",
-                    "critical",
-                    "match",
-                    "runs",
-                    "correct",
-                    "wrong",
-                    "missing",
-                    "rate",
-                    "interval",
-                ),
-                pl.String,
-            ),
-        )
         table = _table(
-            frame,
             "gt-label-fields",
             {
-                "field": "Field",
-                "critical": "Critical",
-                "match": "Match",
-                "runs": "Runs",
-                "correct": "Correct",
-                "wrong": "Wrong",
-                "missing": "Missing",
-                "rate": "Accuracy",
-                "interval": "95% interval",
+                "field": ("Field", [_t(r.get("field"), 40) for r in rows]),
+                "critical": ("Critical", ["critical" if r.get("critical") else "" for r in rows]),
+                "match": ("Match", [_t(", ".join(r.get("matches") or []), 40) for r in rows]),
+                **_counts(rows, runs="Runs", correct="Correct", wrong="Wrong", missing="Missing"),
+                **_rates(rows, "runs", "Accuracy"),
             },
             title="Answer fields",
         )
     wrong_rows = labels.get("wrong_fields") or []
     if wrong_rows:
-        frame = pl.DataFrame(
-            {
-                "case": [_t(r.get("case_id"), 60) for r in wrong_rows],
-                "run": [f'<span class="mono">{_t(r.get("run_id"), 40)}</span>' for r in wrong_rows],
-                "field": [
-                    _t(r.get("field"), 40) + (" (critical)" if r.get("critical") else "")
-                    for r in wrong_rows
-                ],
-                "expected": [_t(r.get("expected"), 200) for r in wrong_rows],
-                "actual": [
-                    _t(r.get("actual"), 200) if r.get("actual") is not None else "(missing)"
-                    for r in wrong_rows
-                ],
-            },
-            schema=dict.fromkeys(("case", "run", "field", "expected", "actual"), pl.String),
-        )
         table += _table(
-            frame,
             "gt-label-wrong",
             {
-                "case": "Case",
-                "run": "Run",
-                "field": "Field",
-                "expected": "Expected",
-                "actual": "Answered",
+                "case": ("Case", [_t(r.get("case_id"), 60) for r in wrong_rows]),
+                "run": (
+                    "Run",
+                    [f'<span class="mono">{_t(r.get("run_id"), 40)}</span>' for r in wrong_rows],
+                ),
+                "field": (
+                    "Field",
+                    [
+                        _t(r.get("field"), 40) + (" (critical)" if r.get("critical") else "")
+                        for r in wrong_rows
+                    ],
+                ),
+                "expected": ("Expected", [_t(r.get("expected"), 200) for r in wrong_rows]),
+                "actual": (
+                    "Answered",
+                    [
+                        _t(r.get("actual"), 200) if r.get("actual") is not None else "(missing)"
+                        for r in wrong_rows
+                    ],
+                ),
             },
             title="Fields wrong or missing, by case",
         )
@@ -692,37 +648,22 @@ def _curve(values: pl.Series) -> list[float] | None:
 
 def _unpriced(summary: Mapping[str, Any]) -> str:
     """The models whose calls have no cost, with their token counts (never a cost of 0)."""
-    rows = [
-        r if isinstance(r, Mapping) else {"model": r}
-        for r in _get(summary, "metrics", "cost", "unpriced_models") or []
-    ]
+    rows = _get(summary, "metrics", "cost", "unpriced_models") or []
     if not rows:
         return ""
-    frame = pl.DataFrame(
-        {
-            "model": [_t(r.get("model"), 60) if r.get("model") else "(not recorded)" for r in rows],
-            "reason": [_t(r.get("reason"), 40) for r in rows],
-            "calls": [_num(r.get("model_calls")) for r in rows],
-            "runs": [_num(r.get("runs")) for r in rows],
-            "input": [_num(r.get("input_tokens")) for r in rows],
-            "output": [_num(r.get("output_tokens")) for r in rows],
-            "cached": [_num(r.get("cached_input_tokens")) for r in rows],
-        },
-        schema=dict.fromkeys(
-            ("model", "reason", "calls", "runs", "input", "output", "cached"), pl.String
-        ),
-    )
     return _table(
-        frame,
         "gt-unpriced",
         {
-            "model": "Model",
-            "reason": "Why no cost",
-            "calls": "Model calls",
-            "runs": "Runs",
-            "input": "Input tokens",
-            "output": "Output tokens",
-            "cached": "Cached input tokens",
+            "model": (
+                "Model",
+                [_t(r.get("model"), 60) if r.get("model") else "(not recorded)" for r in rows],
+            ),
+            "reason": ("Why no cost", [_t(r.get("reason"), 40) for r in rows]),
+            "calls": ("Model calls", [_num(r.get("model_calls")) for r in rows]),
+            "runs": ("Runs", [_num(r.get("runs")) for r in rows]),
+            "input": ("Input tokens", [_num(r.get("input_tokens")) for r in rows]),
+            "output": ("Output tokens", [_num(r.get("output_tokens")) for r in rows]),
+            "cached": ("Cached input tokens", [_num(r.get("cached_input_tokens")) for r in rows]),
         },
         title="Unpriced models",
         note="Their runs' cost is unknown (—), not zero: add them to the price table (--prices).",
@@ -753,40 +694,15 @@ def _cost_tails(runs: pl.DataFrame, summary: Mapping[str, Any]) -> str:
         rows.append({**row, "_label": "<b>all runs</b>"})
         curves.append(_curve(runs.get_column("cost_usd")))
 
-    def q(r: Mapping[str, Any], name: str) -> str:
-        return (
-            f'{_usd(r[name])}<br><span class="muted">'
-            f"{_interval(r[f'{name}_lo'], r[f'{name}_hi'], _usd)}</span>"
-        )
-
-    frame = pl.DataFrame(
-        {
-            "model": [r["_label"] for r in rows],
-            "runs": [_num(r["runs"]) for r in rows],
-            "priced": [_num(r["n"]) for r in rows],
-            "p50": [q(r, "p50") for r in rows],
-            "p95": [q(r, "p95") for r in rows],
-            "p99": [q(r, "p99") for r in rows],
-            "max": [_usd(r["max"]) for r in rows],
-            "curve": curves,
-        },
-        schema={
-            **dict.fromkeys(("model", "runs", "priced", "p50", "p95", "p99", "max"), pl.String),
-            "curve": pl.List(pl.Float64),
-        },
-    )
     table = _table(
-        frame,
         "gt-cost-tails",
         {
-            "model": "Model",
-            "runs": "Runs",
-            "priced": "Priced runs",
-            "p50": "p50",
-            "p95": "p95",
-            "p99": "p99",
-            "max": "Max",
-            "curve": "Cost per run, sorted",
+            "model": ("Model", [r["_label"] for r in rows]),
+            "runs": ("Runs", [_num(r["runs"]) for r in rows]),
+            "priced": ("Priced runs", [_num(r["n"]) for r in rows]),
+            **{p: (p, [_quantile(r, p, _usd) for r in rows]) for p in ("p50", "p95", "p99")},
+            "max": ("Max", [_usd(r["max"]) for r in rows]),
+            "curve": ("Cost per run, sorted", curves),
         },
         nanoplot="curve",
         note=(
@@ -930,43 +846,28 @@ def _routing(summary: Mapping[str, Any]) -> str:
     )
     pick = routing.get("pick")
     svg = _scatter(rows, frontier)
-    frame = pl.DataFrame(
-        {
-            "n": [str(i + 1) for i in range(len(rows))],
-            "model": [_t(r.get("model_family") or "(no model)", 60) for r in rows],
-            "runs": [_num(r.get("runs")) for r in rows],
-            "judged": [_num(r.get("judged_runs")) for r in rows],
-            "correct": [_num(r.get("correct_runs")) for r in rows],
-            "rate": [_pct(r.get("correct_rate")) for r in rows],
-            "interval": [
-                _interval(r.get("correct_rate_lo"), r.get("correct_rate_hi")) for r in rows
-            ],
-            "mean": [_usd(r.get("mean_cost_usd")) for r in rows],
-            "pick": [
-                "routing pick"
-                if r.get("model_family") == pick and pick is not None
-                else (_t(r.get("not_eligible_because"), 60) if not r.get("eligible") else "")
-                for r in rows
-            ],
-        },
-        schema=dict.fromkeys(
-            ("n", "model", "runs", "judged", "correct", "rate", "interval", "mean", "pick"),
-            pl.String,
-        ),
-    )
     table = _table(
-        frame,
         "gt-routing",
         {
-            "n": "#",
-            "model": "Model family",
-            "runs": "Runs",
-            "judged": "Judged runs",
-            "correct": "Correct runs",
-            "rate": "Correct rate",
-            "interval": "95% interval",
-            "mean": "Mean cost / run",
-            "pick": "Routing",
+            "n": ("#", [str(i + 1) for i in range(len(rows))]),
+            "model": (
+                "Model family",
+                [_t(r.get("model_family") or "(no model)", 60) for r in rows],
+            ),
+            "runs": ("Runs", [_num(r.get("runs")) for r in rows]),
+            "judged": ("Judged runs", [_num(r.get("judged_runs")) for r in rows]),
+            "correct": ("Correct runs", [_num(r.get("correct_runs")) for r in rows]),
+            **_rates(rows, None, "Correct rate", "correct_rate"),
+            "mean": ("Mean cost / run", [_usd(r.get("mean_cost_usd")) for r in rows]),
+            "pick": (
+                "Routing",
+                [
+                    "routing pick"
+                    if r.get("model_family") == pick and pick is not None
+                    else (_t(r.get("not_eligible_because"), 60) if not r.get("eligible") else "")
+                    for r in rows
+                ],
+            ),
         },
         note=(
             f"Correct: {_e(correct)}. Routing pick: the cheapest family whose 95% interval "
@@ -1043,8 +944,7 @@ def _accounting(summary: Mapping[str, Any]) -> str:
             ("Retry cost", _usd(cost.get("retry_cost_usd"))),
             ("Runs whose retry cost is unknown", _num(cost.get("retry_cost_unknown_runs"))),
         ]
-    dl = "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in info)
-    parts = [f'<dl class="run">{dl}</dl>']
+    parts = [_dl(info)]
     reasons = [
         {
             "rule": f"{r.get('pack')}/{r.get('rule_id')}",
@@ -1056,20 +956,15 @@ def _accounting(summary: Mapping[str, Any]) -> str:
         for x in r.get("reasons") or []
     ]
     if reasons:
-        frame = pl.DataFrame(
-            {
-                "rule": [_t(x["rule"], 60) for x in reasons],
-                "status": [_t(x["status"], 30) for x in reasons],
-                "reason": [_t(x["reason"], 200) for x in reasons],
-                "runs": [_num(x["runs"]) for x in reasons],
-            },
-            schema=dict.fromkeys(("rule", "status", "reason", "runs"), pl.String),
-        )
         parts.append(
             _table(
-                frame,
                 "gt-check-reasons",
-                {"rule": "Rule", "status": "Status", "reason": "Why", "runs": "Runs"},
+                {
+                    "rule": ("Rule", [_t(x["rule"], 60) for x in reasons]),
+                    "status": ("Status", [_t(x["status"], 30) for x in reasons]),
+                    "reason": ("Why", [_t(x["reason"], 200) for x in reasons]),
+                    "runs": ("Runs", [_num(x["runs"]) for x in reasons]),
+                },
                 title="Why a rule could not judge a run",
             )
         )
@@ -1115,60 +1010,63 @@ def _breakdowns(summary: Mapping[str, Any]) -> str:
         return ""
     correct = _get(summary, "metrics", "methods", "correct") or "no finding at or above high"
     parts = []
-    for key, rows in sorted(groups.items(), key=lambda kv: _breakdown_order(kv[0])):
+    known = list(_BREAKDOWN_TITLES)
+    for key in sorted(groups, key=lambda k: (known.index(k) if k in known else len(known), k)):
+        rows = groups[key]
         if not rows:
             continue
         shown = rows[:BREAKDOWN_ROWS]
         labelled = any(r.get("label_runs") for r in shown)
-        columns: dict[str, list[str]] = {
-            "group": [_group_label(r.get("group")) for r in shown],
-            "runs": [_num(r.get("runs")) for r in shown],
-            "passed": [f"{_num(r.get('passed_runs'))} ({_pct(r.get('pass_rate'))})" for r in shown],
-            "interval": [
-                _interval(r.get("pass_rate_lo"), r.get("pass_rate_hi"), n=r.get("runs"))
-                for r in shown
-            ],
-            "findings": [_num(r.get("runs_with_findings")) for r in shown],
-            "score": [_num(r.get("mean_score"), 4) for r in shown],
-            "cost": [
-                _usd(r.get("total_cost_usd"))
-                + (f" ({_num(r.get('unpriced_runs'))} unpriced)" if r.get("unpriced_runs") else "")
-                for r in shown
-            ],
-            "per_correct": [_usd(r.get("cost_per_correct_run")) for r in shown],
-            "cost_q": [_q(r, "cost_usd", _usd) for r in shown],
-            "tokens_q": [_q(r, "tokens") for r in shown],
-            "calls_q": [f"{_q(r, 'model_calls')} · {_q(r, 'tool_calls')}" for r in shown],
-            "duration_q": [_q(r, "duration_s") for r in shown],
-        }
-        labels = {
-            "group": key.replace("_", " ").capitalize(),
-            "runs": "Runs",
-            "passed": "Correct runs",
-            "interval": "95% interval",
-            "findings": "Runs with a finding",
-            "score": "Mean score",
-            "cost": "Total cost",
-            "per_correct": "Cost / correct run",
-            "cost_q": "Cost p50 / p95",
-            "tokens_q": "Tokens p50 / p95",
-            "calls_q": "Model · tool calls p50 / p95",
-            "duration_q": "Duration (s) p50 / p95",
+        columns = {
+            "group": (
+                key.replace("_", " ").capitalize(),
+                [_group_label(r.get("group")) for r in shown],
+            ),
+            "runs": ("Runs", [_num(r.get("runs")) for r in shown]),
+            "passed": (
+                "Correct runs",
+                [f"{_num(r.get('passed_runs'))} ({_pct(r.get('pass_rate'))})" for r in shown],
+            ),
+            "interval": _rates(shown, "runs", key="pass_rate")["interval"],
+            "findings": ("Runs with a finding", [_num(r.get("runs_with_findings")) for r in shown]),
+            "score": ("Mean score", [_num(r.get("mean_score"), 4) for r in shown]),
+            "cost": (
+                "Total cost",
+                [
+                    _usd(r.get("total_cost_usd"))
+                    + (
+                        f" ({_num(r.get('unpriced_runs'))} unpriced)"
+                        if r.get("unpriced_runs")
+                        else ""
+                    )
+                    for r in shown
+                ],
+            ),
+            "per_correct": (
+                "Cost / correct run",
+                [_usd(r.get("cost_per_correct_run")) for r in shown],
+            ),
+            "cost_q": ("Cost p50 / p95", [_q(r, "cost_usd", _usd) for r in shown]),
+            "tokens_q": ("Tokens p50 / p95", [_q(r, "tokens") for r in shown]),
+            "calls_q": (
+                "Model · tool calls p50 / p95",
+                [f"{_q(r, 'model_calls')} · {_q(r, 'tool_calls')}" for r in shown],
+            ),
+            "duration_q": ("Duration (s) p50 / p95", [_q(r, "duration_s") for r in shown]),
         }
         if labelled:
-            columns["label"] = [_label_rate(r) for r in shown]
-            columns["label_cost"] = [_usd(r.get("label_cost_per_correct_run")) for r in shown]
-            labels["label"] = "All label fields right"
-            labels["label_cost"] = "Cost / run with fields right"
-        frame = pl.DataFrame(columns, schema=dict.fromkeys(columns, pl.String))
+            columns["label"] = ("All label fields right", [_label_rate(r) for r in shown])
+            columns["label_cost"] = (
+                "Cost / run with fields right",
+                [_usd(r.get("label_cost_per_correct_run")) for r in shown],
+            )
         note = None
         if len(rows) > len(shown):
             note = f"First {len(shown)} of {len(rows)} groups; all in summary.json."
         parts.append(
             _table(
-                frame,
                 "gt-breakdown-" + re.sub(r"[^a-z0-9]+", "-", key.lower()),
-                labels,
+                columns,
                 title=_BREAKDOWN_TITLES.get(key, f"By {key}"),
                 note=note,
             )
@@ -1190,11 +1088,6 @@ def _label_rate(r: Mapping[str, Any]) -> str:
     )
 
 
-def _breakdown_order(key: str) -> tuple[int, str]:
-    keys = list(_BREAKDOWN_TITLES)
-    return (keys.index(key) if key in keys else len(keys), key)
-
-
 def _trials(summary: Mapping[str, Any]) -> str:
     trials = _get(summary, "metrics", "trials")
     if not trials:
@@ -1214,33 +1107,23 @@ def _trials(summary: Mapping[str, Any]) -> str:
     pass_k = trials.get("pass_hat_k") or []
     tables = ""
     if pass_k:
-        frame = pl.DataFrame(
-            {
-                "k": [_num(r.get("k")) for r in pass_k],
-                "n_cases": [_num(r.get("cases")) for r in pass_k],
-                "trials": [_num(r.get("trials")) for r in pass_k],
-                "value": [_pct(r.get("value")) for r in pass_k],
-            },
-            schema=dict.fromkeys(("k", "n_cases", "trials", "value"), pl.String),
-        )
         tables += _table(
-            frame,
             "gt-pass-k",
-            {"k": "k", "n_cases": "Cases with n ≥ k", "trials": "Trials", "value": "pass^k"},
+            {
+                "k": ("k", [_num(r.get("k")) for r in pass_k]),
+                "n_cases": ("Cases with n ≥ k", [_num(r.get("cases")) for r in pass_k]),
+                "trials": ("Trials", [_num(r.get("trials")) for r in pass_k]),
+                "value": ("pass^k", [_pct(r.get("value")) for r in pass_k]),
+            },
             title="pass^k: the chance that k trials of a case all pass",
         )
     if per_case:
-        frame = pl.DataFrame(
-            {
-                "k": [_num(r.get("k")) for r in per_case],
-                "n_cases": [_num(r.get("cases")) for r in per_case],
-            },
-            schema=dict.fromkeys(("k", "n_cases"), pl.String),
-        )
         tables += _table(
-            frame,
             "gt-trials-per-case",
-            {"k": "Trials of the case", "n_cases": "Cases"},
+            {
+                "k": ("Trials of the case", [_num(r.get("k")) for r in per_case]),
+                "n_cases": ("Cases", [_num(r.get("cases")) for r in per_case]),
+            },
             title="Trials per case",
         )
     method = _get(summary, "metrics", "methods", "trials")
@@ -1256,13 +1139,17 @@ def _temperature_label(value: Any) -> str:
     return "(none or several)" if value is None else _e(_num(value))
 
 
-def _rate_cell(r: Mapping[str, Any] | None) -> str:
-    """``k of n (rate; interval)`` of a `metrics.rate` dict."""
-    if not r or not r.get("n"):
+#: The keys of a breakdown row's correct rate, as `_rate_cell` takes them.
+_PASS_RATE = ("passed_runs", "runs", "pass_rate", "pass_rate_lo", "pass_rate_hi")
+
+
+def _rate_cell(r: Mapping[str, Any] | None, k="k", n="n", rate="rate", lo="lo", hi="hi") -> str:
+    """``k of n (rate; interval)`` of a `metrics.rate` dict (or of a row whose keys are named)."""
+    if not r or not r.get(n):
         return _DASH
     return (
-        f"{_num(r.get('k'))} of {_num(r.get('n'))} ({_pct(r.get('rate'))}; "
-        f"{_interval(r.get('lo'), r.get('hi'), n=r.get('n'))})"
+        f"{_num(r.get(k))} of {_num(r.get(n))} ({_pct(r.get(rate))}; "
+        f"{_interval(r.get(lo), r.get(hi), n=r.get(n))})"
     )
 
 
@@ -1280,91 +1167,53 @@ def _temperature(summary: Mapping[str, Any]) -> str:
     rows = {r.get("group"): r for r in by_temperature}
     parts = []
     if temperatures:
-        columns: dict[str, list[str]] = {
-            "temperature": [_temperature_label(t) for t in temperatures],
-            "runs": [_num(rows.get(t, {}).get("runs")) for t in temperatures],
-            "correct": [
-                _rate_cell(
-                    {
-                        "k": rows[t].get("passed_runs"),
-                        "n": rows[t].get("runs"),
-                        "rate": rows[t].get("pass_rate"),
-                        "lo": rows[t].get("pass_rate_lo"),
-                        "hi": rows[t].get("pass_rate_hi"),
-                    }
-                )
-                if t in rows
-                else _DASH
-                for t in temperatures
-            ],
-            "per_correct": [
-                _usd(rows.get(t, {}).get("cost_per_correct_run")) for t in temperatures
-            ],
-            "cost_q": [_q(rows[t], "cost_usd", _usd) if t in rows else _DASH for t in temperatures],
-            "answers": [_rate_cell(disagreement.get(t, {}).get("answers")) for t in temperatures],
-            "paths": [
-                _rate_cell(disagreement.get(t, {}).get("trajectories")) for t in temperatures
-            ],
-        }
-        labels = {
-            "temperature": "Temperature",
-            "runs": "Runs",
-            "correct": "Correct runs (95% interval)",
-            "per_correct": "Cost / correct run",
-            "cost_q": "Cost p50 / p95",
-            "answers": "Cases whose answers disagree",
-            "paths": "Cases whose trajectories disagree",
+        columns = {
+            "temperature": ("Temperature", [_temperature_label(t) for t in temperatures]),
+            "runs": ("Runs", [_num(rows.get(t, {}).get("runs")) for t in temperatures]),
+            "correct": (
+                "Correct runs (95% interval)",
+                [_rate_cell(rows.get(t), *_PASS_RATE) for t in temperatures],
+            ),
+            "per_correct": (
+                "Cost / correct run",
+                [_usd(rows.get(t, {}).get("cost_per_correct_run")) for t in temperatures],
+            ),
+            "cost_q": (
+                "Cost p50 / p95",
+                [_q(rows[t], "cost_usd", _usd) if t in rows else _DASH for t in temperatures],
+            ),
+            "answers": (
+                "Cases whose answers disagree",
+                [_rate_cell(disagreement.get(t, {}).get("answers")) for t in temperatures],
+            ),
+            "paths": (
+                "Cases whose trajectories disagree",
+                [_rate_cell(disagreement.get(t, {}).get("trajectories")) for t in temperatures],
+            ),
         }
         if any(r.get("label_runs") for r in by_temperature):
-            columns["label"] = [_label_rate(rows[t]) if t in rows else _DASH for t in temperatures]
-            labels["label"] = "All label fields right"
-        frame = pl.DataFrame(columns, schema=dict.fromkeys(columns, pl.String))
+            columns["label"] = (
+                "All label fields right",
+                [_label_rate(rows[t]) if t in rows else _DASH for t in temperatures],
+            )
         parts.append(
             _table(
-                frame,
                 "gt-temperature",
-                labels,
+                columns,
                 title="Quality, cost and trial disagreement per temperature",
                 note="Disagreement: over the cases with 2+ trials at that temperature.",
             )
         )
     omissions = axis.get("omission_rates") or []
     if omissions:
-        frame = pl.DataFrame(
-            {
-                "temperature": [_temperature_label(r.get("temperature")) for r in omissions],
-                "tool": [_t(r.get("tool"), 60) for r in omissions],
-                "required": [_num(r.get("required_runs")) for r in omissions],
-                "omitted": [_num(r.get("omitted_runs")) for r in omissions],
-                "rate": [_pct(r.get("rate")) for r in omissions],
-                "interval": [
-                    _interval(r.get("rate_lo"), r.get("rate_hi"), n=r.get("required_runs"))
-                    for r in omissions
-                ],
-                "bar": [
-                    _interval_bar(r.get("rate"), r.get("rate_lo"), r.get("rate_hi"))
-                    for r in omissions
-                ],
-            },
-            schema=dict.fromkeys(
-                ("temperature", "tool", "required", "omitted", "rate", "interval", "bar"),
-                pl.String,
-            ),
-        )
+        temperature = [_temperature_label(r.get("temperature")) for r in omissions]
         parts.append(
-            _table(
-                frame,
+            _omission_table(
+                omissions,
                 "gt-temperature-omissions",
-                {
-                    "temperature": "Temperature",
-                    "tool": "Tool",
-                    "required": "Required in runs",
-                    "omitted": "Omitted in runs",
-                    "rate": "Omission rate",
-                    "interval": "95% interval",
-                    "bar": "",
-                },
-                title="Tool omissions per temperature",
+                "required_runs",
+                "Tool omissions per temperature",
+                {"temperature": ("Temperature", temperature)},
             )
         )
     if not parts:
@@ -1389,52 +1238,43 @@ def _steps(summary: Mapping[str, Any]) -> str:
     if not rows:
         return ""
     shown = rows[:STEP_ROWS]
-    columns = {
-        "agent": [_group_label(r.get("agent")) for r in shown],
-        "step": [_num(r.get("step")) for r in shown],
-        "model": [_group_label(r.get("model")) for r in shown],
-        "calls": [
-            _num(r.get("calls"))
-            + (
-                f" ({_num(r['calls'] - r['priced_calls'])} unpriced)"
-                if r.get("priced_calls") is not None and r.get("calls") != r.get("priced_calls")
-                else ""
-            )
-            for r in shown
-        ],
-        "cost": [f"{_usd(r.get('mean_cost_usd'))} / {_usd(r.get('p95_cost_usd'))}" for r in shown],
-        "runs": [_num(r.get("runs")) for r in shown],
-        "correct": [
-            f"{_num(r.get('correct_runs'))} of {_num(r.get('judged_runs'))} "
-            f"({_pct(r.get('correct_rate'))})"
-            for r in shown
-        ],
-        "interval": [
-            _interval(r.get("correct_rate_lo"), r.get("correct_rate_hi"), n=r.get("judged_runs"))
-            for r in shown
-        ],
-        "bar": [
-            _interval_bar(r.get("correct_rate"), r.get("correct_rate_lo"), r.get("correct_rate_hi"))
-            for r in shown
-        ],
-    }
-    frame = pl.DataFrame(columns, schema=dict.fromkeys(columns, pl.String))
     note = None
     if len(rows) > len(shown):
         note = f"First {len(shown)} of {len(rows)} rows; all in summary.json."
     table = _table(
-        frame,
         "gt-steps",
         {
-            "agent": "Agent",
-            "step": "Step",
-            "model": "Model",
-            "calls": "Calls",
-            "cost": "Cost of a call: mean / p95",
-            "runs": "Runs",
-            "correct": "Correct runs",
-            "interval": "95% interval",
-            "bar": "",
+            "agent": ("Agent", [_group_label(r.get("agent")) for r in shown]),
+            "step": ("Step", [_num(r.get("step")) for r in shown]),
+            "model": ("Model", [_group_label(r.get("model")) for r in shown]),
+            "calls": (
+                "Calls",
+                [
+                    _num(r.get("calls"))
+                    + (
+                        f" ({_num(r['calls'] - r['priced_calls'])} unpriced)"
+                        if r.get("priced_calls") is not None
+                        and r.get("calls") != r.get("priced_calls")
+                        else ""
+                    )
+                    for r in shown
+                ],
+            ),
+            "cost": (
+                "Cost of a call: mean / p95",
+                [f"{_usd(r.get('mean_cost_usd'))} / {_usd(r.get('p95_cost_usd'))}" for r in shown],
+            ),
+            "runs": ("Runs", [_num(r.get("runs")) for r in shown]),
+            "correct": (
+                "Correct runs",
+                [
+                    f"{_num(r.get('correct_runs'))} of {_num(r.get('judged_runs'))} "
+                    f"({_pct(r.get('correct_rate'))})"
+                    for r in shown
+                ],
+            ),
+            "interval": _rates(shown, "judged_runs", key="correct_rate")["interval"],
+            **_bars(shown, "correct_rate"),
         },
         title="Cost and quality per step and model",
         note=note,
@@ -1470,40 +1310,16 @@ def _tails(summary: Mapping[str, Any]) -> str:
     def fmt(r: Mapping[str, Any]):
         return _TAIL_NAMES.get(r.get("metric"), (r.get("metric"), _fig))[1]
 
-    def q(r: Mapping[str, Any], name: str) -> str:
-        f = fmt(r)
-        return (
-            f'{f(r.get(name))}<br><span class="muted">'
-            f"{_interval(r.get(f'{name}_lo'), r.get(f'{name}_hi'), f)}</span>"
-        )
-
-    frame = pl.DataFrame(
-        {
-            "metric": [_e(_TAIL_NAMES.get(r.get("metric"), (r.get("metric"),))[0]) for r in rows],
-            "runs": [_num(r.get("runs")) for r in rows],
-            "n": [_num(r.get("n")) for r in rows],
-            "missing": [_num(r.get("missing")) for r in rows],
-            "p50": [q(r, "p50") for r in rows],
-            "p95": [q(r, "p95") for r in rows],
-            "p99": [q(r, "p99") for r in rows],
-            "max": [fmt(r)(r.get("max")) for r in rows],
-        },
-        schema=dict.fromkeys(
-            ("metric", "runs", "n", "missing", "p50", "p95", "p99", "max"), pl.String
-        ),
-    )
     table = _table(
-        frame,
         "gt-tails",
         {
-            "metric": "Per run",
-            "runs": "Runs",
-            "n": "With a value",
-            "missing": "Missing",
-            "p50": "p50",
-            "p95": "p95",
-            "p99": "p99",
-            "max": "Max",
+            "metric": (
+                "Per run",
+                [_e(_TAIL_NAMES.get(r.get("metric"), (r.get("metric"),))[0]) for r in rows],
+            ),
+            **_counts(rows, runs="Runs", n="With a value", missing="Missing"),
+            **{p: (p, [_quantile(r, p, fmt(r)) for r in rows]) for p in ("p50", "p95", "p99")},
+            "max": ("Max", [fmt(r)(r.get("max")) for r in rows]),
         },
         note="Under each quantile, its distribution-free 95% interval.",
     )
@@ -1525,71 +1341,34 @@ def _rule_coverage(summary: Mapping[str, Any]) -> str:
         return ""
     parts = []
     if rows:
-        cols = (
-            "applied",
-            "checked",
-            "partial",
-            "not_applicable",
-            "unverifiable",
-            "error",
-            "judged",
-        )
-        frame = pl.DataFrame(
-            {
-                "rule": [_t(r.get("rule_id"), 40) for r in rows],
-                "pack": [_t(r.get("pack"), 30) for r in rows],
-                **{c: [_num(r.get(c)) for r in rows] for c in cols},
-                "rate": [_pct(r.get("judged_rate")) for r in rows],
-                "interval": [
-                    _interval(r.get("judged_rate_lo"), r.get("judged_rate_hi"), n=r.get("applied"))
-                    for r in rows
-                ],
-            },
-            schema=dict.fromkeys(("rule", "pack", *cols, "rate", "interval"), pl.String),
-        )
         parts.append(
             _table(
-                frame,
                 "gt-rule-coverage",
                 {
-                    "rule": "Rule",
-                    "pack": "Pack",
-                    "applied": "Applied",
-                    "checked": "Checked",
-                    "partial": "Partly checked",
-                    "not_applicable": "Not applicable",
-                    "unverifiable": "Unverifiable",
-                    "error": "Error",
-                    "judged": "Judged",
-                    "rate": "Judged rate",
-                    "interval": "95% interval",
+                    **_rule_columns(rows),
+                    **_counts(
+                        rows,
+                        applied="Applied",
+                        checked="Checked",
+                        partial="Partly checked",
+                        not_applicable="Not applicable",
+                        unverifiable="Unverifiable",
+                        error="Error",
+                        judged="Judged",
+                    ),
+                    **_rates(rows, "applied", "Judged rate", "judged_rate"),
                 },
                 title="What each rule could check, per run",
             )
         )
     if kinds:
-        frame = pl.DataFrame(
-            {
-                "kind": [_t(r.get("kind"), 40) for r in kinds],
-                "judged": [_num(r.get("judged")) for r in kinds],
-                "failed": [_num(r.get("failed")) for r in kinds],
-                "rate": [_pct(r.get("rate")) for r in kinds],
-                "interval": [
-                    _interval(r.get("rate_lo"), r.get("rate_hi"), n=r.get("judged")) for r in kinds
-                ],
-            },
-            schema=dict.fromkeys(("kind", "judged", "failed", "rate", "interval"), pl.String),
-        )
         parts.append(
             _table(
-                frame,
                 "gt-kind-rates",
                 {
-                    "kind": "Finding kind",
-                    "judged": "Judged runs",
-                    "failed": "Runs with one",
-                    "rate": "Rate",
-                    "interval": "95% interval",
+                    "kind": ("Finding kind", [_t(r.get("kind"), 40) for r in kinds]),
+                    **_counts(kinds, judged="Judged runs", failed="Runs with one"),
+                    **_rates(kinds, "judged"),
                 },
                 title="Rates by finding kind",
             )
@@ -1611,7 +1390,6 @@ class _Context:
     def __init__(self, runset: RunTables, runs: pl.DataFrame, findings: pl.DataFrame | None):
         self.runset = runset
         self.findings = findings
-        self._shown: list[tuple[tuple[str, str], list[dict[str, Any]], int]] | None = None
         order = runs.select(
             "run_id",
             pl.col("score") if "score" in runs.columns else pl.lit(None, pl.Float64).alias("score"),
@@ -1631,14 +1409,10 @@ class _Context:
         bad = self.ranks.filter(pl.col("findings") > 0)
         return bad.get_column("run_id").head(WORST_RUNS).to_list()
 
+    @functools.cached_property
     def shown_findings(self) -> list[tuple[tuple[str, str], list[dict[str, Any]], int]]:
         """Per (pack, rule_id): its first FINDINGS_PER_RULE findings (worst runs first), and
         how many it has in all."""
-        if self._shown is None:
-            self._shown = self._shown_findings()
-        return self._shown
-
-    def _shown_findings(self) -> list[tuple[tuple[str, str], list[dict[str, Any]], int]]:
         if self.findings is None or self.findings.is_empty():
             return []
         rows = (
@@ -1659,10 +1433,10 @@ class _Context:
                 nulls_last=True,
             )
         )
-        out = []
-        for (pack, rule_id), part in rows.group_by(["pack", "rule_id"], maintain_order=True):
-            out.append(((pack, rule_id), part.head(FINDINGS_PER_RULE).to_dicts(), part.height))
-        return out
+        return [
+            (key, part.head(FINDINGS_PER_RULE).to_dicts(), part.height)
+            for key, part in rows.group_by(["pack", "rule_id"], maintain_order=True)
+        ]
 
 
 def _run_link(run_id: str) -> str:
@@ -1674,34 +1448,18 @@ def _findings(summary: Mapping[str, Any], ctx: _Context, worst: list[str]) -> st
     rates = metrics.get("rule_rates")
     parts = []
     if rates:
-        frame = pl.DataFrame(
-            {
-                "rule": [_t(r.get("rule_id"), 40) for r in rates],
-                "pack": [_t(r.get("pack"), 30) for r in rates],
-                "applied": [_num(r.get("applied")) for r in rates],
-                "judged": [_num(r.get("judged")) for r in rates],
-                "failed": [_num(r.get("failed")) for r in rates],
-                "rate": [_pct(r.get("rate")) for r in rates],
-                "interval": [
-                    _interval(r.get("rate_lo"), r.get("rate_hi"), n=r.get("judged")) for r in rates
-                ],
-            },
-            schema=dict.fromkeys(
-                ("rule", "pack", "applied", "judged", "failed", "rate", "interval"), pl.String
-            ),
-        )
         parts.append(
             _table(
-                frame,
                 "gt-rule-rates",
                 {
-                    "rule": "Rule",
-                    "pack": "Pack",
-                    "applied": "Applied to runs",
-                    "judged": "Judged runs",
-                    "failed": "Runs with a finding",
-                    "rate": "Rate",
-                    "interval": "95% interval",
+                    **_rule_columns(rates),
+                    **_counts(
+                        rates,
+                        applied="Applied to runs",
+                        judged="Judged runs",
+                        failed="Runs with a finding",
+                    ),
+                    **_rates(rates, "judged"),
                 },
                 title="Rule rates",
             )
@@ -1709,7 +1467,7 @@ def _findings(summary: Mapping[str, Any], ctx: _Context, worst: list[str]) -> st
     if ctx.findings is None:
         parts.append("<p>No rule pack was applied.</p>")
         return _section("findings", "Findings by rule", "\n".join(parts))
-    shown = ctx.shown_findings()
+    shown = ctx.shown_findings
     if not shown:
         parts.append("<p>No finding.</p>")
     traj = set(worst)
@@ -1717,44 +1475,31 @@ def _findings(summary: Mapping[str, Any], ctx: _Context, worst: list[str]) -> st
         severity = rows[0].get("severity")
         runs = len({r["run_id"] for r in rows})
         title = f"{pack} / {rule_id} ({severity}): {_num(total)} finding{'s' if total != 1 else ''}"
-        if total > len(rows):
-            title += f", the first {len(rows)}"
         note = None
         if total > len(rows):
+            title += f", the first {len(rows)}"
             note = (
                 f"First {len(rows)} of {total} shown (worst runs first); all in findings.jsonl, "
                 "and every run with one in the run browser above (filter by this rule)."
             )
-        frame = pl.DataFrame(
-            {
-                "run": [_run_link(r["run_id"]) for r in rows],
-                "case": [_t(r.get("case_id"), 30) for r in rows],
-                "kind": [_t(r.get("kind"), 30) for r in rows],
-                "tool": [_t(r.get("tool"), 40) for r in rows],
-                "argument": [_t(r.get("argument"), 40) for r in rows],
-                "detail": [_t(r.get("detail"), 300) for r in rows],
-                "spans": [_span_links(r["run_id"], r.get("span_ids"), traj) for r in rows],
-            },
-            schema=dict.fromkeys(
-                ("run", "case", "kind", "tool", "argument", "detail", "spans"), pl.String
-            ),
-        )
         parts.append(
             f'<h3 id="{_anchor("rule", pack, rule_id)}" class="sev-{_e(severity)}">'
             f"{_e(title)} in {runs} run{'s' if runs != 1 else ''}</h3>"
         )
         parts.append(
             _table(
-                frame,
                 f"gt-findings-{n}",
                 {
-                    "run": "Run",
-                    "case": "Case",
-                    "kind": "Kind",
-                    "tool": "Tool",
-                    "argument": "Argument",
-                    "detail": "Detail",
-                    "spans": "Evidence spans",
+                    "run": ("Run", [_run_link(r["run_id"]) for r in rows]),
+                    "case": ("Case", [_t(r.get("case_id"), 30) for r in rows]),
+                    "kind": ("Kind", [_t(r.get("kind"), 30) for r in rows]),
+                    "tool": ("Tool", [_t(r.get("tool"), 40) for r in rows]),
+                    "argument": ("Argument", [_t(r.get("argument"), 40) for r in rows]),
+                    "detail": ("Detail", [_t(r.get("detail"), 300) for r in rows]),
+                    "spans": (
+                        "Evidence spans",
+                        [_span_links(r["run_id"], r.get("span_ids"), traj) for r in rows],
+                    ),
                 },
                 note=note,
             )
@@ -1785,7 +1530,7 @@ def _span_links(run_id: str, span_ids: Sequence[str] | None, traj: set[str]) -> 
 
 def _cited_runs(ctx: _Context, worst: list[str]) -> str:
     cited = set(worst)
-    for _, rows, _ in ctx.shown_findings():
+    for _, rows, _ in ctx.shown_findings:
         cited.update(r["run_id"] for r in rows)
     if not cited:
         return ""
@@ -1804,33 +1549,16 @@ def _cited_runs(ctx: _Context, worst: list[str]) -> str:
             cell += f' <a href="#{_anchor("traj", rid)}">trajectory</a>'
         return cell
 
-    frame = pl.DataFrame(
-        {
-            "run": [run_cell(r) for r in rows],
-            "case": [_t(r.get("case_id"), 30) for r in rows],
-            "agent": [_t(r.get("agent"), 30) for r in rows],
-            "models": [_t(", ".join(r.get("models") or []), 60) for r in rows],
-            "score": [_num(r.get("score")) for r in rows],
-            "findings": [_num(r.get("findings")) for r in rows],
-            "cost": [_usd(r.get("cost_usd")) for r in rows],
-            "answer": [_t(r.get("answer"), 160) for r in rows],
-        },
-        schema=dict.fromkeys(
-            ("run", "case", "agent", "models", "score", "findings", "cost", "answer"), pl.String
-        ),
-    )
     table = _table(
-        frame,
         "gt-runs",
         {
-            "run": "Run",
-            "case": "Case",
-            "agent": "Agent",
-            "models": "Models",
-            "score": "Score",
-            "findings": "Findings",
-            "cost": "Cost",
-            "answer": "Answer (clipped)",
+            "run": ("Run", [run_cell(r) for r in rows]),
+            "case": ("Case", [_t(r.get("case_id"), 30) for r in rows]),
+            "agent": ("Agent", [_t(r.get("agent"), 30) for r in rows]),
+            "models": ("Models", [_t(", ".join(r.get("models") or []), 60) for r in rows]),
+            **_counts(rows, score="Score", findings="Findings"),
+            "cost": ("Cost", [_usd(r.get("cost_usd")) for r in rows]),
+            "answer": ("Answer (clipped)", [_t(r.get("answer"), 160) for r in rows]),
         },
     )
     return _section("runs", "Runs cited", table, "The runs the findings above name, worst first.")
@@ -1845,7 +1573,17 @@ def _requested(calls: Sequence[Mapping[str, Any]] | None) -> str:
     return "; ".join(f"{c.get('name')}({c.get('arguments') or ''})" for c in calls)
 
 
-_STEP_COLUMNS = ("index", "kind", "name", "status", "tokens", "cost", "arguments", "result", "span")
+_STEP_COLUMNS = {
+    "index": "#",
+    "kind": "Step",
+    "name": "Model or tool",
+    "status": "Status",
+    "tokens": "Tokens in / out",
+    "cost": "Cost",
+    "arguments": "Arguments (clipped)",
+    "result": "Result or output (clipped)",
+    "span": "Span",
+}
 
 
 def _step_row(step: Mapping[str, Any]) -> dict[str, str]:
@@ -1889,16 +1627,10 @@ def _worst(ctx: _Context, worst: list[str]) -> str:
         return _section("worst", "Worst runs", "<p>No run has a finding.</p>", intro)
     runs = {r["run_id"]: r for r in ctx.rows("runs", worst).to_dicts()}
     steps = ctx.rows("steps", worst).sort("run_id", "index")
-    failed: dict[str, list[str]] = {}
+    failed = {}  # run_id -> the rules it broke
     if ctx.findings is not None:
-        for rid, rule in (
-            ctx.findings.filter(pl.col("run_id").is_in(worst))
-            .select("run_id", "rule_id")
-            .unique()
-            .sort("run_id", "rule_id")
-            .iter_rows()
-        ):
-            failed.setdefault(rid, []).append(rule)
+        found = ctx.findings.filter(pl.col("run_id").is_in(worst))
+        failed = dict(found.group_by("run_id").agg(pl.col("rule_id").unique().sort()).iter_rows())
     parts = []
     for n, rid in enumerate(worst):
         r = runs[rid]
@@ -1923,38 +1655,18 @@ def _worst(ctx: _Context, worst: list[str]) -> str:
             ("Duration", f"{_num(r.get('duration_s'))} s"),
             ("Answer", _t(r.get("answer"), 600) if r.get("has_answer") else "no answer"),
         ]
-        dl = "".join(f"<dt>{_e(k)}</dt><dd>{v}</dd>" for k, v in info)
         parts.append(
             f'<h3 id="{_anchor("traj", rid)}">{n + 1}. Run <span class="mono">{_t(rid, 80)}'
-            f'</span> <a href="#{_anchor("run", rid)}" class="muted">(row)</a></h3>'
-            f'<dl class="run">{dl}</dl>'
+            f'</span> <a href="#{_anchor("run", rid)}" class="muted">(row)</a></h3>' + _dl(info)
         )
         if not mine:
             parts.append("<p>No step recorded.</p>")
             continue
 
-        frame = pl.DataFrame(
-            [_step_row(step) for step in mine], schema=dict.fromkeys(_STEP_COLUMNS, pl.String)
-        )
+        cells = [_step_row(step) for step in mine]
+        columns = {c: (label, [r[c] for r in cells]) for c, label in _STEP_COLUMNS.items()}
         note = f"First {STEPS_PER_RUN} of {total} steps." if total > STEPS_PER_RUN else None
-        parts.append(
-            _table(
-                frame,
-                f"gt-trajectory-{n}",
-                {
-                    "index": "#",
-                    "kind": "Step",
-                    "name": "Model or tool",
-                    "status": "Status",
-                    "tokens": "Tokens in / out",
-                    "cost": "Cost",
-                    "arguments": "Arguments (clipped)",
-                    "result": "Result or output (clipped)",
-                    "span": "Span",
-                },
-                note=note,
-            )
-        )
+        parts.append(_table(f"gt-trajectory-{n}", columns, note=note))
     return _section("worst", "Worst runs", "\n".join(parts), intro)
 
 
@@ -1965,7 +1677,5 @@ def _methods(summary: Mapping[str, Any]) -> str:
     methods = _get(summary, "metrics", "methods")
     if not methods:
         return ""
-    items = "".join(
-        f"<dt>{_e(k.replace('_', ' '))}</dt><dd>{_e(v)}</dd>" for k, v in sorted(methods.items())
-    )
-    return _section("methods", "Methods", f'<dl class="run">{items}</dl>')
+    items = [(k.replace("_", " "), _e(v)) for k, v in sorted(methods.items())]
+    return _section("methods", "Methods", _dl(items))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -48,15 +47,13 @@ def _parquet(batches: pa.RecordBatchReader, path: Path) -> None:
     `ROW_GROUP_ROWS` rows (the last one fewer), each encoded from one contiguous table: so the
     file's bytes depend on the rows only, not on how they were cut into batches (a frame's
     chunks, a partitioned merge's pieces), and one row group is in memory at a time."""
-    with replacing(path) as tmp:
-        _parquet_to(batches, tmp)
-
-
-def _parquet_to(batches: pa.RecordBatchReader, path: Path) -> None:
     schema = batches.schema
     # No dictionary pages: most texts are unique (arguments, results, answers), so dictionaries
     # cost time and add bytes.
-    with pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=False) as writer:
+    with (
+        replacing(path) as tmp,
+        pq.ParquetWriter(tmp, schema, compression="zstd", use_dictionary=False) as writer,
+    ):
         pending: list[pa.RecordBatch] = []
         rows = 0
 
@@ -139,33 +136,22 @@ def write_outputs(
         )
     findings = evaluation.findings
 
-    def steps() -> None:
-        _parquet(analysis.runs.batches("steps"), out / "steps.parquet")
-
-    def others() -> None:
-        _parquet(_with_started_at(analysis.runs.batches("runs")), out / "runs.parquet")
-        _parquet(evaluation.batches("findings"), out / "findings.parquet")
-        # Which runs each rule judged: the denominators of its rates (`agenttrace diff`).
-        _parquet(evaluation.batches("coverage"), out / "coverage.parquet")
-
     # The tables are read a batch at a time (a partitioned result's merged from its spill,
-    # never whole) and encoded in threads of their own, the steps (the most rows) in one, the
-    # others in another (polars and Arrow let the GIL go), while the page is rendered (Python,
-    # mostly).
-    with ThreadPoolExecutor(2, thread_name_prefix="agenttrace-parquet") as writers:
-        written = [writers.submit(steps), writers.submit(others)]
-        _jsonl(out / "findings.jsonl", findings.iter_rows(named=True))
-        if labels is not None:
-            fields = _label_fields(analysis, labels)
-            with replacing(out / "labels.parquet") as tmp:
-                fields.write_parquet(tmp)
-        log = analysis.ingested.log
-        _jsonl(out / "quarantine.jsonl", (entry.as_dict() for entry in log.quarantine))
-        from analyzer.report.html import render_html
+    # never whole).
+    _parquet(analysis.runs.batches("steps"), out / "steps.parquet")
+    _parquet(_with_started_at(analysis.runs.batches("runs")), out / "runs.parquet")
+    _parquet(evaluation.batches("findings"), out / "findings.parquet")
+    # Which runs each rule judged: the denominators of its rates (`agenttrace diff`).
+    _parquet(evaluation.batches("coverage"), out / "coverage.parquet")
+    _jsonl(out / "findings.jsonl", findings.iter_rows(named=True))
+    if labels is not None:
+        with replacing(out / "labels.parquet") as tmp:
+            _label_fields(analysis, labels).write_parquet(tmp)
+    log = analysis.ingested.log
+    _jsonl(out / "quarantine.jsonl", (entry.as_dict() for entry in log.quarantine))
+    from analyzer.report.html import render_html
 
-        write_text(out / "report.html", render_html(analysis, summary, labels=labels))
-        for done in written:
-            done.result()
+    write_text(out / "report.html", render_html(analysis, summary, labels=labels))
     manifest = {
         "agenttrace_version": __version__,
         "command": command,
