@@ -86,3 +86,18 @@ def otlp_span(
         "attributes": [otlp_attr(k, v) for k, v in attrs.items()],
         "status": {},
     }
+
+
+def robust_lines(stream, log):
+    """Every line of an OTLP JSON lines stream through the robust path alone (no native reader,
+    no blocks or threads): the reference the lines reader is tested against."""
+    from analyzer.ingest.otlp_json import _robust_line
+
+    builder = SpanBatchBuilder()
+    for i, line in enumerate(stream.read().removeprefix(b"\xef\xbb\xbf").split(b"\n")):
+        if line and not line.isspace():
+            log.records += 1
+            _robust_line(line, i + 1, builder, log)
+    batch = builder.flush()
+    if batch is not None:
+        yield batch

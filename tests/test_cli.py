@@ -152,8 +152,8 @@ def test_report_hashes_the_input_only_for_the_manifest(
     from analyzer.ingest import reader
 
     hashed: list[Path] = []
-    real = reader._sha256
-    monkeypatch.setattr(reader, "_sha256", lambda path: hashed.append(path) or real(path))
+    real = reader.sha256_of
+    monkeypatch.setattr(reader, "sha256_of", lambda path: hashed.append(path) or real(path))
     options = ("--partitions", partitions, "-j", "1")
     for fmt in ("json", "table", "html"):
         result = run("report", str(trace_file), "--format", fmt, *options)

@@ -33,6 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 import zstandard
+from factories import robust_lines
 from google.protobuf import json_format
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -538,7 +539,7 @@ def test_the_lines_reader_reads_mutated_lines_as_the_robust_path_does(text, nati
     fast_log, robust_log = FileLog("m.jsonl"), FileLog("m.jsonl")
     with _fast_path(native):
         fast = read_with(read_lines, io.BufferedReader(io.BytesIO(text)), fast_log)
-    robust = read_with(otlp_json._robust_lines, io.BytesIO(text), robust_log)
+    robust = read_with(robust_lines, io.BytesIO(text), robust_log)
     assert json.dumps(fast.to_pylist(), default=str) == json.dumps(robust.to_pylist(), default=str)
     assert fast_log == robust_log
 

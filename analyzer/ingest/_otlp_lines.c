@@ -284,19 +284,19 @@ static inline void ws(St *st) {
         st->p++;
 }
 
+static inline int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 static inline int hex4(const char *s, unsigned *out) {
     unsigned v = 0;
     for (int k = 0; k < 4; k++) {
-        char c = s[k];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (unsigned)(c - 'A' + 10);
-        else
-            return -1;
+        int d = hexval(s[k]);
+        if (d < 0) return -1;
+        v = (v << 4) | (unsigned)d;
     }
     *out = v;
     return 0;
@@ -581,21 +581,16 @@ static int obj_begin(St *st) {
 static inline int obj_next(St *st, int *first, const char **key, Py_ssize_t *len) {
     ws(st);
     if (st->p >= st->end) return -1;
-    if (*first) {
-        *first = 0;
-        if (*st->p == '}') {
-            st->p++;
-            return 0;
-        }
-    } else {
-        if (*st->p == '}') {
-            st->p++;
-            return 0;
-        }
+    if (*st->p == '}') {
+        st->p++;
+        return 0;
+    }
+    if (!*first) {
         if (*st->p != ',') return -1;
         st->p++;
         ws(st);
     }
+    *first = 0;
     if (st->p >= st->end || *st->p != '"') return -1;
     Tok k;
     TRY(scan_string(st, &k));
@@ -711,124 +706,44 @@ static int tok_f64(const Tok *t, double *out) {
     return 0;
 }
 
-static inline int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-static inline int b64val(char c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-}
-
 /* An id of `nbytes` bytes as lowercase hex into `out` (2*nbytes chars): 1, or 0 when absent
-   or all zero (null), -1 when it is not plain hex or canonical base64 (robust path). */
+   or all zero (null), -1 when it is not plain hex (base64, 0x...: the robust path). */
 static int tok_id(const Tok *t, int nbytes, char *out) {
     static const char digits[] = "0123456789abcdef";
     if (t->t == T_NONE || t->t == T_NULL) return 0;
     if (t->t != T_STR || t->esc) return -1;
     Py_ssize_t len = t->e - t->s;
     if (len == 0) return 0;
+    if (len != 2 * nbytes) return -1;
     int nonzero = 0;
-    if (len == 2 * nbytes) {
-        for (int k = 0; k < len; k++) {
-            int v = hexval(t->s[k]);
-            if (v < 0) return -1;
-            out[k] = digits[v];
-            nonzero |= v;
-        }
-        return nonzero ? 1 : 0;
-    }
-    /* base64, as the protobuf JSON mapping writes bytes: 16 -> 24 chars "==", 8 -> 12 "=" */
-    int pad = nbytes % 3 == 1 ? 2 : nbytes % 3 == 2 ? 1 : 0;
-    if (len != (nbytes + 2) / 3 * 4) return -1;
-    unsigned char raw[24];
-    int nraw = 0;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (Py_ssize_t k = 0; k < len - pad; k++) {
-        int v = b64val(t->s[k]);
+    for (int k = 0; k < len; k++) {
+        int v = hexval(t->s[k]);
         if (v < 0) return -1;
-        acc = (acc << 6) | (uint32_t)v;
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            raw[nraw++] = (unsigned char)(acc >> bits);
-            acc &= (1u << bits) - 1;
-        }
-    }
-    for (Py_ssize_t k = len - pad; k < len; k++)
-        if (t->s[k] != '=') return -1;
-    if (nraw != nbytes || acc != 0) return -1; /* stray bits: not canonical */
-    for (int k = 0; k < nbytes; k++) {
-        out[2 * k] = digits[raw[k] >> 4];
-        out[2 * k + 1] = digits[raw[k] & 15];
-        nonzero |= raw[k];
+        out[k] = digits[v];
+        nonzero |= v;
     }
     return nonzero ? 1 : 0;
 }
 
-/* An enum (span kind, status code): a JSON integer or a name in any ASCII case, with or
-   without `prefix`; unknown values give `dflt`. `names` are upper case, index = code. */
-static int tok_enum(const Tok *t, const char *const *names, int count, const char *prefix,
-                    int dflt, uint8_t *out) {
-    *out = (uint8_t)dflt;
+/* An enum (span kind, status code) as OTLP JSON writes it, an integer (unknown: 0); its names
+   (SPAN_KIND_CLIENT...) are left to the robust path. */
+static int tok_enum(const Tok *t, int count, uint8_t *out) {
+    int64_t v;
+    *out = 0;
     if (t->t == T_NONE || t->t == T_NULL) return 0;
-    if (t->t == T_NUM) {
-        int64_t v;
-        if (!t->isint || parse_i64(t->s, t->e, &v) < 0) return -1;
-        if (v >= 0 && v < count) *out = (uint8_t)v;
-        return 0;
-    }
-    if (t->t != T_STR || t->esc) return -1;
-    char up[64];
-    Py_ssize_t len = t->e - t->s;
-    if (len >= (Py_ssize_t)sizeof up) return 0; /* longer than any name: unknown */
-    for (Py_ssize_t k = 0; k < len; k++) {
-        unsigned char c = (unsigned char)t->s[k];
-        if (c >= 0x80) return -1; /* str.upper() has its own ideas beyond ASCII */
-        up[k] = (char)(c >= 'a' && c <= 'z' ? c - 32 : c);
-    }
-    up[len] = 0;
-    const char *name = up;
-    size_t plen = strlen(prefix);
-    if ((size_t)len >= plen && memcmp(up, prefix, plen) == 0) name += plen;
-    for (int k = 0; k < count; k++) {
-        char digit[4];
-        snprintf(digit, sizeof digit, "%d", k);
-        if (strcmp(name, names[k]) == 0 || strcmp(name, digit) == 0) {
-            *out = (uint8_t)k;
-            return 0;
-        }
-    }
+    if (t->t != T_NUM || !t->isint || parse_i64(t->s, t->e, &v) < 0) return -1;
+    if (v >= 0 && v < count) *out = (uint8_t)v;
     return 0;
 }
 
-static const char *const KIND_UPPER[] = {"UNSPECIFIED", "INTERNAL", "SERVER",
-                                         "CLIENT",      "PRODUCER", "CONSUMER"};
-static const char *const STATUS_UPPER[] = {"UNSET", "OK", "ERROR"};
-
-/* Optional text (status message, scope name/version): null when absent or empty. */
-static int opt_text(St *st, Col *c, const Tok *t) {
-    if (t->t == T_NONE || t->t == T_NULL || (t->t == T_STR && t->s == t->e)) {
-        null_put(st, c);
-        return 0;
-    }
-    if (t->t != T_STR) return -1;
-    str_put_tok(st, c, t);
-    return 0;
-}
-
-/* Text that is "" when absent (span and event names). */
-static int text(St *st, Col *c, const Tok *t) {
-    if (t->t == T_NONE || t->t == T_NULL) {
-        str_put(st, c, "", 0);
+/* Text that is "" when absent (span and event names); or, `optional`, null when absent or
+   empty (status message, scope name/version). */
+static int text(St *st, Col *c, const Tok *t, int optional) {
+    if (t->t == T_NONE || t->t == T_NULL || (optional && t->t == T_STR && t->s == t->e)) {
+        if (optional)
+            null_put(st, c);
+        else
+            str_put(st, c, "", 0);
         return 0;
     }
     if (t->t != T_STR) return -1;
@@ -963,28 +878,19 @@ static int attr_item(St *st, Pool *pool) {
     if (f == V_BOOL && t->t != T_TRUE && t->t != T_FALSE) return -1;
     if (f == V_INT) TRY(tok_i64(t, &iv));
     if (f == V_DOUBLE) TRY(tok_f64(t, &dv));
-    if (name.t == T_STR)
-        str_put_tok(st, &pool->key, &name);
-    else
-        str_put(st, &pool->key, "", 0);
-    if (f == V_STRING)
+    text(st, &pool->key, &name, 0);
+    /* the value in its slot (json for the values after V_DOUBLE), null in the others */
+    Col *slots[] = {&pool->s, &pool->b, &pool->i, &pool->f, &pool->j};
+    for (int q = 0; q < 5; q++)
+        if (q != (f <= V_DOUBLE ? f : 4)) null_put(st, slots[q]);
+    if (f == V_STRING) {
         str_put_tok(st, &pool->s, t);
-    else
-        null_put(st, &pool->s);
-    if (f == V_INT)
-        i64_put(st, &pool->i, iv);
-    else
-        null_put(st, &pool->i);
-    if (f == V_DOUBLE)
-        f64_put(st, &pool->f, dv);
-    else
-        null_put(st, &pool->f);
-    if (f == V_BOOL)
+    } else if (f == V_BOOL) {
         bool_put(st, &pool->b, t->t == T_TRUE);
-    else
-        null_put(st, &pool->b);
-    if (f <= V_DOUBLE) {
-        null_put(st, &pool->j);
+    } else if (f == V_INT) {
+        i64_put(st, &pool->i, iv);
+    } else if (f == V_DOUBLE) {
+        f64_put(st, &pool->f, dv);
     } else if (f == V_BYTES && t->t == T_STR && !t->esc) {
         char *out = str_begin(st, &pool->j, t->e - t->s + 2);
         if (!out) return 0;
@@ -1015,7 +921,7 @@ static int attr_list(St *st, Pool *pool) {
     return r;
 }
 
-/* Whether opt_text would take `t`. */
+/* Whether text() would take `t`. */
 static int opt_text_ok(const Tok *t) {
     return t->t == T_NONE || t->t == T_NULL || t->t == T_STR;
 }
@@ -1115,7 +1021,7 @@ static int event_obj(St *st) {
         TRY(tok_i64(&time, &ns));
         i64_put(st, &st->ev_time, ns);
     }
-    TRY(text(st, &st->ev_name, &name));
+    TRY(text(st, &st->ev_name, &name, 0));
     list_close(st, &st->ev_attrs, st->E.key.n);
     return 0;
 }
@@ -1197,13 +1103,13 @@ static int span(St *st) {
         return -1; /* missing times: quarantined by the robust path */
     TRY(tok_i64(start, &t0));
     TRY(tok_i64(stop, &t1));
-    TRY(tok_enum(&scalar[S_KIND], KIND_UPPER, 6, "SPAN_KIND_", 0, &k));
-    TRY(tok_enum(&code, STATUS_UPPER, 3, "STATUS_CODE_", 0, &c));
+    TRY(tok_enum(&scalar[S_KIND], 6, &k));
+    TRY(tok_enum(&code, 3, &c));
     TRY(id_put(st, &st->trace, &scalar[S_TRACE], 16, 1));
     TRY(id_put(st, &st->span, &scalar[S_SPAN], 8, 1));
     TRY(id_put(st, &st->parent, &scalar[S_PARENT], 8, 0));
-    TRY(text(st, &st->name, &scalar[S_NAME]));
-    TRY(opt_text(st, &st->message, &message));
+    TRY(text(st, &st->name, &scalar[S_NAME], 0));
+    TRY(text(st, &st->message, &message, 1));
     u8_put(st, &st->kind, k);
     u8_put(st, &st->code, c);
     i64_put(st, &st->start, t0);
@@ -1239,8 +1145,8 @@ static int scope_spans(St *st) {
     /* the scope's name and version on each of its spans (checked even when it has none) */
     if (!opt_text_ok(&name) || !opt_text_ok(&version)) return -1;
     for (Py_ssize_t k = first_span; k < st->trace.n; k++) {
-        TRY(opt_text(st, &st->scope_name, &name));
-        TRY(opt_text(st, &st->scope_version, &version));
+        TRY(text(st, &st->scope_name, &name, 1));
+        TRY(text(st, &st->scope_version, &version, 1));
     }
     return 0;
 }
@@ -1301,12 +1207,7 @@ static int request(St *st) {
     while ((r = obj_next(st, &first, &key, &len)) == 1) {
         if (IS("resourceSpans")) {
             ONCE(1);
-            ws(st);
-            if (st->p >= st->end || *st->p != '[') return -1; /* null: the robust path */
-            st->p++;
-            int afirst = 1, ar;
-            while ((ar = arr_next(st, &afirst)) == 1) TRY(resource_spans(st));
-            TRY(ar);
+            TRY(each(st, resource_spans));
         } else {
             TRY(skip_field(st, key, len));
         }
@@ -1435,18 +1336,18 @@ static PyObject *col_tuple(Col *c) {
     return Py_BuildValue("(nnNNN)", c->n, c->nulls, valid, off, data);
 }
 
+/* d[name] = v, the reference to `v` (NULL: an error already set) given away. */
+static int dict_put(PyObject *d, const char *name, PyObject *v) {
+    int r = v ? PyDict_SetItemString(d, name, v) : -1;
+    Py_XDECREF(v);
+    return r;
+}
+
 static PyObject *pool_dict(Pool *p) {
     PyObject *d = PyDict_New();
     Col *cols[] = {&p->key, &p->s, &p->i, &p->f, &p->b, &p->j, &p->pend_index, &p->pend_kind};
-    if (!d) return NULL;
-    for (size_t k = 0; k < sizeof cols / sizeof *cols; k++) {
-        PyObject *t = col_tuple(cols[k]);
-        if (!t || PyDict_SetItemString(d, cols[k]->name, t) < 0) {
-            Py_XDECREF(t);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(t);
+    for (size_t k = 0; d && k < sizeof cols / sizeof *cols; k++) {
+        if (dict_put(d, cols[k]->name, col_tuple(cols[k])) < 0) Py_CLEAR(d);
     }
     return d;
 }
@@ -1537,27 +1438,19 @@ static PyObject *parse(PyObject *self, PyObject *args) {
     }
     PyObject *cols = PyDict_New();
     if (!cols) goto fail;
-    for (int k = 0; k < st->ncols; k++) {
-        Col *c = st->all[k];
-        if (c == &st->A.key) break; /* the pools follow, as dicts */
-        PyObject *t = col_tuple(c);
-        if (!t || PyDict_SetItemString(cols, c->name, t) < 0) {
-            Py_XDECREF(t);
+    for (int k = 0; k < st->ncols && st->all[k] != &st->A.key; k++) { /* then the pools */
+        if (dict_put(cols, st->all[k]->name, col_tuple(st->all[k])) < 0) {
             Py_DECREF(cols);
             goto fail;
         }
-        Py_DECREF(t);
     }
     const char *pool_names[] = {"span_attrs", "resource_attrs", "event_attrs", "link_attrs"};
     Pool *pools[] = {&st->A, &st->RS, &st->E, &st->L};
     for (int k = 0; k < 4; k++) {
-        PyObject *d = pool_dict(pools[k]);
-        if (!d || PyDict_SetItemString(cols, pool_names[k], d) < 0) {
-            Py_XDECREF(d);
+        if (dict_put(cols, pool_names[k], pool_dict(pools[k])) < 0) {
             Py_DECREF(cols);
             goto fail;
         }
-        Py_DECREF(d);
     }
     result = Py_BuildValue("(NNn)", cols, refused, st->spans_read);
     refused = NULL;

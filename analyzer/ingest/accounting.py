@@ -11,6 +11,7 @@ a span that ends before it starts, parent ids that form a cycle); they change no
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -47,13 +48,7 @@ class QuarantineEntry:
     spans: int = 0  # spans lost with it, when they could be counted (a warning: concerned)
 
     def as_dict(self) -> dict[str, object]:
-        return {
-            "file": self.file,
-            "position": self.position,
-            "reason": self.reason,
-            "excerpt": self.excerpt,
-            "spans": self.spans,
-        }
+        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -90,6 +85,16 @@ class FileLog:
         self.quarantine.append(QuarantineEntry(self.path, position, reason, excerpt(raw), 1))
 
 
+def _total(name: str) -> property:
+    """The sum over the files of a `FileLog` count."""
+    return property(lambda self: sum(getattr(f, name) for f in self.files))
+
+
+def _every(name: str) -> property:
+    """The entries of a `FileLog` list, file after file."""
+    return property(lambda self: [e for f in self.files for e in getattr(f, name)])
+
+
 @dataclass
 class IngestLog:
     """The accounting of a whole batch of files."""
@@ -98,37 +103,14 @@ class IngestLog:
     orphans: int = 0  # kept spans whose parent is in no file of the batch
     runs: int = 0
 
-    @property
-    def records(self) -> int:
-        return sum(f.records for f in self.files)
-
-    @property
-    def spans_read(self) -> int:
-        return sum(f.spans_read for f in self.files)
-
-    @property
-    def spans_kept(self) -> int:
-        return sum(f.spans_kept for f in self.files)
-
-    @property
-    def duplicates(self) -> int:
-        return sum(f.duplicates for f in self.files)
-
-    @property
-    def spans_quarantined(self) -> int:
-        return sum(f.spans_quarantined for f in self.files)
-
-    @property
-    def records_quarantined(self) -> int:
-        return sum(f.records_quarantined for f in self.files)
-
-    @property
-    def quarantine(self) -> list[QuarantineEntry]:
-        return [q for f in self.files for q in f.quarantine]
-
-    @property
-    def warnings(self) -> list[QuarantineEntry]:
-        return [w for f in self.files for w in f.warnings]
+    records = _total("records")
+    spans_read = _total("spans_read")
+    spans_kept = _total("spans_kept")
+    duplicates = _total("duplicates")
+    spans_quarantined = _total("spans_quarantined")
+    records_quarantined = _total("records_quarantined")
+    quarantine = _every("quarantine")
+    warnings = _every("warnings")
 
     def balanced(self) -> bool:
         """True when every span read is kept, a duplicate or quarantined."""

@@ -44,7 +44,7 @@ from analyzer.ingest.files import (
     PART_NAME,
     unfinished_dataset,
 )
-from analyzer.outfiles import replacing
+from analyzer.outfiles import _fsync, replacing
 from analyzer.spans import SPAN_SCHEMA, empty_table
 
 __all__ = [
@@ -55,7 +55,6 @@ __all__ = [
     "dataset_parts",
     "drop_known",
     "existing_manifest",
-    "ingested_digests",
     "ingesting",
     "known_spans",
     "load_manifest",
@@ -80,13 +79,6 @@ def load_manifest(folder: Path) -> dict:
     if not isinstance(manifest, dict) or manifest.get("format") != DATASET_FORMAT:
         raise InputError(f"{folder / DATASET_MANIFEST}: not an agenttrace dataset manifest")
     return manifest
-
-
-def ingested_digests(folder: Path) -> set[str]:
-    """The SHA-256 of every file already ingested into the dataset `folder` (empty if none)."""
-    if not (folder / DATASET_MANIFEST).is_file():
-        return set()
-    return {f["sha256"] for f in load_manifest(folder).get("files", []) if f.get("sha256")}
 
 
 def existing_manifest(out: Path) -> dict | None:
@@ -140,7 +132,7 @@ def write_manifest(
     parts = (list(manifest.get("parts", [])) if manifest else []) + new_parts
     if not parts:  # an ingest that found no span still leaves a readable dataset
         parts = [write_part(empty_table(SPAN_SCHEMA), out, "part-00000.parquet")]
-    files = [_file_dict(f) for f in log.files]
+    files = [dataclasses.asdict(f) for f in log.files]
     if manifest:
         files = list(manifest.get("files", [])) + files
     files.sort(key=lambda f: (str(f["path"]), str(f["sha256"])))
@@ -156,7 +148,6 @@ def write_manifest(
     path = out / DATASET_MANIFEST
     with _replacing(path) as tmp:
         tmp.write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    _fsync_dir(out)
     return path
 
 
@@ -375,7 +366,7 @@ def commit_parts(staging: Path, out: Path) -> None:
             if entry.is_dir() and (final.exists() or final.is_symlink()):
                 _remove(final)
             os.replace(entry, final)
-        _fsync_dir(target)
+        _fsync(target, os.O_RDONLY | os.O_DIRECTORY)
 
 
 def _replacing(path: Path):
@@ -388,21 +379,9 @@ def _fsync_tree(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         for child in path.iterdir():
             _fsync_tree(child)
-        _fsync_dir(path)
+        _fsync(path, os.O_RDONLY | os.O_DIRECTORY)
     elif not path.is_symlink():
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        _fsync(path, os.O_RDONLY | os.O_NOFOLLOW)
 
 
 _KEYS = {"trace_id": pl.String, "span_id": pl.String, "parent_span_id": pl.String}
@@ -448,14 +427,6 @@ def count_orphans(keys: pl.DataFrame) -> int:
     return with_parent.join(known, on=["trace_id", "parent_span_id"], how="anti").height
 
 
-def _file_dict(f: FileLog) -> dict[str, object]:
-    data = dataclasses.asdict(f)
-    data["quarantine"] = [q.as_dict() for q in f.quarantine]
-    if hasattr(f, "warnings"):
-        data["warnings"] = [w.as_dict() for w in f.warnings]
-    return data
-
-
 def dataset_parts(folder: Path) -> list[Path]:
     """The Parquet part files of a dataset, in manifest order."""
     return [folder / part["path"] for part in load_manifest(folder).get("parts", [])]
@@ -468,9 +439,7 @@ def read_dataset_log(folder: Path) -> IngestLog:
         data = dict(data)
         entries = [QuarantineEntry(**q) for q in data.pop("quarantine", [])]
         warnings = [QuarantineEntry(**w) for w in data.pop("warnings", [])]
-        file_log = FileLog(**data, quarantine=entries)
-        if warnings:
-            file_log.warnings = warnings
+        file_log = FileLog(**data, quarantine=entries, warnings=warnings)
         if not file_log.format.startswith("dataset:"):
             file_log.format = f"dataset:{file_log.format}"
         log.files.append(file_log)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import re
 import zlib
-from dataclasses import dataclass
 from typing import BinaryIO
 
 import zstandard
@@ -15,7 +14,6 @@ from analyzer.errors import TraceFormatError
 __all__ = [
     "MAX_DECOMPRESSED_RATIO",
     "DecompressionBomb",
-    "StreamBreak",
     "open_decompressed",
     "sniff",
     "sniff_stream",
@@ -53,19 +51,6 @@ _OTLP_DOC = re.compile(rb'^\s*\{\s*"(resourceSpans|resource_spans)"\s*:')
 
 class DecompressionBomb(TraceFormatError):
     """A compressed file that expands far beyond any plausible trace dump."""
-
-
-@dataclass(frozen=True)
-class StreamBreak:
-    """Where a compressed stream stopped being readable (a cut or damaged file), and why."""
-
-    offset: int  # bytes of decompressed data read before the break
-    reason: str
-
-    @property
-    def position(self) -> str:
-        """The quarantine position: the offset in the decompressed data."""
-        return f"byte {self.offset}"
 
 
 class _Decoder(io.RawIOBase):
@@ -278,11 +263,10 @@ def open_decompressed(raw: BinaryIO, size: int, path: str) -> tuple[BinaryIO, li
     return stream, layers
 
 
-def stream_break(stream: BinaryIO) -> StreamBreak | None:
-    """Where a stream from `open_decompressed` broke off, if it did (None when it ended well).
-
-    The offset counts the decompressed bytes read before the break; the reason is that of the
-    outermost damaged layer (a cut in an outer layer also cuts the layers inside it).
+def stream_break(stream: BinaryIO) -> tuple[str, str] | None:
+    """Where a stream from `open_decompressed` broke off (a cut or damaged file), if it did:
+    the quarantine position ("byte N", N the decompressed bytes read before the break) and the
+    reason of the outermost damaged layer (a cut in an outer layer also cuts those inside it).
     """
     decoders: list[_Decoder] = []
     raw = getattr(stream, "raw", None)
@@ -291,7 +275,7 @@ def stream_break(stream: BinaryIO) -> StreamBreak | None:
         raw = getattr(raw.source, "raw", None)
     for decoder in reversed(decoders):
         if decoder.broken is not None:
-            return StreamBreak(decoders[0].delivered, decoder.broken)
+            return f"byte {decoders[0].delivered}", decoder.broken
     return None
 
 

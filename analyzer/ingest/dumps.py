@@ -33,11 +33,13 @@ from analyzer.ingest.otlp_objects import dumps
 from analyzer.ingest.sdk_json import (
     SpanError,
     SpanRow,
+    as_mapping,
     kind_name,
     read_id,
+    read_time,
+    required,
     sdk_span_row,
     status_name,
-    time_ns,
 )
 
 __all__ = [
@@ -86,20 +88,10 @@ def span_shape(obj: Any) -> str | None:
     return None
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def _text(value: Any) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else str(value)
-
-
-def _required(value: str | None, what: str) -> str:
-    if value is None:
-        raise SpanError(f"{what} missing")
-    return value
 
 
 def _hex_id(value: Any, nbytes: int, what: str) -> str | None:
@@ -111,11 +103,13 @@ def _hex_id(value: Any, nbytes: int, what: str) -> str | None:
     return read_id(value, nbytes, what)
 
 
-def _time(value: Any, what: str, *, unit_ns: int = 1) -> int:
-    try:
-        return time_ns(value, unit_ns=unit_ns)
-    except ValueError as err:
-        raise SpanError(f"{what}: {err}") from None
+def _start_end(span: Mapping[str, Any], start: str) -> tuple[int, int]:
+    """Start and end (ns) of a Jaeger or Zipkin span: its `start` and duration in µs."""
+    start_ns = read_time(span.get(start), start, unit_ns=1000)
+    duration = span.get("duration")
+    return start_ns, start_ns + (
+        0 if duration is None else read_time(duration, "duration", unit_ns=1000)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,7 +197,7 @@ def langfuse_observations(doc: Mapping[str, Any]) -> tuple[list[Any], Any]:
     top-level list is the full one, so it is read first, then any observation only the
     trace lists (by id).
     """
-    trace = _mapping(doc.get("trace")) if "trace" in doc else doc
+    trace = as_mapping(doc.get("trace")) if "trace" in doc else doc
     top = doc.get("observations") if "trace" in doc else None
     inner = trace.get("observations")
     observations: list[Any] = list(top) if isinstance(top, list) else []
@@ -281,15 +275,15 @@ def langfuse_span_row(obs: Mapping[str, Any], trace_id_fallback: Any = None) -> 
     trace_id, trace_derived = _langfuse_id(raw_trace, 16, "traceId")
     span_id, span_derived = _langfuse_id(obs.get("id"), 8, "id")
     parent_id, _ = _langfuse_id(obs.get("parentObservationId"), 8, "parentObservationId")
-    start_ns = _time(obs.get("startTime"), "startTime")
+    start_ns = read_time(obs.get("startTime"), "startTime")
     # EVENT observations (and unfinished ones) have no end: they take no time.
     end_raw = obs.get("endTime")
-    end_ns = start_ns if end_raw is None else _time(end_raw, "endTime")
+    end_ns = start_ns if end_raw is None else read_time(end_raw, "endTime")
 
     metadata = _langfuse_metadata(obs.get("metadata"))
-    attributes = dict(_mapping(metadata.get("attributes")))
-    resource = dict(_mapping(metadata.get("resourceAttributes")))
-    scope = _mapping(metadata.get("scope"))
+    attributes = dict(as_mapping(metadata.get("attributes")))
+    resource = dict(as_mapping(metadata.get("resourceAttributes")))
+    scope = as_mapping(metadata.get("scope"))
     for key, value in metadata.items():
         if key not in ("attributes", "resourceAttributes", "scope") and value not in (None, ""):
             attributes.setdefault(f"langfuse.metadata.{key}", value)
@@ -310,8 +304,8 @@ def langfuse_span_row(obs: Mapping[str, Any], trace_id_fallback: Any = None) -> 
     message = obs.get("statusMessage")
     name = obs.get("name")
     return SpanRow(
-        trace_id=_required(trace_id, "traceId"),
-        span_id=_required(span_id, "id"),
+        trace_id=required(trace_id, "traceId"),
+        span_id=required(span_id, "id"),
         parent_span_id=parent_id,
         name=_text(name),
         kind="unspecified",
@@ -383,12 +377,12 @@ def _status_and_scope(tags: dict[str, Any]) -> tuple[str, str | None, str | None
 
 def jaeger_span_row(span: Mapping[str, Any], processes: Mapping[str, Any]) -> SpanRow:
     """One Jaeger span; `processes` is its trace's ``processes`` map (the resource)."""
-    trace_id = _required(_hex_id(span.get("traceID"), 16, "traceID"), "traceID")
-    span_id = _required(_hex_id(span.get("spanID"), 8, "spanID"), "spanID")
+    trace_id = required(_hex_id(span.get("traceID"), 16, "traceID"), "traceID")
+    span_id = required(_hex_id(span.get("spanID"), 8, "spanID"), "spanID")
     parent_id = None
     links: list[tuple[str, str, Mapping[str, Any]]] = []
     for i, ref in enumerate(span.get("references") or ()):
-        ref = _mapping(ref)
+        ref = as_mapping(ref)
         ref_trace = _hex_id(ref.get("traceID", span.get("traceID")), 16, f"reference {i + 1}")
         ref_span = _hex_id(ref.get("spanID"), 8, f"reference {i + 1}")
         if ref_trace is None or ref_span is None:
@@ -400,25 +394,23 @@ def jaeger_span_row(span: Mapping[str, Any], processes: Mapping[str, Any]) -> Sp
     if parent_id is None and span.get("parentSpanID"):
         parent_id = _hex_id(span.get("parentSpanID"), 8, "parentSpanID")
 
-    start_ns = _time(span.get("startTime"), "startTime", unit_ns=1000)
-    duration = span.get("duration")
-    end_ns = start_ns + (0 if duration is None else _time(duration, "duration", unit_ns=1000))
+    start_ns, end_ns = _start_end(span, "startTime")
 
     tags = _jaeger_tags(span.get("tags"))
     kind = kind_name(tags.pop("span.kind", None) or "internal")
     status, message, scope_name, scope_version = _status_and_scope(tags)
 
-    process = _mapping(processes.get(span.get("processID"))) or _mapping(span.get("process"))
+    process = as_mapping(processes.get(span.get("processID"))) or as_mapping(span.get("process"))
     resource = _jaeger_tags(process.get("tags"))
     if process.get("serviceName"):
         resource.setdefault("service.name", process["serviceName"])
 
     events = []
     for i, log in enumerate(span.get("logs") or ()):
-        log = _mapping(log)
+        log = as_mapping(log)
         fields = _jaeger_tags(log.get("fields"))
         name = fields.pop("event", "")
-        when = _time(log.get("timestamp"), f"log {i + 1}", unit_ns=1000)
+        when = read_time(log.get("timestamp"), f"log {i + 1}", unit_ns=1000)
         events.append((when, _text(name), fields))
 
     return SpanRow(
@@ -446,27 +438,29 @@ def jaeger_span_row(span: Mapping[str, Any], processes: Mapping[str, Any]) -> Sp
 
 def zipkin_span_row(span: Mapping[str, Any]) -> SpanRow:
     """One Zipkin v2 span (tags stay strings)."""
-    trace_id = _required(_hex_id(span.get("traceId"), 16, "traceId"), "traceId")
-    span_id = _required(_hex_id(span.get("id"), 8, "id"), "id")
+    trace_id = required(_hex_id(span.get("traceId"), 16, "traceId"), "traceId")
+    span_id = required(_hex_id(span.get("id"), 8, "id"), "id")
     parent_id = _hex_id(span.get("parentId"), 8, "parentId")
-    start_ns = _time(span.get("timestamp"), "timestamp", unit_ns=1000)
-    duration = span.get("duration")
-    end_ns = start_ns + (0 if duration is None else _time(duration, "duration", unit_ns=1000))
+    start_ns, end_ns = _start_end(span, "timestamp")
 
-    tags = {str(k): v for k, v in _mapping(span.get("tags")).items()}
+    tags = {str(k): v for k, v in as_mapping(span.get("tags")).items()}
     status, message, scope_name, scope_version = _status_and_scope(tags)
     # Zipkin has no INTERNAL kind: a span without one is internal.
     kind = kind_name(span.get("kind") or "internal")
 
-    local = _mapping(span.get("localEndpoint"))
+    local = as_mapping(span.get("localEndpoint"))
     resource = {"service.name": local["serviceName"]} if local.get("serviceName") else {}
-    remote = _mapping(span.get("remoteEndpoint"))
+    remote = as_mapping(span.get("remoteEndpoint"))
     if remote.get("serviceName"):
         tags.setdefault("peer.service", remote["serviceName"])
 
     events = [
-        (_time(a.get("timestamp"), f"annotation {i + 1}", unit_ns=1000), _text(a.get("value")), {})
-        for i, a in enumerate(_mapping(a) for a in span.get("annotations") or ())
+        (
+            read_time(a.get("timestamp"), f"annotation {i + 1}", unit_ns=1000),
+            _text(a.get("value")),
+            {},
+        )
+        for i, a in enumerate(as_mapping(a) for a in span.get("annotations") or ())
     ]
     return SpanRow(
         trace_id=trace_id,
@@ -491,7 +485,7 @@ def zipkin_span_row(span: Mapping[str, Any]) -> SpanRow:
 
 
 def _js_resource(resource: Any) -> dict[str, Any]:
-    resource = _mapping(resource)
+    resource = as_mapping(resource)
     for key in ("attributes", "_attributes"):
         if isinstance(resource.get(key), Mapping):
             return dict(resource[key])
@@ -504,46 +498,48 @@ def _js_resource(resource: Any) -> dict[str, Any]:
 def js_span_row(span: Mapping[str, Any]) -> SpanRow:
     """A JS SDK span: ``ReadableSpan`` JSON (``spanContext``, hrtime ``[s, ns]`` times) or the
     console exporter's object (``traceId``/``id``, ``timestamp``/``duration`` in µs)."""
-    context = _mapping(span.get("spanContext") or span.get("_spanContext"))
+    context = as_mapping(span.get("spanContext") or span.get("_spanContext"))
     console = not context
     if console:
         trace_raw, span_raw = span.get("traceId"), span.get("id")
     else:
         trace_raw, span_raw = context.get("traceId"), context.get("spanId")
-    trace_id = _required(read_id(trace_raw, 16, "traceId"), "traceId")
-    span_id = _required(read_id(span_raw, 8, "spanId"), "spanId")
+    trace_id = required(read_id(trace_raw, 16, "traceId"), "traceId")
+    span_id = required(read_id(span_raw, 8, "spanId"), "spanId")
     parent_raw = span.get("parentSpanId") or span.get("parentId")
     if parent_raw is None:
-        parent_raw = _mapping(span.get("parentSpanContext")).get("spanId")
+        parent_raw = as_mapping(span.get("parentSpanContext")).get("spanId")
     parent_id = read_id(parent_raw, 8, "parent span id")
 
     # Plain numbers are µs in the console exporter, ms (Date.now()) in a ReadableSpan.
     unit = 1000 if console else 1_000_000
-    start_ns = _time(span.get("timestamp" if console else "startTime"), "start time", unit_ns=unit)
+    start_ns = read_time(
+        span.get("timestamp" if console else "startTime"), "start time", unit_ns=unit
+    )
     if span.get("endTime") is not None:
-        end_ns = _time(span.get("endTime"), "endTime", unit_ns=unit)
+        end_ns = read_time(span.get("endTime"), "endTime", unit_ns=unit)
     elif span.get("duration") is not None:
-        end_ns = start_ns + _time(span.get("duration"), "duration", unit_ns=unit)
+        end_ns = start_ns + read_time(span.get("duration"), "duration", unit_ns=unit)
     else:
         raise SpanError("end time missing")
 
-    status = _mapping(span.get("status"))
-    scope = _mapping(span.get("instrumentationScope") or span.get("instrumentationLibrary"))
+    status = as_mapping(span.get("status"))
+    scope = as_mapping(span.get("instrumentationScope") or span.get("instrumentationLibrary"))
     events = []
     for i, event in enumerate(span.get("events") or ()):
-        event = _mapping(event)
-        when = _time(event.get("time"), f"event {i + 1} time", unit_ns=unit)
-        events.append((when, _text(event.get("name")), _mapping(event.get("attributes"))))
+        event = as_mapping(event)
+        when = read_time(event.get("time"), f"event {i + 1} time", unit_ns=unit)
+        events.append((when, _text(event.get("name")), as_mapping(event.get("attributes"))))
     links = []
     for i, link in enumerate(span.get("links") or ()):
-        link_context = _mapping(_mapping(link).get("context"))
+        link_context = as_mapping(as_mapping(link).get("context"))
         link_trace = read_id(link_context.get("traceId"), 16, f"link {i + 1} traceId")
         link_span = read_id(link_context.get("spanId"), 8, f"link {i + 1} spanId")
         links.append(
             (
-                _required(link_trace, f"link {i + 1} traceId"),
-                _required(link_span, f"link {i + 1} spanId"),
-                _mapping(_mapping(link).get("attributes")),
+                required(link_trace, f"link {i + 1} traceId"),
+                required(link_span, f"link {i + 1} spanId"),
+                as_mapping(as_mapping(link).get("attributes")),
             )
         )
     return SpanRow(
@@ -558,7 +554,7 @@ def js_span_row(span: Mapping[str, Any]) -> SpanRow:
         status_message=_text(status.get("message")) or None,
         scope_name=_text(scope.get("name")) or None,
         scope_version=_text(scope.get("version")) or None,
-        attributes=dict(_mapping(span.get("attributes"))),
+        attributes=dict(as_mapping(span.get("attributes"))),
         resource=_js_resource(span.get("resource")),
         events=events,
         links=links,

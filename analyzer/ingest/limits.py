@@ -1,15 +1,10 @@
 """The limits of what an ingest keeps, in one place, and the messages given when one is hit.
 
-- `MAX_ATTRIBUTE_BYTES`: a longer attribute value (text or JSON text) is cut there, marked with
-  `truncation_marker`, and a warning names the span and the attribute; the span is kept.
-- `MAX_RECORD_BYTES`: a longer JSON line or protobuf frame is quarantined unread. (A JSON
-  document file is one value read whole: only the decompression guard bounds it.)
-- `MAX_NESTING`: JSON nested up to this many levels is always read. Deeper records are read as
-  far as Python's parsers and writers allow (about 900 levels) and otherwise quarantined with
-  the reason `nesting_reason` gives ("nesting deeper than 512 levels (10,002 found)").
-- `MAX_DECOMPRESSED_RATIO` (`analyzer.ingest.detect`): a compressed file expanding more than
-  this many times (past 64 MiB) is refused as a decompression bomb, as soon as its output
-  passes that ratio to the compressed bytes read so far (a bomb is not expanded first).
+A longer attribute value is cut and marked, with a warning (the span is kept); a longer JSON
+line or protobuf frame is quarantined unread (a JSON document file is one value read whole:
+only the decompression guard, `analyzer.ingest.detect.MAX_DECOMPRESSED_RATIO`, bounds it);
+JSON nested deeper than `MAX_NESTING` is read as far as Python's parsers and writers allow
+(about 900 levels) and otherwise quarantined with the reason `nesting_reason` gives.
 
 Readers look these up at call time (``limits.MAX_RECORD_BYTES``), so changing them here, or
 setting them on this module, changes every reader.

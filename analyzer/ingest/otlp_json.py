@@ -20,7 +20,7 @@ import stat
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import msgspec
 import polars as pl
@@ -66,8 +66,6 @@ _PARSER = msgspec.json.Decoder()
 
 
 # --- the native reader ------------------------------------------------------------------------
-# `analyzer.ingest._otlp_lines` reads lines straight into Arrow buffers and refuses, whole,
-# every line whose reading is not certain to equal the robust path's.
 
 _KIND_TABLE = pa.array(KINDS, pa.string())
 _STATUS_TABLE = pa.array(STATUSES, pa.string())
@@ -100,14 +98,7 @@ def _pool_lists(pool: dict[str, tuple], spec: tuple) -> pa.Array:
         ]
         json = pl.from_arrow(json).scatter(index, values).to_arrow().cast(pa.string())
     values = pa.StructArray.from_arrays(
-        [
-            _column(pool["key"], pa.string()),
-            _column(pool["str"], pa.string()),
-            _column(pool["int"], pa.int64()),
-            _column(pool["float"], pa.float64()),
-            _column(pool["bool"], pa.bool_()),
-            json,
-        ],
+        [json if f.name == "json" else _column(pool[f.name], f.type) for f in ATTR],
         fields=list(ATTR),
     )
     return _lists(spec, values, ATTRS)
@@ -142,18 +133,9 @@ def _native_lines(
         ],
         fields=list(LINK),
     )
-    columns = {
-        "trace_id": _column(cols["trace_id"], pa.string()),
-        "span_id": _column(cols["span_id"], pa.string()),
-        "parent_span_id": _column(cols["parent_span_id"], pa.string()),
-        "name": _column(cols["name"], pa.string()),
+    columns = {  # the other columns come as the schema has them
         "kind": _KIND_TABLE.take(_column(cols["kind"], pa.uint8())),
-        "start_ns": _column(cols["start_ns"], pa.int64()),
-        "end_ns": _column(cols["end_ns"], pa.int64()),
         "status_code": _STATUS_TABLE.take(_column(cols["status_code"], pa.uint8())),
-        "status_message": _column(cols["status_message"], pa.string()),
-        "scope_name": _column(cols["scope_name"], pa.string()),
-        "scope_version": _column(cols["scope_version"], pa.string()),
         "attributes": _pool_lists(cols["span_attrs"], cols["attributes"]),
         "resource_attributes": pa.DictionaryArray.from_arrays(
             _column(cols["resource_index"], pa.int32()),
@@ -162,10 +144,13 @@ def _native_lines(
         "events": _lists(cols["events"], events, pa.list_(EVENT)),
         "links": _lists(cols["links"], links, pa.list_(LINK)),
         "source_file": pa.repeat(pa.scalar(path, pa.string()), n),
-        "source_pos": _column(cols["source_pos"], pa.int64()),
     }
     batch = pa.RecordBatch.from_arrays(
-        [columns[f.name] for f in SHARED_SCHEMA], schema=SHARED_SCHEMA
+        [
+            columns[f.name] if f.name in columns else _column(cols[f.name], f.type)
+            for f in SHARED_SCHEMA
+        ],
+        schema=SHARED_SCHEMA,
     )
     return batch, refused, spans
 
@@ -237,12 +222,8 @@ def _process_lines(
     finally:
         if enabled:
             gc.enable()
-    if extra is None:
-        if batch is not None:
-            yield batch
-        return
-    if batch is None:
-        yield extra
+    if batch is None or extra is None:
+        yield from (b for b in (batch, extra) if b is not None)
         return
     table = pa.Table.from_batches([plain_resources(batch), extra])
     order = pc.sort_indices(table, [("source_pos", "ascending")])  # stable: keeps span order
@@ -437,70 +418,27 @@ def read_lines(
         yield plain_resources(batch)
 
 
-def _robust_lines(stream: BinaryIO, log: FileLog) -> Iterator[pa.RecordBatch]:
-    """Every line through the robust path (the reference the native reader is tested against)."""
-    builder = SpanBatchBuilder()
-    data = stream.read()
-    if data.startswith(b"\xef\xbb\xbf"):
-        data = data[3:]
-    for i, line in enumerate(data.split(b"\n")):
-        if not line or line.isspace():
-            continue
-        log.records += 1
-        _robust_line(line, i + 1, builder, log)
-        if len(builder) >= 50_000:
-            yield builder.flush()  # type: ignore[misc]
-    batch = builder.flush()
-    if batch is not None:
-        yield batch
-
-
 # --- documents --------------------------------------------------------------------------------
 
 
-def read_document(
-    data: bytes | dict, log: FileLog, *, source_pos: int = 0
-) -> Iterator[pa.RecordBatch]:
+def read_document(data: bytes, log: FileLog) -> Iterator[pa.RecordBatch]:
     """Spans of one OTLP JSON document: a request with top-level ``resourceSpans``.
 
-    Also reads a JSON list of requests and the oteltest envelope
-    ``{"trace_requests": [{"pbreq": request}]}``. The document counts as one record; its spans
-    are positioned "document span 3" (or "document request 2 span 3") in the quarantine.
+    The document counts as one record; its spans are positioned "document span 3" in the
+    quarantine. (Lists of requests and other envelopes are read by `analyzer.ingest.documents`.)
     """
     log.records += 1
-    if isinstance(data, bytes | bytearray | memoryview):
-        raw = bytes(data)
-        if raw.startswith(b"\xef\xbb\xbf"):
-            raw = raw[3:]
-        try:
-            obj = _PARSER.decode(raw)
-        except msgspec.DecodeError as exc:
-            log.quarantine_record("document", f"invalid JSON: {exc}", raw)
-            return
-        except RecursionError:
-            log.quarantine_record("document", nesting_reason(text=raw), raw)
-            return
-    else:
-        obj = data
-    requests: list[tuple[str, Any]]
-    if isinstance(obj, list):
-        requests = [(f"document request {i + 1}", r) for i, r in enumerate(obj)]
-    elif (
-        isinstance(obj, dict)
-        and isinstance(obj.get("trace_requests"), list)
-        and not ("resourceSpans" in obj or "resource_spans" in obj)
-    ):
-        requests = [
-            (f"document request {i + 1}", r.get("pbreq", r) if isinstance(r, dict) else r)
-            for i, r in enumerate(obj["trace_requests"])
-        ]
-    else:
-        requests = [("document", obj)]
+    raw = bytes(data).removeprefix(b"\xef\xbb\xbf")
+    try:
+        obj = _PARSER.decode(raw)
+    except msgspec.DecodeError as exc:
+        log.quarantine_record("document", f"invalid JSON: {exc}", raw)
+        return
+    except RecursionError:
+        log.quarantine_record("document", nesting_reason(text=raw), raw)
+        return
     builder = SpanBatchBuilder()
-    for position, request in requests:
-        add_request(request, builder, log, source_pos=source_pos, position=position)
-        if len(builder) >= 50_000:
-            yield builder.flush()  # type: ignore[misc]
+    add_request(obj, builder, log, source_pos=0, position="document")
     batch = builder.flush()
     if batch is not None:
         yield batch

@@ -42,7 +42,6 @@ __all__ = [
     "STATUS_NAMES",
     "add_request",
     "dumps",
-    "enum_name",
     "json_slot",
     "kind_name",
     "plain_value",
@@ -76,6 +75,8 @@ _VALUE_FIELDS = (
     ("arrayValue", "array_value"),
     ("kvlistValue", "kvlist_value"),
 )
+#: The decoder and attribute slot of AnyValue fields 1-3 (bool, int, double).
+_SCALARS = ((BOOL, "bool"), (INT64, "int"), (FLOAT, "float"))
 
 
 class _BadSpan(Exception):
@@ -115,23 +116,14 @@ def _get(obj: dict[str, Any], camel: str, snake: str) -> Any:
     return obj.get(snake) if value is None else value
 
 
-def enum_name(value: Any, names: dict[str, str], prefix: str) -> str | None:
-    """An OTLP enum (int, digits or ``PREFIX_NAME``, any case) as its lower-case name, or None."""
-    if value is None:
-        return None
-    if isinstance(value, int) and not isinstance(value, bool):
-        return names.get(str(value))
-    if isinstance(value, str):
-        text = value.upper()
-        return names.get(text.removeprefix(prefix))
-    return None
-
-
 def _enum(value: Any, names: dict[str, str], prefix: str, default: str) -> str:
+    """An OTLP enum (int, digits or ``PREFIX_NAME``, any case) as its lower-case name."""
     coerced = _coerce(ENUM, value)
-    if coerced is _BAD:
-        return default
-    return enum_name(coerced, names, prefix) or default
+    if isinstance(coerced, int) and not isinstance(coerced, bool):
+        return names.get(str(coerced)) or default
+    if isinstance(coerced, str):
+        return names.get(coerced.upper().removeprefix(prefix)) or default
+    return default
 
 
 def kind_name(value: Any) -> str:
@@ -182,19 +174,12 @@ def plain_value(value: Any) -> Any:
         field = _get(value, camel, snake)
         if field is None:
             continue
-        if index == 1:
-            coerced = _coerce(BOOL, field)
-        elif index == 2:
-            coerced = _coerce(INT64, field)
-        elif index == 3:
-            coerced = _coerce(FLOAT, field)
-        elif index == 5:
+        if index in (1, 2, 3):
+            coerced = _coerce(_SCALARS[index - 1][0], field)
+            return field if coerced is _BAD else coerced
+        if index == 5:
             return _plain_array(field)
-        elif index == 6:
-            return _plain_kvlist(field)
-        else:
-            return field
-        return field if coerced is _BAD else coerced
+        return _plain_kvlist(field) if index == 6 else field
     return None
 
 
@@ -203,7 +188,7 @@ def json_slot(index: int, field: Any) -> tuple[str, Any]:
     if index == 0:
         return ("str", field) if isinstance(field, str) else ("json", dumps(field))
     if index in (1, 2, 3):
-        decoder, slot = ((BOOL, "bool"), (INT64, "int"), (FLOAT, "float"))[index - 1]
+        decoder, slot = _SCALARS[index - 1]
         coerced = _coerce(decoder, field)
         return ("json", dumps(field)) if coerced is _BAD else (slot, coerced)
     if index == 4:
@@ -273,7 +258,7 @@ def _optional_text(value: Any) -> str | None:
 
 
 def _id(
-    value: Any, nbytes: int, what: str, *, required: bool, opaque: list[str] | None = None
+    value: Any, nbytes: int, what: str, *, required: bool = False, opaque: list[str] | None = None
 ) -> str | None:
     """The id as hex. A text that is no id encoding is hashed (`ids.opaque_id`) and `what`
     appended to `opaque`, where given; elsewhere it is a bad span."""
@@ -289,7 +274,7 @@ def _id(
     return out
 
 
-def _time(value: Any, what: str, *, required: bool) -> int | None:
+def _time(value: Any, what: str, *, required: bool = False) -> int | None:
     if value is None:
         if required:
             raise _BadSpan(f"missing {what}")
@@ -310,16 +295,9 @@ def _list(value: Any, what: str) -> list[Any]:
 
 def _span_row(span: dict[str, Any], opaque: list[str]) -> dict[str, Any]:
     """The span's row; the names of its ids read as opaque texts are appended to `opaque`."""
-    get = _get
-    trace_id = _id(get(span, "traceId", "trace_id"), 16, "traceId", required=True, opaque=opaque)
-    span_id = _id(get(span, "spanId", "span_id"), 8, "spanId", required=True, opaque=opaque)
-    parent = _id(
-        get(span, "parentSpanId", "parent_span_id"),
-        8,
-        "parentSpanId",
-        required=False,
-        opaque=opaque,
-    )
+    trace_id = _id(_get(span, "traceId", "trace_id"), 16, "traceId", required=True, opaque=opaque)
+    span_id = _id(_get(span, "spanId", "span_id"), 8, "spanId", required=True, opaque=opaque)
+    parent = _id(_get(span, "parentSpanId", "parent_span_id"), 8, "parentSpanId", opaque=opaque)
     start = _time(
         _get(span, "startTimeUnixNano", "start_time_unix_nano"), "startTimeUnixNano", required=True
     )
@@ -337,9 +315,7 @@ def _span_row(span: dict[str, Any], opaque: list[str]) -> dict[str, Any]:
             raise _BadSpan("an event is not an object")
         events.append(
             {
-                "time_ns": _time(
-                    _get(event, "timeUnixNano", "time_unix_nano"), "event time", required=False
-                ),
+                "time_ns": _time(_get(event, "timeUnixNano", "time_unix_nano"), "event time"),
                 "name": _text(event.get("name")),
                 "attributes": _attributes(event.get("attributes"), "event attributes"),
             }
@@ -350,10 +326,8 @@ def _span_row(span: dict[str, Any], opaque: list[str]) -> dict[str, Any]:
             raise _BadSpan("a link is not an object")
         links.append(
             {
-                "trace_id": _id(
-                    _get(link, "traceId", "trace_id"), 16, "link traceId", required=False
-                ),
-                "span_id": _id(_get(link, "spanId", "span_id"), 8, "link spanId", required=False),
+                "trace_id": _id(_get(link, "traceId", "trace_id"), 16, "link traceId"),
+                "span_id": _id(_get(link, "spanId", "span_id"), 8, "link spanId"),
                 "attributes": _attributes(link.get("attributes"), "link attributes"),
             }
         )

@@ -128,31 +128,19 @@ def _plain(value: Any) -> Any:
     return getattr(value, which)
 
 
+#: The attribute slot of each scalar AnyValue field (the others are JSON text in ``json``).
+_SLOTS = {"string_value": "str", "bool_value": "bool", "int_value": "int", "double_value": "float"}
+
+
 def _attrs(kvs: Any) -> list[dict[str, Any]]:
     rows = []
     for kv in kvs:
-        value = kv.value
-        which = value.WhichOneof("value")
+        which = kv.value.WhichOneof("value")
         if which is None:
             continue  # an empty value: dropped, as in OTLP JSON
-        row: dict[str, Any] = {
-            "key": kv.key,
-            "str": None,
-            "int": None,
-            "float": None,
-            "bool": None,
-            "json": None,
-        }
-        if which == "string_value":
-            row["str"] = value.string_value
-        elif which == "bool_value":
-            row["bool"] = value.bool_value
-        elif which == "int_value":
-            row["int"] = value.int_value
-        elif which == "double_value":
-            row["float"] = value.double_value
-        else:
-            row["json"] = dumps(_plain(value))
+        row = {"key": kv.key, "str": None, "int": None, "float": None, "bool": None, "json": None}
+        slot = _SLOTS.get(which)
+        row[slot or "json"] = getattr(kv.value, which) if slot else dumps(_plain(kv.value))
         rows.append(row)
     return rows
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
-import mmap
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -69,41 +67,39 @@ def read_file(path: Path, log: FileLog, *, jobs: int = 1) -> Iterator[pa.RecordB
     TraceFormatError when the file is not a trace in any supported format. Attribute values
     are cut at `MAX_ATTRIBUTE_BYTES` (`cap_values`).
     """
-    for batch in _read_file(path, log, jobs=jobs):
-        yield cap_values(batch, log)
-
-
-def _read_file(path: Path, log: FileLog, *, jobs: int) -> Iterator[pa.RecordBatch]:
     size = path.stat().st_size
     log.size = size
     with path.open("rb") as raw:
         stream, layers = open_decompressed(raw, size, str(path))
         fmt, blank_lines = sniff_stream(stream, -1 if layers else size)
         log.format = "+".join([fmt, *layers]) if layers else fmt
+        batches: Iterator[pa.RecordBatch] = iter(())
         if fmt == "jsonl":
             from analyzer.ingest.otlp_json import read_lines
 
-            yield from read_lines(stream, log, jobs=jobs, first_line=1 + blank_lines)
+            batches = read_lines(stream, log, jobs=jobs, first_line=1 + blank_lines)
         elif fmt == "otlp-json":
             from analyzer.ingest.otlp_json import read_document
 
-            yield from read_document(stream.read(), log)
+            batches = read_document(stream.read(), log)
         elif fmt == "json":
             from analyzer.ingest.documents import read_json_document
 
-            yield from read_json_document(stream.read(), log)
+            batches = read_json_document(stream.read(), log)
         elif fmt == "proto":
             from analyzer.ingest.otlp_proto import read_frames
 
-            yield from read_frames(stream, log)
+            batches = read_frames(stream, log)
         elif fmt == "parquet":
-            yield from _read_span_parquet(stream, log)
+            batches = _read_span_parquet(stream, log)
         elif fmt != "empty":
             raise TraceFormatError(f"{path}: not a trace file (no known format recognised)")
+        for batch in batches:
+            yield cap_values(batch, log)
         # a cut or corrupt compressed file ends early: what came before it was read above
         broken = stream_break(stream)
         if broken is not None:
-            log.quarantine_record(broken.position, broken.reason, b"")
+            log.quarantine_record(*broken, b"")
 
 
 def _position(fmt: str, source_pos: int, span_id: str | None) -> str:
@@ -134,23 +130,25 @@ def _cap_attrs(lists: pa.Array) -> tuple[pa.Array, list[tuple[int, str, int]]]:
     index = pc.indices_nonzero(over)
     owner = pc.take(pc.list_parent_indices(lists), index).to_pylist()
     keys = pc.take(pc.struct_field(values, "key"), index).to_pylist()
-    cut: list[str] = []
-    sizes: list[int] = []
-    for text, json_text in zip(
-        pc.take(texts, index).to_pylist(), pc.take(jsons, index).to_pylist(), strict=True
-    ):
-        kept, size = truncate_text(text if text is not None else json_text)
-        cut.append(kept)
-        sizes.append(size)
-    first = lists.offsets[0].as_py()
-    texts = pc.replace_with_mask(texts, over, pa.array(cut, pa.string()))
+    cut = [
+        truncate_text(text if text is not None else json_text)
+        for text, json_text in zip(
+            pc.take(texts, index).to_pylist(), pc.take(jsons, index).to_pylist(), strict=True
+        )
+    ]
+    texts = pc.replace_with_mask(texts, over, pa.array([kept for kept, _ in cut], pa.string()))
     jsons = pc.if_else(over, pa.scalar(None, pa.string()), jsons)
     fields = {f.name: pc.struct_field(values, f.name) for f in ATTR}
     fields["str"], fields["json"] = texts, jsons
     rebuilt = pa.StructArray.from_arrays([fields[f.name] for f in ATTR], fields=list(ATTR))
-    offsets = pc.subtract(lists.offsets, pa.scalar(first, pa.int32()))
-    out = pa.ListArray.from_arrays(offsets, rebuilt, type=ATTRS, mask=lists.is_null())
-    return out, list(zip(owner, keys, sizes, strict=True))
+    sizes = [size for _, size in cut]
+    return _relist(lists, rebuilt, ATTRS), list(zip(owner, keys, sizes, strict=True))
+
+
+def _relist(lists: pa.Array, values: pa.Array, typ: pa.DataType) -> pa.Array:
+    """A list array of the shape of `lists` (a slice too) over `values`, its items replaced."""
+    offsets = pc.subtract(lists.offsets, pa.scalar(lists.offsets[0].as_py(), pa.int32()))
+    return pa.ListArray.from_arrays(offsets, values, type=typ, mask=lists.is_null())
 
 
 def _cap_resources(column: pa.Array) -> tuple[pa.Array, list[tuple[int, str, int]]]:
@@ -193,14 +191,11 @@ def cap_values(batch: pa.RecordBatch, log: FileLog) -> pa.RecordBatch:
     if cut:
         columns["resource_attributes"], changed = resource, True
         # the resource is repeated on each of its spans: one warning per line or frame
-        seen: set[tuple[object, str]] = set()
         positions = batch.column("source_pos").to_pylist()
-        once = []
+        once: dict[tuple[object, str], tuple[int, str, int]] = {}
         for row, key, size in cut:
-            if (positions[row], key) not in seen:
-                seen.add((positions[row], key))
-                once.append((row, key, size))
-        warn(once, "resource attribute")
+            once.setdefault((positions[row], key), (row, key, size))
+        warn(list(once.values()), "resource attribute")
     events = batch.column("events")
     flat = events.flatten()
     if len(flat):
@@ -211,11 +206,7 @@ def cap_values(batch: pa.RecordBatch, log: FileLog) -> pa.RecordBatch:
                 [pc.struct_field(flat, "time_ns"), pc.struct_field(flat, "name"), event_attrs],
                 fields=list(EVENT),
             )
-            first = events.offsets[0].as_py()
-            offsets = pc.subtract(events.offsets, pa.scalar(first, pa.int32()))
-            columns["events"] = pa.ListArray.from_arrays(
-                offsets, rebuilt, type=pa.list_(EVENT), mask=events.is_null()
-            )
+            columns["events"] = _relist(events, rebuilt, pa.list_(EVENT))
             changed = True
             warn([(parents[e], key, size) for e, key, size in cut], "event attribute")
     if not changed:
@@ -283,22 +274,14 @@ def read_spans(
                 continue
             file_log = FileLog(path=str(path))
             log.files.append(file_log)
-            batches = _read_salvaging(path, file_log, jobs, hasher if digests else None)
+            digest = hasher.submit(sha256_of, path).result if digests else no_digest
+            batches = list(iter_salvaging(path, file_log, jobs=jobs, digest=digest))
             if batches:
                 tables.append(pa.Table.from_batches(batches, schema=SPAN_SCHEMA))
             if progress is not None:
                 progress(str(path), file_log.spans_read)
     spans = pa.concat_tables(tables) if tables else empty_table(SPAN_SCHEMA)
     return spans, log, [str(p) for p in skipped]
-
-
-def _read_salvaging(
-    path: Path, file_log: FileLog, jobs: int, hasher: ThreadPoolExecutor | None
-) -> list[pa.RecordBatch]:
-    """All batches of a file (see `iter_salvaging`), its digest taken on `hasher` meanwhile
-    (None: not hashed)."""
-    digest = hasher.submit(_sha256, path).result if hasher is not None else no_digest
-    return list(iter_salvaging(path, file_log, jobs=jobs, digest=digest))
 
 
 def no_digest() -> str:
@@ -322,7 +305,7 @@ def iter_salvaging(
     `digest` gives the file's SHA-256 (default: computed here, after the read).
     """
     handed = batches = 0
-    digest = digest or (lambda: _sha256(path))
+    digest = digest or (lambda: sha256_of(path))
     try:
         for batch in read_file(path, file_log, jobs=jobs):
             batches += 1
@@ -343,27 +326,6 @@ def iter_salvaging(
     if lost > 0:
         file_log.spans_quarantined += lost
         file_log.quarantine[-1] = dataclasses.replace(file_log.quarantine[-1], spans=lost)
-
-
-_HASH_STEP = 64 << 20
-
-
-def _sha256(path: Path) -> str:
-    """`sha256_of`, in 64 MiB steps over a memory map: run on a thread beside the parser.
-
-    Each step gives the GIL back to the parsing thread: a plain read loop, taking the GIL back
-    after every MiB, slowed the parse beside it.
-    """
-    with path.open("rb") as fh:
-        try:
-            mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-        except (OSError, ValueError):  # empty, or not a regular file
-            return sha256_of(path)
-    digest = hashlib.sha256()
-    with mm, memoryview(mm) as view:
-        for start in range(0, len(view), _HASH_STEP):
-            digest.update(view[start : start + _HASH_STEP])
-    return digest.hexdigest()
 
 
 def _head(path: Path) -> bytes:
@@ -549,12 +511,7 @@ def _warn_cycles(kept: pl.DataFrame, parent: pa.Array, log: IngestLog) -> None:
 def gather(table: pa.Table, order: pa.Array) -> pa.Table:
     """`table.take(order)`, the columns gathered on Arrow's CPU count (all cores, or a pool
     worker's share: `analyzer.workers`), as Arrow's take is single-threaded, into the memory
-    pool that keeps the pages it frees (`_gather_pool`).
-
-    The same CPU time either way, less time waiting on idle cores. The spill's take
-    (`analyzer.engine`) goes through here too: in Arrow's default pool each piece faulted in
-    its pages afresh.
-    """
+    pool that keeps the pages it frees (`_gather_pool`)."""
     pool = _gather_pool()
     threads = min(pa.cpu_count(), 4)
 

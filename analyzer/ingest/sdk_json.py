@@ -20,14 +20,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from analyzer.ingest.ids import normalize_id
-from analyzer.spans import KINDS, SpanBatchBuilder, attrs_from_mapping
+from analyzer.spans import KINDS, STATUSES, SpanBatchBuilder, attrs_from_mapping
 
 __all__ = [
     "SpanError",
     "SpanRow",
+    "as_mapping",
     "iso_to_ns",
     "kind_name",
     "read_id",
+    "read_time",
+    "required",
     "sdk_span_row",
     "status_name",
     "time_ns",
@@ -144,35 +147,29 @@ def time_ns(value: Any, *, unit_ns: int = 1) -> int:
     raise ValueError(f"not a time: {str(value)[:40]!r}")
 
 
-_KIND_ALIASES = {k: k for k in KINDS}
+def _enum(value: Any, names: tuple[str, ...], prefixes: tuple[str, ...]) -> str:
+    """`value`, an index into `names` or a name (any case, with or without one of `prefixes`),
+    as one of `names`; the first for anything else."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return names[value] if 0 <= value < len(names) else names[0]
+    text = "" if value is None or isinstance(value, bool) else str(value).strip().lower()
+    for prefix in prefixes:
+        text = text.removeprefix(prefix)
+    return text if text in names else names[0]
 
 
 def kind_name(value: Any, *, js: bool = False) -> str:
     """A span kind in any spelling (``SpanKind.CLIENT``, ``SPAN_KIND_CLIENT``, ``client``, an
     OTLP enum number, or with ``js=True`` a JS SDK enum number) as one of `KINDS`."""
-    if value is None or isinstance(value, bool):
-        return "unspecified"
-    if isinstance(value, int):
-        # The JS SDK numbers kinds from INTERNAL=0; OTLP from UNSPECIFIED=0.
-        table = KINDS[1:] if js else KINDS
-        return table[value] if 0 <= value < len(table) else "unspecified"
-    text = str(value).strip().lower()
-    for prefix in ("spankind.", "span_kind_"):
-        text = text.removeprefix(prefix)
-    return _KIND_ALIASES.get(text, "unspecified")
+    if js and isinstance(value, int) and not isinstance(value, bool):
+        value += 1  # the JS SDK numbers kinds from INTERNAL=0, OTLP from UNSPECIFIED=0
+    return _enum(value, KINDS, ("spankind.", "span_kind_"))
 
 
 def status_name(value: Any) -> str:
     """A status code in any spelling (``OK``, ``STATUS_CODE_ERROR``, ``StatusCode.OK``, 0-2)
-    as ``unset``, ``ok`` or ``error``."""
-    if value is None or isinstance(value, bool):
-        return "unset"
-    if isinstance(value, int):
-        return ("unset", "ok", "error")[value] if 0 <= value <= 2 else "unset"
-    text = str(value).strip().lower()
-    for prefix in ("statuscode.", "status_code_"):
-        text = text.removeprefix(prefix)
-    return text if text in ("unset", "ok", "error") else "unset"
+    as one of `STATUSES` (``unset``, ``ok`` or ``error``)."""
+    return _enum(value, STATUSES, ("statuscode.", "status_code_"))
 
 
 def read_id(value: Any, nbytes: int, what: str) -> str | None:
@@ -183,21 +180,23 @@ def read_id(value: Any, nbytes: int, what: str) -> str | None:
         raise SpanError(f"{what}: {err}") from None
 
 
-def _required_id(value: Any, nbytes: int, what: str) -> str:
-    out = read_id(value, nbytes, what)
-    if out is None:
+def required(value: str | None, what: str) -> str:
+    """`value`, or a `SpanError` saying that `what` is missing."""
+    if value is None:
         raise SpanError(f"{what} missing")
-    return out
+    return value
 
 
-def _required_time(value: Any, what: str) -> int:
+def read_time(value: Any, what: str, *, unit_ns: int = 1) -> int:
+    """`time_ns`, with a `SpanError` naming the field when the time is unreadable."""
     try:
-        return time_ns(value)
+        return time_ns(value, unit_ns=unit_ns)
     except ValueError as err:
         raise SpanError(f"{what}: {err}") from None
 
 
-def _mapping(value: Any) -> Mapping[str, Any]:
+def as_mapping(value: Any) -> Mapping[str, Any]:
+    """`value` when it is a mapping, else an empty one."""
     return value if isinstance(value, Mapping) else {}
 
 
@@ -211,17 +210,17 @@ def sdk_span_row(span: Mapping[str, Any]) -> SpanRow:
     Raises `SpanError` when its trace id, span id, parent id or times cannot be read.
     """
     # the ids sit in the span's context, or at its top in flattened dumps
-    context = _mapping(span.get("context")) or span
-    trace_id = _required_id(context.get("trace_id"), 16, "trace_id")
-    span_id = _required_id(context.get("span_id"), 8, "span_id")
+    context = as_mapping(span.get("context")) or span
+    trace_id = required(read_id(context.get("trace_id"), 16, "trace_id"), "trace_id")
+    span_id = required(read_id(context.get("span_id"), 8, "span_id"), "span_id")
     if "parent_id" in span or "parent_span_id" in span:
         parent_raw = span.get("parent_id", span.get("parent_span_id"))
     else:  # any-agent keeps the parent's whole context (ids None for a root)
-        parent_raw = _mapping(span.get("parent")).get("span_id")
+        parent_raw = as_mapping(span.get("parent")).get("span_id")
     parent_id = read_id(parent_raw, 8, "parent span id")
 
-    start_ns = _required_time(span.get("start_time"), "start_time")
-    end_ns = _required_time(span.get("end_time"), "end_time")
+    start_ns = read_time(span.get("start_time"), "start_time")
+    end_ns = read_time(span.get("end_time"), "end_time")
 
     status = span.get("status")
     if isinstance(status, Mapping):  # SDK and any-agent
@@ -231,14 +230,14 @@ def sdk_span_row(span: Mapping[str, Any]) -> SpanRow:
         status_code = status_name(span.get("status_code"))
         status_message = span.get("status_message")
 
-    scope = _mapping(
+    scope = as_mapping(
         span.get("instrumentation_scope")
         or span.get("instrumentation_info")
         or span.get("instrumentation_library")
         or span.get("scope")
     )
-    attributes = dict(_mapping(span.get("attributes")))
-    resource = dict(_mapping(_mapping(span.get("resource")).get("attributes")))
+    attributes = dict(as_mapping(span.get("attributes")))
+    resource = dict(as_mapping(as_mapping(span.get("resource")).get("attributes")))
 
     events = []
     for i, event in enumerate(span.get("events") or span.get("span_events") or ()):
@@ -247,19 +246,20 @@ def sdk_span_row(span: Mapping[str, Any]) -> SpanRow:
         when = event.get("timestamp", event.get("time_unix_nano"))
         events.append(
             (
-                _required_time(when, f"event {i + 1} timestamp"),
+                read_time(when, f"event {i + 1} timestamp"),
                 str(event.get("name") or ""),
-                _mapping(event.get("attributes")),
+                as_mapping(event.get("attributes")),
             )
         )
     links = []
     for i, link in enumerate(span.get("links") or ()):
-        link_context = _mapping(_mapping(link).get("context"))
+        link_context = as_mapping(as_mapping(link).get("context"))
+        trace_what, span_what = f"link {i + 1} trace_id", f"link {i + 1} span_id"
         links.append(
             (
-                _required_id(link_context.get("trace_id"), 16, f"link {i + 1} trace_id"),
-                _required_id(link_context.get("span_id"), 8, f"link {i + 1} span_id"),
-                _mapping(_mapping(link).get("attributes")),
+                required(read_id(link_context.get("trace_id"), 16, trace_what), trace_what),
+                required(read_id(link_context.get("span_id"), 8, span_what), span_what),
+                as_mapping(as_mapping(link).get("attributes")),
             )
         )
 
