@@ -50,6 +50,7 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -64,7 +65,6 @@ from analyzer.metrics import rate
 from analyzer.resources import schema
 
 __all__ = [
-    "MATCHES",
     "CaseLabel",
     "FieldLabel",
     "LabelScores",
@@ -77,8 +77,6 @@ __all__ = [
     "scored",
 ]
 
-#: The ways a field can be compared with its expected value.
-MATCHES = ("exact", "normalized", "numeric", "regex")
 _MISSING = object()
 
 
@@ -203,7 +201,7 @@ def _case(data: dict[str, Any], line: int) -> tuple[CaseLabel, list[str]]:
             relative_tolerance=Decimal(spec.get("relative_tolerance", 0)),
             critical=bool(spec.get("critical", False)),
         )
-        if label.match == "numeric" and _number(label.expected) is None:
+        if label.match == "numeric" and parse_number(label.expected) is None:
             problems.append(f"fields.{name}.expected: {label.expected!r} is not a number")
         if label.match == "regex":
             try:
@@ -320,10 +318,6 @@ def parse_number(value: Any) -> Decimal | None:
         return None
 
 
-def _number(value: Any) -> Decimal | None:
-    return parse_number(value)
-
-
 def _value_text(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -354,14 +348,14 @@ def field_matches(label: FieldLabel, value: Any) -> bool:
             return expected is None and value is None
         numeric = not isinstance(expected, bool) and isinstance(expected, int | Decimal)
         if numeric and not isinstance(value, bool) and isinstance(value, int | float | Decimal):
-            return Decimal(expected) == _number(value)
+            return Decimal(expected) == parse_number(value)
         if isinstance(expected, str) or isinstance(value, str):
             return _value_text(expected).casefold() == _value_text(value).casefold()
         return _fold_json(expected) == _fold_json(value)
     if label.match == "normalized":
         return normalize_text(_value_text(expected)) == normalize_text(_value_text(value))
     if label.match == "numeric":
-        want, got = _number(expected), _number(value)
+        want, got = parse_number(expected), parse_number(value)
         if want is None or got is None:
             return False
         return abs(got - want) <= max(label.tolerance, label.relative_tolerance * abs(want))
@@ -590,10 +584,7 @@ def score_labels(labels: LabelSet, runs: pl.DataFrame, steps: pl.DataFrame) -> L
                 if c["answer_ns"] is None or (c["start_ns"] or 0) < c["answer_ns"]
             }
             tool_rows += [(run_id, tool, tool in before) for tool in sorted(set(case.tools))]
-            wrong: dict[str, int] = {}
-            for c in run_calls:
-                if c["name"] not in case.tools:
-                    wrong[c["name"]] = wrong.get(c["name"], 0) + 1
+            wrong = Counter(c["name"] for c in run_calls if c["name"] not in case.tools)
             wrong_rows += [(run_id, tool, n) for tool, n in sorted(wrong.items(), key=str)]
         for tool, expected_args in sorted((case.arguments or {}).items()):
             for c in run_calls:

@@ -64,7 +64,6 @@ __all__ = [
     "breakdown",
     "breakdown_columns",
     "content_coverage",
-    "cost_per_correct_run",
     "kind_rates",
     "omission_rates",
     "ordered_mean",
@@ -94,7 +93,6 @@ Z_95 = 1.959963984540054
 QUANTILES = (0.5, 0.95, 0.99)
 #: Per-run quantities whose tails are reported (``tokens`` = input + output tokens).
 TAIL_METRICS = ("cost_usd", "tokens", "model_calls", "tool_calls", "duration_s")
-#: Weight of a failed rule in the run score when its pack gives none.
 #: Coverage statuses under which a rule judged a run.
 JUDGED = ("checked", "partial")
 #: Short names accepted by ``by`` for run columns.
@@ -113,16 +111,11 @@ def quantile(values: Sequence[float | None] | pl.Series, q: float) -> float | No
     """The q-quantile of the non-null ``values`` (type 7, linear); None when there are none."""
     if not 0.0 <= q <= 1.0:
         raise ValueError(f"quantile {q} is not between 0 and 1")
-    if isinstance(values, pl.Series):  # polars' linear interpolation is type 7
-        kept = values.drop_nulls().cast(pl.Float64)
-        return None if kept.is_empty() else float(kept.quantile(q, interpolation="linear"))
-    xs = sorted(v for v in values if v is not None)
-    if not xs:
-        return None
-    h = (len(xs) - 1) * q
-    lo = math.floor(h)
-    hi = min(lo + 1, len(xs) - 1)
-    return float(xs[lo] + (h - lo) * (xs[hi] - xs[lo]))
+    if not isinstance(values, pl.Series):
+        values = pl.Series(values, dtype=pl.Float64, strict=False)
+    kept = values.drop_nulls().cast(pl.Float64)
+    # polars' linear interpolation is type 7
+    return None if kept.is_empty() else float(kept.quantile(q, interpolation="linear"))
 
 
 @lru_cache(maxsize=4096)
@@ -250,15 +243,6 @@ def run_groups(
     return groups, names
 
 
-def _select_grouped(
-    runs: pl.DataFrame, by: str | Sequence[str] | None, columns: Sequence[pl.Expr]
-) -> tuple[pl.DataFrame, list[str]]:
-    """``run_id``, ``columns`` and, with ``by``, the groups (`run_groups`): no join needed."""
-    if by is None:
-        return runs.select("run_id", *columns), []
-    return run_groups(runs, by, columns)
-
-
 def _group_expr(runs: pl.DataFrame, name: str) -> pl.Expr:
     column = name if name in runs.columns else _ALIASES.get(name)
     if column is not None and column in runs.columns:
@@ -341,75 +325,52 @@ def tails(
     per quantile ``p50``, ``p50_lo``, ``p50_hi`` (likewise p95, p99). Metrics keep the order
     given; ``tokens`` is input + output tokens.
     """
-    values, keys = _select_grouped(runs, by, _metric_values(runs, metrics))
-    # (run_id, group) rows are unique (run_groups): one row per run. Every metric's figures in
-    # one grouping, a column each (an unpivot of the metrics would copy the groups once per
-    # metric; a grouping per metric took 36 ms for 1M spans' runs, 26 ms so).
+    columns = _metric_values(runs, metrics)
+    values, keys = run_groups(runs, by, columns) if by is not None else (runs.select(columns), [])
     if not keys:  # one group of all runs (none without runs)
         values = values.with_columns(_all=pl.lit(0, pl.Int8))
     group = keys or ["_all"]
-    figures = ["runs", "n", "missing", "max", "_sorted", *[_qname(q) for q in quantiles]]
-    grouped = values.group_by(group).agg(
-        expr.alias(f"{position}:{name}")
-        for position, metric in enumerate(metrics)
-        for name, expr in zip(
-            figures,
-            [
-                pl.len().cast(pl.Int64),
-                pl.col(metric).count().cast(pl.Int64),
-                pl.col(metric).null_count().cast(pl.Int64),
-                pl.col(metric).max(),
-                pl.col(metric).drop_nulls().sort(),
-                *[pl.col(metric).quantile(q, interpolation="linear") for q in quantiles],
-            ],
-            strict=True,
-        )
-    )
-    parts = []
-    for position, metric in enumerate(metrics):
-        part = grouped.select(
-            *group, *[pl.col(f"{position}:{name}").alias(name) for name in figures]
-        )
-        ranks = _rank_table(part.get_column("n").unique().to_list(), quantiles, confidence)
-        part = part.join(ranks, on="n", how="left")
-        bounds = []
-        for q in quantiles:
-            name = _qname(q)
-            bounds += [
-                pl.col("_sorted")
-                .list.get(pl.col(f"_l_{name}") - 1, null_on_oob=True)
-                .alias(f"{name}_lo"),
-                pl.col("_sorted")
-                .list.get(pl.col(f"_u_{name}") - 1, null_on_oob=True)
-                .alias(f"{name}_hi"),
-            ]
-        parts.append(
-            part.with_columns(
-                *bounds,
-                metric=pl.lit(metric, pl.String),
-                _order=pl.lit(position, pl.Int64),
-            )
-        )
     cols = [*keys, "metric", "runs", "n", "missing", "max"]
     for q in quantiles:
-        name = _qname(q)
-        cols += [name, f"{name}_lo", f"{name}_hi"]
-    out = pl.concat([p.select(*cols, "_order") for p in parts])
-    return _sorted(out, [*keys, "_order"]).select(cols)
+        cols += [_qname(q), f"{_qname(q)}_lo", f"{_qname(q)}_hi"]
+    parts = []
+    for position, metric in enumerate(metrics):
+        value = pl.col(metric)
+        part = values.group_by(group).agg(
+            pl.len().cast(pl.Int64).alias("runs"),
+            value.count().cast(pl.Int64).alias("n"),
+            value.null_count().cast(pl.Int64).alias("missing"),
+            value.max().alias("max"),
+            value.drop_nulls().sort().alias("_sorted"),
+            *[value.quantile(q, interpolation="linear").alias(_qname(q)) for q in quantiles],
+        )
+        ranks = _rank_table(part.get_column("n").unique().to_list(), quantiles, confidence)
+        part = part.join(ranks, on="n", how="left").with_columns(
+            *[
+                pl.col("_sorted")
+                .list.get(pl.col(f"_{end}_{_qname(q)}") - 1, null_on_oob=True)
+                .alias(f"{_qname(q)}_{bound}")
+                for q in quantiles
+                for end, bound in (("l", "lo"), ("u", "hi"))
+            ],
+            metric=pl.lit(metric, pl.String),
+            _order=pl.lit(position, pl.Int64),
+        )
+        parts.append(part.select(*cols, "_order"))
+    return _sorted(pl.concat(parts), [*keys, "_order"]).select(cols)
 
 
 def _rank_table(ns: list[int], quantiles: Sequence[float], confidence: float) -> pl.DataFrame:
-    rows: dict[str, list[int | None]] = {"n": []}
-    for q in quantiles:
-        rows[f"_l_{_qname(q)}"] = []
-        rows[f"_u_{_qname(q)}"] = []
+    """Per ``n``: the ranks ``_l_<q>``, ``_u_<q>`` of each `quantile_interval`."""
+    schema = {"n": pl.Int64} | {f"_{e}_{_qname(q)}": pl.Int64 for q in quantiles for e in "lu"}
+    rows = []
     for n in sorted(ns):
-        rows["n"].append(n)
-        for q in quantiles:
-            ranks = quantile_interval(int(n), float(q), confidence) if 0 < q < 1 else None
-            rows[f"_l_{_qname(q)}"].append(ranks[0] if ranks else None)
-            rows[f"_u_{_qname(q)}"].append(ranks[1] if ranks else None)
-    return pl.DataFrame(rows, schema={k: pl.Int64 for k in rows})
+        ranks = [
+            quantile_interval(int(n), float(q), confidence) if 0 < q < 1 else None
+            for q in quantiles
+        ]
+        rows.append((n, *[r for rank in ranks for r in (rank or (None, None))]))
+    return pl.DataFrame(rows, schema=schema, orient="row")
 
 
 # --- rule, kind and tool rates -----------------------------------------------------------------
@@ -421,13 +382,17 @@ def _findings(findings: pl.DataFrame | None) -> pl.DataFrame:
 
 def _judged_rows(findings: pl.DataFrame, coverage: pl.DataFrame) -> pl.DataFrame:
     """One row per (run, pack, rule) the rule applied to: status, _hit, _judged."""
-    hits = findings.select("run_id", "pack", "rule_id").unique().with_columns(_hit=pl.lit(True))
-    return (
-        coverage.select("run_id", "pack", "rule_id", "status")
-        .join(hits, on=["run_id", "pack", "rule_id"], how="left")
-        .with_columns(pl.col("_hit").fill_null(False))
-        .with_columns(_judged=pl.col("status").is_in(list(JUDGED)) | pl.col("_hit"))
-    )
+    rows = coverage.select("run_id", "pack", "rule_id", "status")
+    rows = _flagged(rows, findings.select("run_id", "pack", "rule_id"), "_hit")
+    return rows.with_columns(_judged=pl.col("status").is_in(list(JUDGED)) | pl.col("_hit"))
+
+
+def _flagged(rows: pl.DataFrame, hits: pl.DataFrame, name: str) -> pl.DataFrame:
+    """``rows`` with a column ``name``: whether their key (the columns of ``hits``) is in
+    ``hits``."""
+    flags = hits.unique().with_columns(pl.lit(True).alias(name))
+    joined = rows.join(flags, on=hits.columns, how="left")
+    return joined.with_columns(pl.col(name).fill_null(False))
 
 
 def rule_rates(
@@ -480,15 +445,13 @@ def kind_rates(
     ]
     parts = []
     # Kind by kind: joining each coverage row to every kind its rule can yield at once would
-    # multiply the rows (2.3 M coverage rows to 8 M, 0.4 GB, at 5 M spans).
+    # multiply the rows.
     for (kind,), rules in kinds.group_by("kind"):
         of_kind = rows.join(rules.select("pack", "rule_id"), on=["pack", "rule_id"], how="semi")
         if of_kind.is_empty():
             continue
-        hit = hits.filter(pl.col("kind") == kind).select(run_rule).with_columns(_kind_hit=True)
-        of_kind = of_kind.join(hit, on=run_rule, how="left").with_columns(
-            pl.col("_kind_hit").fill_null(False)
-        )
+        found = hits.filter(pl.col("kind") == kind).select(run_rule)
+        of_kind = _flagged(of_kind, found, "_kind_hit")
         counts = _aggregate(of_kind, keys, aggs).with_columns(kind=pl.lit(kind, pl.String))
         parts.append(counts.select(*keys, "kind", "judged", "failed"))
     empty = {k: rows.schema[k] for k in keys} | {
@@ -531,14 +494,7 @@ def omission_rates(
         .join(tools, on=["pack", "rule_id"], how="inner")
     )
     rows, keys = _with_groups(rows, runs, by)
-    hit = (
-        omissions.select("run_id", "pack", "rule_id", "tool")
-        .unique()
-        .with_columns(_omitted=pl.lit(True))
-    )
-    rows = rows.join(hit, on=["run_id", "pack", "rule_id", "tool"], how="left").with_columns(
-        pl.col("_omitted").fill_null(False)
-    )
+    rows = _flagged(rows, omissions.select("run_id", "pack", "rule_id", "tool"), "_omitted")
     out = rows.group_by([*keys, "tool"]).agg(
         pl.col("run_id").n_unique().cast(pl.Int64).alias("required_runs"),
         pl.col("run_id").filter("_omitted").n_unique().cast(pl.Int64).alias("omitted_runs"),
@@ -606,10 +562,6 @@ def rule_reasons(coverage: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-#: `rule_reach` rows: what a rule's reach was measured on.
-REACH_WHAT = ("rule", "attribute", "agent", "tool")
-
-
 def rule_reach(runs: pl.DataFrame, packs: Sequence[Pack]) -> pl.DataFrame:
     """Per rule, what in the runs its filter and its tools reach.
 
@@ -629,9 +581,9 @@ def rule_reach(runs: pl.DataFrame, packs: Sequence[Pack]) -> pl.DataFrame:
     exprs: list[pl.Expr] = []
     rows: list[tuple[str, str, str, str]] = []
 
-    def add(pack: str, rule: str, what: str, name: str, present: pl.Expr, match: pl.Expr):
+    def add(what: str, name: str, present: pl.Expr, match: pl.Expr) -> None:
         i = len(rows)
-        rows.append((pack, rule, what, name))
+        rows.append((pack.name, rule.id, what, name))
         exprs.append(present.sum().cast(pl.Int64).alias(f"p{i}"))
         exprs.append(match.sum().cast(pl.Int64).alias(f"m{i}"))
 
@@ -643,33 +595,20 @@ def rule_reach(runs: pl.DataFrame, packs: Sequence[Pack]) -> pl.DataFrame:
             when = rule.when
             chosen = pl.lit(True) if when is None else when.mask()
             every = pl.col("run_id").is_not_null()
-            add(pack.name, rule.id, "rule", "", every, every & chosen)
+            add("rule", "", every, every & chosen)
             for key, values in when.attributes if when is not None else ():
-                has = attributes.str.contains(
-                    json.dumps(key, ensure_ascii=False) + ": ", literal=True
-                )
+                quoted = json.dumps(key, ensure_ascii=False) + ": "
                 value = attributes.str.json_path_match(f"$['{key}']")
-                add(
-                    pack.name,
-                    rule.id,
-                    "attribute",
-                    key,
-                    has,
-                    value.is_in(list(values)).fill_null(False),
-                )
+                has = attributes.str.contains(quoted, literal=True)
+                add("attribute", key, has, value.is_in(list(values)).fill_null(False))
             if when is not None and when.agents:
-                add(
-                    pack.name,
-                    rule.id,
-                    "agent",
-                    ", ".join(when.agents),
-                    pl.col("agent").is_not_null(),
-                    pl.col("agent").is_in(list(when.agents)).fill_null(False),
-                )
+                agent = pl.col("agent")
+                matching = agent.is_in(list(when.agents)).fill_null(False)
+                add("agent", ", ".join(when.agents), agent.is_not_null(), matching)
             for tool in rule.expected_tools():
                 called = calls.list.contains(tool)
                 quoted = offered.str.contains(json.dumps(tool, ensure_ascii=False), literal=True)
-                add(pack.name, rule.id, "tool", tool, called | quoted, called)
+                add("tool", tool, called | quoted, called)
     schema = {
         "pack": pl.String,
         "rule_id": pl.String,
@@ -678,11 +617,7 @@ def rule_reach(runs: pl.DataFrame, packs: Sequence[Pack]) -> pl.DataFrame:
         "present": pl.Int64,
         "matching": pl.Int64,
     }
-    if not rows:
-        return pl.DataFrame(schema=schema).with_columns(
-            wilson_columns("matching", "present", "match_rate")
-        )
-    counts = runs.select(exprs).row(0) if runs.height else (0,) * len(exprs)
+    counts = runs.select(exprs).row(0) if runs.height and exprs else (0,) * len(exprs)
     out = pl.DataFrame(
         [(*row, counts[2 * i], counts[2 * i + 1]) for i, row in enumerate(rows)],
         schema=schema,
@@ -845,33 +780,6 @@ def _with_outcomes(
     return out.with_columns(passed=pl.col("blocking") == 0)
 
 
-def cost_per_correct_run(
-    runs: pl.DataFrame,
-    findings: pl.DataFrame | None,
-    *,
-    at_least: str = "high",
-    by: str | Sequence[str] | None = None,
-) -> pl.DataFrame:
-    """Total cost of all runs / runs that passed (no finding at or above ``at_least``).
-
-    The total is null when any run's cost is unknown (``unpriced_runs`` > 0) and the ratio is
-    null then or when no run passed. Columns: [by...], runs, passed_runs, unpriced_runs,
-    total_cost_usd, cost_per_correct_run.
-    """
-    rows, keys = _select_grouped(runs, by, [_run_cost(runs)])
-    rows = _with_outcomes(rows, findings, at_least)
-    out = _aggregate(
-        rows,
-        keys,
-        [
-            pl.len().cast(pl.Int64).alias("runs"),
-            pl.col("passed").sum().cast(pl.Int64).alias("passed_runs"),
-            *_COST_AGGS,
-        ],
-    )
-    return _sorted(out.with_columns(_COST_PER_CORRECT), keys)
-
-
 def _run_cost(runs: pl.DataFrame) -> pl.Expr:
     """``cost_usd`` as Float64 (null when unknown or not priced)."""
     if "cost_usd" in runs.columns:
@@ -1008,11 +916,7 @@ def breakdown(
             runs, findings=findings, weights=weights, at_least=at_least, metrics=metrics
         )
     groups, keys = run_groups(runs, by)
-    aligned = groups.height == per_run.height and not set(keys) & set(per_run.columns)
-    if aligned and groups.get_column("run_id").equals(per_run.get_column("run_id")):
-        rows = groups.hstack(per_run.drop("run_id"))  # row for row: no join
-    else:
-        rows = groups.join(per_run, on="run_id", how="left", maintain_order="left")
+    rows = groups.join(per_run, on="run_id", how="left", maintain_order="left")
     out = rows.group_by(keys).agg(
         pl.len().cast(pl.Int64).alias("runs"),
         pl.col("passed").sum().cast(pl.Int64).alias("passed_runs"),

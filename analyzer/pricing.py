@@ -43,9 +43,9 @@ import difflib
 import hashlib
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,24 +127,49 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
         shown = f"<built-in rules/{BUNDLED_PRICES}>"
     else:
         shown = str(path)
-        try:
-            raw = Path(path).read_bytes()
-        except OSError as err:
-            raise PriceTableError(
-                f"{shown}: cannot read the price table: {err.strerror or err}"
-            ) from err
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise PriceTableError(f"{shown}: not UTF-8 text ({err.reason})") from err
+        raw, text = read_text(path, "price table", PriceTableError)
+    data, _ = parse_yaml(text, shown, PriceTableError, _Loader)  # aliases bounded
+    return _build(data, text, shown, hashlib.sha256(raw).hexdigest(), bundled=path is None)
+
+
+def read_text(path: str | Path, what: str, error: type[Exception]) -> tuple[bytes, str]:
+    """The bytes of the file `path` (the ``what`` of an error) and their UTF-8 text; `error`
+    names the file when it cannot be read or is not UTF-8."""
     try:
-        data, _ = load_yaml(text, _FastLoader)  # a safe loader, aliases bounded
+        raw = Path(path).read_bytes()
+    except OSError as err:
+        raise error(f"{path}: cannot read the {what}: {err.strerror or err}") from err
+    try:
+        return raw, raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise error(f"{path}: not UTF-8 text ({err.reason})") from err
+
+
+def parse_yaml(
+    text: str, shown: str, error: type[Exception], loader: type = yaml.SafeLoader
+) -> tuple[Any, yaml.Node | None]:
+    """`load_yaml` of `text`; `error` names the file `shown` and the line of a syntax error."""
+    try:
+        return load_yaml(text, loader)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"{shown}:{mark.line + 1}" if mark is not None else shown
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise PriceTableError(f"{where}: not valid YAML: {problem}") from err
-    return _build(data, text, shown, hashlib.sha256(raw).hexdigest(), bundled=path is None)
+        raise error(f"{where}: not valid YAML: {problem}") from err
+
+
+def unknown_keys(
+    where: tuple[str | int, ...], value: dict[str, Any], known: list[str], what: str = "key"
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """A problem per key of `value` not in `known`, with the closest known key if any."""
+    out = []
+    for key in sorted(k for k in value if k not in known):
+        close = difflib.get_close_matches(str(key), known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        out.append(
+            ((*where, key), f"unknown {what} {key!r}{hint}; expected one of {', '.join(known)}")
+        )
+    return out
 
 
 def prices_from_mapping(data: Any, source: str = "<prices>") -> PriceTable:
@@ -162,7 +187,7 @@ def _build(
     if not isinstance(data, dict):
         problems.append(((), f"a price table is a mapping, not {_kind(data)}"))
     else:
-        problems.extend([] if bundled else _schema_problems(data))
+        problems.extend([] if bundled else schema_problems(data, "prices.schema.json", _explain))
         problems.extend(_semantic_problems(data))
     if problems:
         root = yaml.compose(text, Loader=_Loader) if text is not None else None
@@ -193,27 +218,27 @@ class _Loader(yaml.SafeLoader):
     """SafeLoader that keeps dates as written: ``as_of: 2026-11-01`` unquoted is the text."""
 
 
-class _FastLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """`_Loader` with libyaml's parser when PyYAML has it (about ten times faster)."""
-
-
-_Loader.yaml_implicit_resolvers = _FastLoader.yaml_implicit_resolvers = {
+_Loader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 
 
-@lru_cache(maxsize=1)
-def _validator() -> Draft202012Validator:
+@cache
+def _validator(name: str) -> Draft202012Validator:
     from jsonschema import Draft202012Validator
 
-    return Draft202012Validator(schema("prices.schema.json"))
+    return Draft202012Validator(schema(name))
 
 
-def _schema_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
+def schema_problems(
+    data: Any, name: str, explain: Callable[[ValidationError], list[tuple[Any, str]]]
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """What `explain` says of each error of `data` against the bundled JSON Schema `name`,
+    ordered by path."""
     out = []
-    for err in sorted(_validator().iter_errors(data), key=lambda e: [str(p) for p in e.path]):
-        out.extend(_explain(err))
+    for err in sorted(_validator(name).iter_errors(data), key=lambda e: [str(p) for p in e.path]):
+        out.extend(explain(err))
     return out
 
 
@@ -222,15 +247,7 @@ def _explain(err: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
     value = err.instance
     sch = err.schema if isinstance(err.schema, dict) else {}
     if err.validator == "additionalProperties" and isinstance(value, dict):
-        known = sorted(sch.get("properties", {}))
-        out = []
-        for key in sorted(k for k in value if k not in known):
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            out.append(
-                ((*where, key), f"unknown key {key!r}{hint}; expected one of {', '.join(known)}")
-            )
-        return out
+        return unknown_keys(where, value, sorted(sch.get("properties", {})))
     if err.validator == "required":
         missing = re.findall(r"'([^']+)' is a required property", err.message)
         return [(where, f"missing required key {missing[0]!r}" if missing else err.message)]
@@ -364,10 +381,7 @@ def _pattern_entries(
     keys: tuple[str, ...], patterns: tuple[tuple[int, str], ...]
 ) -> tuple[int | None, ...]:
     """Per key, the entry of the first pattern that matches it (case-insensitive), else None.
-
-    Kept per process: polars compiles every pattern again on each call (the bundled table's 37:
-    25-30 ms), and the partitions of one dump ask for the same few model names again and again.
-    """
+    Kept per process: the partitions of one dump ask for the same few model names again."""
     found = [
         pl.when(pl.col("_key").str.contains(f"(?i){pattern}")).then(pl.lit(entry, pl.Int64))
         for entry, pattern in patterns

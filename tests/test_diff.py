@@ -18,7 +18,7 @@ from analyzer.cli import main
 from analyzer.diff import compare, load_side
 from analyzer.diff.render import render_html, render_json, render_markdown, render_table
 from analyzer.diff.stats import (
-    bootstrap_interval,
+    bootstrap_intervals,
     excludes_zero,
     newcombe_independent,
     newcombe_paired,
@@ -181,6 +181,10 @@ def test_weighted_quantile_agrees_with_metrics_quantile():
                     assert math.isnan(got[r])
                 else:
                     assert got[r] == pytest.approx(want, abs=1e-9)
+
+
+def bootstrap_interval(stat, baseline, candidate, **options):
+    return bootstrap_intervals([(stat, baseline, candidate)], **options)[0]
 
 
 def test_bootstrap_of_a_constant_shift_is_exact():

@@ -15,7 +15,6 @@ from analyzer.metrics import (
     breakdown,
     breakdown_runs,
     content_coverage,
-    cost_per_correct_run,
     kind_rates,
     omission_rates,
     ordered_mean,
@@ -425,7 +424,7 @@ def test_run_scores():
     assert defaults.get_column("score").to_list() == [60.0, 20.0, 0.0, 95.0, 100.0]
 
 
-def test_run_outcomes_and_cost_per_correct_run():
+def test_run_outcomes():
     runs = pl.DataFrame(
         {
             "run_id": ["r1", "r2", "r3", "r4", "r5"],
@@ -446,19 +445,6 @@ def test_run_outcomes_and_cost_per_correct_run():
     assert run_outcomes(runs, findings, at_least="low").get_column("passed").to_list() == [
         True, False, False, False, True,
     ]  # fmt: skip
-    overall = cost_per_correct_run(runs, findings)
-    # r5 has no cost: the total is unknown, so is the ratio.
-    assert overall.rows() == [(5, 3, 1, None, None)]
-    by_agent = cost_per_correct_run(runs, findings, by="agent")
-    assert by_agent.rows() == [
-        # x: (0.1 + 0.2 + 0.3 + 0.4) / 2 passed (r1, r4) = 0.5
-        ("x", 4, 2, 0, pytest.approx(1.0), pytest.approx(0.5)),
-        ("y", 1, 1, 1, None, None),
-    ]
-    no_pass = cost_per_correct_run(runs.filter(pl.col("run_id").is_in(["r2", "r3"])), findings)
-    assert no_pass.rows() == [(2, 0, 0, pytest.approx(0.5), None)]  # no correct run: null
-    no_prices = cost_per_correct_run(runs.drop("cost_usd"), None)
-    assert no_prices.rows() == [(5, 5, 5, None, None)]
     with pytest.raises(ValueError, match="unknown severity"):
         run_outcomes(runs, findings, at_least="severe")
 

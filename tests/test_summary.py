@@ -1842,8 +1842,8 @@ def test_summary_read_part_by_part_is_the_in_memory_one(pack, monkeypatch):
 
 
 def test_sections_computed_side_by_side_are_those_computed_one_by_one(monkeypatch):
-    """The summary's sections run on a thread per CPU, and its facts' parts are read side by
-    side: the same summary on one thread, and with more threads than sections."""
+    """The summary's facts' parts are read side by side: the same summary on one thread, and
+    with more threads than parts."""
     from analyzer import workers
     from analyzer.engine import analyze_paths
 
@@ -1858,7 +1858,7 @@ def test_sections_computed_side_by_side_are_those_computed_one_by_one(monkeypatc
 
         monkeypatch.setattr(workers, "default_jobs", cpus)
         summaries.append(json.dumps(build_summary(analysis), sort_keys=True))
-    assert asked == [1, 1, 2, 2, 32, 32]  # the facts' reading, then the sections
+    assert asked == [1, 2, 32]  # the facts' reading
     assert summaries[0] == summaries[1] == summaries[2]
     assert summaries[0] == json.dumps(
         build_summary(analyze_paths([SAMPLES], packs=(load_default_pack(),))), sort_keys=True

@@ -371,9 +371,8 @@ def _tool_definitions(definitions: list[str] | None, into: dict[str, str]) -> No
                     )
 
 
-def _describe(side: Side, used: pl.DataFrame) -> dict[str, Any]:
-    """What a side holds and how it was configured (over the runs compared)."""
-    runs = used
+def _describe(side: Side, runs: pl.DataFrame) -> dict[str, Any]:
+    """What a side holds and how it was configured (over the runs compared, `runs`)."""
     hashes = (
         runs.group_by(pl.col("config_hash").fill_null("-"))
         .len()
@@ -583,15 +582,9 @@ def compare(
         )
         one_to_one = bool((per_case == 1).all())
     else:
-        runs_b = (
-            baseline.runs.sort("run_id")
-            .with_row_index("_u")
-            .with_columns(pl.col("_u").cast(pl.Int64))
-        )
-        runs_c = (
-            candidate.runs.sort("run_id")
-            .with_row_index("_u")
-            .with_columns(pl.col("_u").cast(pl.Int64))
+        runs_b, runs_c = (
+            side.runs.sort("run_id").with_row_index("_u").with_columns(pl.col("_u").cast(pl.Int64))
+            for side in (baseline, candidate)
         )
         one_to_one = False
     units = {"b": runs_b.select("run_id", "_u"), "c": runs_c.select("run_id", "_u")}
@@ -719,11 +712,8 @@ class _Context:
 
     def unit_counts(self) -> tuple[int, int]:
         """Resampling units of each side: shared cases (paired) or each side's runs."""
-        count = [self.units[s].get_column("_u").max() for s in ("b", "c")]
-        return (
-            int(count[0]) + 1 if count[0] is not None else 0,
-            int(count[1]) + 1 if count[1] is not None else 0,
-        )
+        b, c = (self.units[s].get_column("_u").max() for s in ("b", "c"))
+        return (int(b) + 1 if b is not None else 0, int(c) + 1 if c is not None else 0)
 
     def boot(
         self,
@@ -735,15 +725,13 @@ class _Context:
     ) -> tuple[float | None, float | None]:
         if b[0].shape[0] == 0 or c[0].shape[0] == 0:
             return None, None
-        return stats.bootstrap_interval(
-            stat,
-            b,
-            c,
+        return stats.bootstrap_intervals(
+            [(stat, b, c)],
             units=units if units is not None else self.unit_counts(),
             paired=self.paired,
             resamples=self.resamples,
             seed=self.seed,
-        )
+        )[0]
 
 
 def _point(stat: stats.Statistic, values: np.ndarray) -> float | None:
@@ -777,26 +765,37 @@ def _rates(ctx: _Context, ind_b: pl.DataFrame, ind_c: pl.DataFrame) -> list[Metr
             kb, nb = int(b.get_column("hit").sum()), b.height
             kc, nc = int(c.get_column("hit").sum()), c.height
             iv = stats.newcombe_independent(kc, nc, kb, nb)
-            out.append(
-                MetricDelta(
-                    metric,
-                    key,
-                    round(kb / nb, 12) if nb else None,
-                    round(kc / nc, 12) if nc else None,
-                    _round(iv.delta),
-                    _round(iv.lo),
-                    _round(iv.hi),
-                    "Newcombe hybrid score (method 10), independent",
-                    nb,
-                    nc,
-                    (kb, nb, kc, nc),
-                )
-            )
+            method = "Newcombe hybrid score (method 10), independent"
+            out.append(_rate_delta(metric, key, (kb, nb, kc, nc), iv, method))
     return out
 
 
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 12)
+
+
+def _rate_delta(
+    metric: str,
+    key: str,
+    counts: tuple[int, int, int, int],
+    iv: stats.Interval,
+    method: str,
+) -> MetricDelta:
+    """The row of a rate from its counts (k_base, n_base, k_cand, n_cand) and interval."""
+    kb, nb, kc, nc = counts
+    return MetricDelta(
+        metric,
+        key,
+        round(kb / nb, 12) if nb else None,
+        round(kc / nc, 12) if nc else None,
+        _round(iv.delta),
+        _round(iv.lo),
+        _round(iv.hi),
+        method,
+        nb,
+        nc,
+        counts,
+    )
 
 
 def _paired_rate(
@@ -813,19 +812,9 @@ def _paired_rate(
     neither = int(((hb == 0) & (hc == 0)).sum())
     n = pairs.height
     iv = stats.newcombe_paired(both, cand_only, base_only, neither)
-    kb, kc = both + base_only, both + cand_only
-    return MetricDelta(
-        metric,
-        key,
-        round(kb / n, 12) if n else None,
-        round(kc / n, 12) if n else None,
-        _round(iv.delta),
-        _round(iv.lo),
-        _round(iv.hi),
-        "Newcombe paired (method 10), pairs judged on both sides",
-        n,
-        n,
-        (kb, n, kc, n),
+    counts = (both + base_only, n, both + cand_only, n)
+    return _rate_delta(
+        metric, key, counts, iv, "Newcombe paired (method 10), pairs judged on both sides"
     )
 
 
@@ -847,24 +836,10 @@ def _boot_rate(
     xb, xc = arrays(b, "b"), arrays(c, "c")
     vb, vc = _point(stats.weighted_ratio, xb[0]), _point(stats.weighted_ratio, xc[0])
     lo, hi = ctx.boot(stats.weighted_ratio, xb, xc)
-    kb, nb, kc, nc = (
-        int(b.get_column("hit").sum()),
-        b.height,
-        int(c.get_column("hit").sum()),
-        c.height,
-    )
+    counts = (int(b.get_column("hit").sum()), b.height, int(c.get_column("hit").sum()), c.height)
+    method = "paired bootstrap over cases"
     return MetricDelta(
-        metric,
-        key,
-        vb,
-        vc,
-        _delta(vb, vc),
-        lo,
-        hi,
-        "paired bootstrap over cases",
-        nb,
-        nc,
-        (kb, nb, kc, nc),
+        metric, key, vb, vc, _delta(vb, vc), lo, hi, method, b.height, c.height, counts
     )
 
 
@@ -961,10 +936,7 @@ def _pass_hat_k(ctx: _Context, values_b: pl.DataFrame, values_c: pl.DataFrame) -
                 frame.get_column("v").fill_null(np.nan).to_numpy().astype(np.float64),
                 frame.get_column("_u").to_numpy().astype(np.int64),
             )
-        pb, pc = (
-            _point(stats.weighted_mean, arrays["b"][0]),
-            _point(stats.weighted_mean, arrays["c"][0]),
-        )
+        pb, pc = (_point(stats.weighted_mean, arrays[side][0]) for side in ("b", "c"))
         if pb is None and pc is None:
             continue
         lo, hi = (None, None)

@@ -32,18 +32,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import yaml
-from jsonschema import Draft202012Validator, ValidationError
+from jsonschema import ValidationError
 
 from analyzer.diff.compare import Diff, MetricDelta
 from analyzer.diff.fmt import amount_text, delta_text, label, value_text
 from analyzer.errors import GateError
-from analyzer.resources import schema
-from analyzer.yamlplace import load_yaml, problems_text, show
+from analyzer.pricing import parse_yaml, read_text, schema_problems, unknown_keys
+from analyzer.yamlplace import problems_text, show
 
 __all__ = ["AUTOMATIC", "Gate", "GateCheck", "judge", "load_gate"]
 
@@ -80,15 +79,7 @@ class GateCheck:
     message: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "metric": self.metric,
-            "key": self.key,
-            "limit": self.limit,
-            "threshold": self.threshold,
-            "observed": self.observed,
-            "passed": self.passed,
-            "message": self.message,
-        }
+        return dataclasses.asdict(self)
 
 
 # --- loading -------------------------------------------------------------------------------------
@@ -97,21 +88,8 @@ class GateCheck:
 def load_gate(path: str | Path) -> Gate:
     """The gate in ``path``; `GateError` lists every problem (file:line: path: what)."""
     shown = str(path)
-    try:
-        raw = Path(path).read_bytes()
-    except OSError as err:
-        raise GateError(f"{shown}: cannot read the gate file: {err.strerror or err}") from err
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise GateError(f"{shown}: not UTF-8 text ({err.reason})") from err
-    try:
-        data, root = load_yaml(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{shown}:{mark.line + 1}" if mark is not None else shown
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise GateError(f"{where}: not valid YAML: {problem}") from err
+    raw, text = read_text(path, "gate file", GateError)
+    data, root = parse_yaml(text, shown, GateError)
     return gate_from_mapping(data, shown, root=root, sha256=hashlib.sha256(raw).hexdigest())
 
 
@@ -123,8 +101,7 @@ def gate_from_mapping(
     if not isinstance(data, dict):
         problems.append(((), "a gate is a mapping of metric names to limits"))
     else:
-        for err in sorted(_validator().iter_errors(data), key=lambda e: [str(p) for p in e.path]):
-            problems.extend(_explain(err))
+        problems.extend(schema_problems(data, "gate.schema.json", _explain))
         for metric, limit in data.items():
             if isinstance(limit, dict) and limit and set(limit) <= _QUALIFIERS:
                 problems.append(
@@ -143,25 +120,13 @@ def _raise(
         raise GateError(problems_text(problems, root, source, "gate file"))
 
 
-@lru_cache(maxsize=1)
-def _validator() -> Draft202012Validator:
-    return Draft202012Validator(schema("gate.schema.json"))
-
-
 def _explain(err: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
     where = tuple(err.path)
     value = err.instance
     sch = err.schema if isinstance(err.schema, dict) else {}
     if err.validator == "additionalProperties" and isinstance(value, dict):
         known = sorted(sch.get("properties", {}))
-        what = "metric" if not where else "limit"
-        return [
-            (
-                (*where, key),
-                f"unknown {what} {key!r}{_close(key, known)}; expected one of {', '.join(known)}",
-            )
-            for key in sorted(k for k in value if k not in known)
-        ]
+        return unknown_keys(where, value, known, "metric" if not where else "limit")
     if err.validator == "type":
         names = {
             "number": "a number",
@@ -184,13 +149,6 @@ def _explain(err: ValidationError) -> list[tuple[tuple[str | int, ...], str]]:
     if err.validator == "uniqueItems":
         return [(where, "lists an item more than once")]
     return [(where, err.message)]
-
-
-def _close(key: str, known: list[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(str(key), known, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 # --- judging -------------------------------------------------------------------------------------

@@ -70,8 +70,8 @@ def _gate_summary(checks: Sequence[GateCheck]) -> tuple[bool, int]:
     return broken == 0, broken
 
 
-def _config_lines(diff: Diff) -> list[tuple[str, str, str]]:
-    """(part, baseline, candidate) for the configuration, as plain text."""
+def _config_lines(diff: Diff) -> list[tuple[str, bool, str, str]]:
+    """(part, changed, baseline, candidate) for the configuration, as plain text."""
     b, c = diff.baseline, diff.candidate
 
     def hashes(side: dict[str, Any]) -> str:
@@ -86,35 +86,25 @@ def _config_lines(diff: Diff) -> list[tuple[str, str, str]]:
         p = side.get("prices") or {}
         return f"{p.get('source', _DASH)} (as of {p.get('as_of', _DASH)})" if p else _DASH
 
-    def listing(values: list[Any]) -> str:
-        return ", ".join(str(v) for v in values) or _DASH
+    def listing(side: dict[str, Any], key: str) -> str:
+        return ", ".join(str(v) for v in side[key]) or _DASH
 
+    def definitions(side: dict[str, Any], key: str) -> str:
+        return side.get(key) or _DASH
+
+    parts = (
+        ("config hashes", "config_hashes", lambda side, _: hashes(side)),
+        ("agents", "agents", listing),
+        ("models", "models", listing),
+        ("temperatures", "temperatures", listing),
+        ("tools", "tools", listing),
+        ("tool definitions", "tool_definitions_sha256", definitions),
+        ("rule packs", "packs", lambda side, _: packs(side)),
+        ("prices", "prices", lambda side, _: prices(side)),
+    )
     return [
-        ("config hashes", hashes(b), hashes(c)),
-        ("agents", listing(b["agents"]), listing(c["agents"])),
-        ("models", listing(b["models"]), listing(c["models"])),
-        ("temperatures", listing(b["temperatures"]), listing(c["temperatures"])),
-        ("tools", listing(b["tools"]), listing(c["tools"])),
-        (
-            "tool definitions",
-            b.get("tool_definitions_sha256") or _DASH,
-            c.get("tool_definitions_sha256") or _DASH,
-        ),
-        ("rule packs", packs(b), packs(c)),
-        ("prices", prices(b), prices(c)),
+        (part, key in diff.config_changes, show(b, key), show(c, key)) for part, key, show in parts
     ]
-
-
-_PART_OF = {
-    "config hashes": "config_hashes",
-    "agents": "agents",
-    "models": "models",
-    "temperatures": "temperatures",
-    "tools": "tools",
-    "tool definitions": "tool_definitions_sha256",
-    "rule packs": "packs",
-    "prices": "prices",
-}
 
 
 def _hash_counts(side: dict[str, Any]) -> str:
@@ -150,8 +140,8 @@ def render_table(diff: Diff, checks: Sequence[GateCheck] | None = None) -> list[
             f"changed    {', '.join(diff.config_changes) or 'nothing in the configuration'}", _WIDTH
         ),
     ]
-    for part, vb, vc in _config_lines(diff):
-        if _PART_OF[part] in diff.config_changes:
+    for part, changed, vb, vc in _config_lines(diff):
+        if changed:
             if part == "config hashes":
                 vb, vc = _hash_counts(b), _hash_counts(c)
             lines.append(clip(f"  {part:<13} {vb} -> {vc}", _WIDTH))
@@ -174,9 +164,7 @@ def render_table(diff: Diff, checks: Sequence[GateCheck] | None = None) -> list[
         if row.key is not None and row.metric != group:
             lines.append(_GROUPS.get(row.metric, row.metric))
         group = row.metric if row.key is not None else None
-        label = (
-            f"  {row.key}" if row.key is not None and row.metric != "pass_hat_k" else _label(row)
-        )
+        label = _label(row) if row.key is None else f"  {row.key}"
         if row.metric == "pass_hat_k":
             label = f"  k={row.key}"
         lines.append(
@@ -249,12 +237,8 @@ def render_json(
 
 # Where a clipped Markdown diff's whole text is.
 _WHOLE = "the whole diff: `--format json` or `--format html`"
-
-
-def _md(text: object) -> str:
-    """Trace text safe inside a Markdown table cell: no markup, no HTML, one line, no live
-    mention or link."""
-    return markdown_safe(text)
+#: Trace text safe inside a Markdown table cell: no markup, no HTML, one line, no live link.
+_md = markdown_safe
 
 
 def render_markdown(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
@@ -303,8 +287,8 @@ def render_markdown(diff: Diff, checks: Sequence[GateCheck] | None = None) -> st
                 f"{_md(', '.join(b_side['findings']) or '–')} |"
             )
     out += ["", "| configuration | baseline | candidate |", "|---|---|---|"]
-    for part, vb, vc in _config_lines(diff):
-        mark = " (changed)" if _PART_OF[part] in diff.config_changes else ""
+    for part, changed, vb, vc in _config_lines(diff):
+        mark = " (changed)" if changed else ""
         out.append(f"| {part}{mark} | {_md(vb)} | {_md(vc)} |")
     out += ["", f"<sub>{_md(_methods(diff))}</sub>", ""]
     return clip_markdown("\n".join(out), whole=_WHOLE)
@@ -341,34 +325,21 @@ def _html_table(header: Sequence[str], rows: Sequence[Sequence[tuple[str, str]]]
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
 
 
-def _card(label: str, value: str, note: str = "", cls: str = "") -> str:
-    """A headline card as report.html draws them; `value` and `note` already escaped."""
-    note_html = f'<div class="note">{note}</div>' if note else ""
-    return (
-        f'<div class="{f"card {cls}".strip()}"><div class="label">{_e(label)}</div>'
-        f'<div class="value">{value}</div>{note_html}</div>'
-    )
-
-
-def _section(sid: str, title: str, body: str, intro: str = "") -> str:
-    lead = f'<p class="muted">{intro}</p>\n' if intro else ""
-    return f'<section id="{sid}">\n<h2>{_e(title)}</h2>\n{lead}{body}\n</section>'
-
-
 def render_html(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
     """A self-contained page in report.html's style (no script, no external resource):
     headline cards, the gate, the metrics, the changed cases and what was compared; every
     text escaped."""
     from analyzer import __version__
     from analyzer.report.html import _CSS as _REPORT_CSS
+    from analyzer.report.html import _card, _section
 
     b, c = diff.baseline, diff.candidate
     parts = []
     worse = sum(1 for row in diff.metrics if row.change == "worse")
     better = sum(1 for row in diff.metrics if row.change == "better")
     cards = []
+    ok, broken = _gate_summary(checks or [])
     if checks is not None:
-        ok, broken = _gate_summary(checks)
         cards.append(
             _card(
                 "Gate",
@@ -406,7 +377,6 @@ def render_html(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
         )
     parts.append(_section("headline", "Headline", f'<div class="cards">{"".join(cards)}</div>'))
     if checks is not None:
-        ok, broken = _gate_summary(checks)
         cls = "passed" if ok else "broken"
         parts.append(
             _section(
@@ -489,8 +459,7 @@ def render_html(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
             (_e(c["runs_compared"]), "num"),
         ],
     ]
-    for part, vb, vc in _config_lines(diff):
-        changed = _PART_OF[part] in diff.config_changes
+    for part, changed, vb, vc in _config_lines(diff):
         config_rows.append(
             [
                 (_e(part + (" (changed)" if changed else "")), "worse" if changed else ""),

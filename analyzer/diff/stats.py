@@ -14,7 +14,7 @@ Every delta is ``candidate - baseline``; every interval is two-sided at 95 %.
   where ``phi`` is the phi coefficient of the 2x2 table of pairs, corrected as in the paper:
   ``(A - n/2) / sqrt(...)`` when ``A = ad - bc > n/2``, 0 when ``0 <= A <= n/2``, ``A / sqrt(...)``
   when ``A < 0``, and 0 when a margin is empty.
-- **Bootstrap** (`bootstrap_interval`): percentile interval (2.5 % and 97.5 %, linear
+- **Bootstrap** (`bootstrap_intervals`): percentile interval (2.5 % and 97.5 %, linear
   interpolation) of the statistic's delta over ``B`` resamples drawn with
   ``numpy.random.default_rng(seed)``. Paired: one draw of units (cases) serves both sides;
   two samples: each side's runs are drawn on their own, baseline first. A resample where the
@@ -35,7 +35,6 @@ __all__ = [
     "BOOTSTRAP_RESAMPLES",
     "BOOTSTRAP_SEED",
     "Interval",
-    "bootstrap_interval",
     "bootstrap_intervals",
     "excludes_zero",
     "newcombe_independent",
@@ -157,41 +156,21 @@ def weighted_ratio(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
 def weighted_quantile(q: float) -> Statistic:
     """Type-7 quantile of the non-NaN values repeated as many times as their weight."""
 
-    # The sort order of the last few values arrays (both sides of a bootstrap), reused across
-    # its blocks; each array is kept with its order so that its id cannot be reused meanwhile.
-    orders: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
     def stat(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        if id(values) not in orders:
-            picked = np.flatnonzero(~np.isnan(values))
-            while len(orders) >= 4:
-                orders.pop(next(iter(orders)))
-            orders[id(values)] = (values, picked[np.argsort(values[picked], kind="stable")])
-        picked = orders[id(values)][1]
+        picked = np.flatnonzero(~np.isnan(values))
+        picked = picked[np.argsort(values[picked], kind="stable")]
+        xs = values[picked]
         out = np.full(weights.shape[0], np.nan)
         if picked.size == 0:
             return out
-        xs = values[picked]
-        cum = np.cumsum(weights[:, picked], axis=1)
-        total = cum[:, -1]
-        ok = total > 0
-        size = np.maximum(total, 1)
-        h = (size - 1) * q
-        lo = np.floor(h)
-        frac = h - lo
-        # The value at 0-based position p of a row's expanded sorted sample is xs[i] for the
-        # first i with cum[i] > p: one searchsorted over the rows laid end to end.
-        stride = float(cum[:, -1].max()) + 1.0
-        offset = np.arange(cum.shape[0]) * stride
-        flat = (cum + offset[:, None]).ravel()
-        n = cum.shape[1]
-        i_lo = np.searchsorted(flat, lo + offset, side="right") - np.arange(cum.shape[0]) * n
-        hi_pos = np.minimum(lo + 1, size - 1)
-        i_hi = np.searchsorted(flat, hi_pos + offset, side="right") - np.arange(cum.shape[0]) * n
-        i_lo = np.clip(i_lo, 0, n - 1)
-        i_hi = np.clip(i_hi, 0, n - 1)
-        value = xs[i_lo] + frac * (xs[i_hi] - xs[i_lo])
-        out[ok] = value[ok]
+        for row, cum in enumerate(np.cumsum(weights[:, picked], axis=1)):
+            if cum[-1] > 0:
+                h = (cum[-1] - 1) * q
+                lo = np.floor(h)
+                # the value at 0-based position p of the row's expanded sorted sample is xs[i]
+                # for the first i with cum[i] > p
+                i_lo, i_hi = np.searchsorted(cum, [lo, min(lo + 1, cum[-1] - 1)], side="right")
+                out[row] = xs[i_lo] + (h - lo) * (xs[i_hi] - xs[i_lo])
         return out
 
     return stat
@@ -210,32 +189,6 @@ def _percentiles(deltas: np.ndarray) -> tuple[float | None, float | None]:
 Task = tuple[Statistic, tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
-def bootstrap_interval(
-    stat: Statistic,
-    baseline: tuple[np.ndarray, np.ndarray],
-    candidate: tuple[np.ndarray, np.ndarray],
-    *,
-    units: tuple[int, int],
-    paired: bool,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    seed: int = BOOTSTRAP_SEED,
-) -> tuple[float | None, float | None]:
-    """Percentile 95 % interval of ``stat(candidate) - stat(baseline)``.
-
-    Each side is ``(values, unit)``: one value (or row, for `weighted_ratio`) per run and the
-    index of the run's resampling unit, below that side's count in ``units``. Paired: both
-    sides share the units (cases) and one draw of them; two samples: each side's units are
-    drawn on their own.
-    """
-    return bootstrap_intervals(
-        [(stat, baseline, candidate)],
-        units=units,
-        paired=paired,
-        resamples=resamples,
-        seed=seed,
-    )[0]
-
-
 def bootstrap_intervals(
     tasks: Sequence[Task],
     *,
@@ -244,7 +197,14 @@ def bootstrap_intervals(
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
 ) -> list[tuple[float | None, float | None]]:
-    """`bootstrap_interval` of several statistics over the same resamples (drawn once)."""
+    """Percentile 95 % interval of ``stat(candidate) - stat(baseline)`` for each task, over
+    the same resamples (drawn once).
+
+    Each side is ``(values, unit)``: one value (or row, for `weighted_ratio`) per run and the
+    index of the run's resampling unit, below that side's count in ``units``. Paired: both
+    sides share the units (cases) and one draw of them; two samples: each side's units are
+    drawn on their own.
+    """
     nb, nc = units
     if not tasks:
         return []

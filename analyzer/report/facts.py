@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from analyzer import metrics as m
 from analyzer.errors import InputError
 from analyzer.pricing import model_family
+from analyzer.report.passes import SUMS, TOTALS
 
 if TYPE_CHECKING:
     from analyzer.pipeline import Analysis
@@ -33,6 +34,8 @@ __all__ = ["RATE_TABLES", "RunsPart", "SummaryFacts", "facts_of", "merge_facts",
 #: The run columns summary figures read (besides the case class). The others (attributes,
 #: ids of spans and traces, tool definitions...) are most of a run's row.
 _READ = (
+    *TOTALS,
+    *SUMS,
     "run_id",
     "case_id",
     "agent",
@@ -43,17 +46,8 @@ _READ = (
     "service_version",
     "has_answer",
     "has_content",
-    "model_calls",
-    "tool_calls",
-    "unexecuted_tool_calls",
-    "input_tokens",
-    "output_tokens",
-    "cached_input_tokens",
     "duration_s",
-    "cost_usd",
-    "recorded_cost_usd",
     "retries",
-    "retry_cost_usd",
     "findings",
     "score",
     "failed_rules",
@@ -192,9 +186,7 @@ def _with_calls(runs: pl.DataFrame, steps: pl.DataFrame | None) -> pl.DataFrame:
     """``runs`` with ``call_models`` and ``call_costs``: the model and the cost (null:
     unpriced) of each of its model calls, in the order of the run's steps (null for a run
     without model calls). The summary's cost per step reads them (`passes.StepFigures`).
-
-    `steps` are ordered by run and index (`RunSet.steps`), an order each run's lists keep
-    (sorting them again by index: 1M spans, +60 ms)."""
+    `steps` are ordered by run and index (`RunSet.steps`), an order each run's lists keep."""
     if steps is None or "kind" not in steps.columns:
         return runs
     cost = pl.col("cost_usd") if "cost_usd" in steps.columns else pl.lit(None, pl.Float64)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["STEP_CAP", "ExactSum", "RunFigures", "StepFigures"]
 
 #: Run columns added up for the "runs" section (null when no run has a value).
-_TOTALS = (
+TOTALS = (
     "model_calls",
     "tool_calls",
     "unexecuted_tool_calls",
@@ -38,7 +38,7 @@ _TOTALS = (
     "cached_input_tokens",
 )
 #: Float columns summed exactly: the cost section reads them.
-_SUMS = ("cost_usd", "recorded_cost_usd", "retry_cost_usd")
+SUMS = ("cost_usd", "recorded_cost_usd", "retry_cost_usd")
 _BREAKDOWN_QUANTILES = (0.5, 0.95)
 
 
@@ -188,14 +188,18 @@ class RunFigures:
                 run = rows.get_column("_r").to_numpy().astype(np.int64) + self._runs
                 members[name].append((run.astype(np.int32), number.astype(np.int32)))
             self._count(frame)
-            self.steps.add(self._judged(frame))
+            # `StepFigures` reads ``correct``: by the labels (null: not labelled), else by the
+            # findings
+            label = "_label_passed" if self._passed is not None else "passed"
+            self.steps.add(frame.with_columns(correct=pl.col(label)))
             cases.append(frame.filter(pl.col("case_id").is_not_null()))
         self.case_runs = pl.concat(cases, how="vertical_relaxed") if cases else None
         self._values = {name: np.concatenate(v) if v else np.zeros(0) for name, v in values.items()}
+        none = [np.zeros(0, dtype=np.int32)]
         self._members = {
             name: (
-                np.concatenate([r for r, _ in rows]) if rows else np.zeros(0, dtype=np.int32),
-                np.concatenate([g for _, g in rows]) if rows else np.zeros(0, dtype=np.int32),
+                np.concatenate([r for r, _ in rows] or none),
+                np.concatenate([g for _, g in rows] or none),
             )
             for name, rows in members.items()
         }
@@ -216,7 +220,7 @@ class RunFigures:
             (~pl.col("run_id").is_in(self._blocking)).alias("passed"),
             *[
                 pl.col(c).cast(pl.Float64) if c in has else pl.lit(None, pl.Float64).alias(c)
-                for c in _SUMS
+                for c in SUMS
             ],
         ]
         frame = runs.with_columns(*values, *extra).with_row_index("_r")
@@ -229,13 +233,6 @@ class RunFigures:
                 maintain_order="left",  # ``_r`` stays each run's row
             )
         return frame
-
-    def _judged(self, frame: pl.DataFrame) -> pl.DataFrame:
-        """The part's runs as `StepFigures` reads them: ``correct`` by the labels (null: not
-        labelled), else by the findings."""
-        return frame.with_columns(
-            correct=pl.col("_label_passed" if self._passed is not None else "passed")
-        )
 
     def _grouped(self, frame: pl.DataFrame, name: str) -> tuple[pl.DataFrame, np.ndarray]:
         """The (run, group) rows of breakdown `name` (``_r``: the run's row in `frame`), and
@@ -270,7 +267,7 @@ class RunFigures:
         add("with_answer", int(frame.get_column("has_answer").sum()))
         add("without_answer", int((~frame.get_column("has_answer")).sum()))
         add("with_content", int(frame.get_column("has_content").sum()))
-        for col in _TOTALS:
+        for col in TOTALS:
             if col in frame.columns:
                 series = frame.get_column(col)
                 add(f"known:{col}", len(series) - series.null_count())
@@ -278,7 +275,7 @@ class RunFigures:
         for agent, n in frame.group_by(pl.col("agent").fill_null("-")).len().iter_rows():
             self._agents[agent] = self._agents.get(agent, 0) + n
         self._models.update(frame.get_column("models").explode().drop_nulls().to_list())
-        for col in _SUMS:
+        for col in SUMS:
             series = frame.get_column(col)
             add(f"known:{col}", len(series) - series.null_count())
             self._sum(col, _column(frame, col))
@@ -445,7 +442,7 @@ class RunFigures:
             else None
             for g in gids
         ]
-        rows["_cost"] = [
+        rows["_total"] = [
             self._group_sum(name, "cost", g) if not groups[g].get("unpriced_runs") else None
             for g in gids
         ]
@@ -454,11 +451,21 @@ class RunFigures:
         for metric in self.breakdown_metrics:
             for i, p in enumerate(("p50", "p95")):
                 rows[f"{metric}_{p}"] = [quantiles[metric].get(g, none)[i] for g in gids]
-        schema: dict[str, Any] = {"group": dtype, "mean_score": pl.Float64, "_cost": pl.Float64}
+        schema: dict[str, Any] = {"group": dtype, "mean_score": pl.Float64, "_total": pl.Float64}
         schema |= {k: pl.Int64 for k in counts}
         schema |= {f"{mt}_{p}": pl.Float64 for mt in self.breakdown_metrics for p in ("p50", "p95")}
+        if self._passed is not None:  # for `with_label_rates`
+            for key in ("label_runs", "label_correct_runs"):
+                rows[key] = [groups[g].get(key, 0) for g in gids]
+            rows["_cost"] = [
+                self._group_sum(name, "label_cost", g)
+                if not groups[g].get("label_unpriced")
+                else None
+                for g in gids
+            ]
+            schema |= {"label_runs": pl.Int64, "label_correct_runs": pl.Int64, "_cost": pl.Float64}
         out = pl.DataFrame(rows, schema=schema)
-        out = out.with_columns(total_cost_usd=pl.col("_cost").round(12)).drop("_cost")
+        out = out.with_columns(total_cost_usd=pl.col("_total").round(12)).drop("_total")
         out = out.with_columns(
             *m.wilson_columns("passed_runs", "runs", "pass_rate"),
             pl.when(pl.col("passed_runs") > 0)
@@ -466,24 +473,7 @@ class RunFigures:
             .alias("cost_per_correct_run"),
         )
         if self._passed is not None:
-            label = pl.DataFrame(
-                {
-                    "label_runs": [groups[g].get("label_runs", 0) for g in gids],
-                    "label_correct_runs": [groups[g].get("label_correct_runs", 0) for g in gids],
-                    "_cost": [
-                        self._group_sum(name, "label_cost", g)
-                        if not groups[g].get("label_unpriced")
-                        else None
-                        for g in gids
-                    ],
-                },
-                schema={
-                    "label_runs": pl.Int64,
-                    "label_correct_runs": pl.Int64,
-                    "_cost": pl.Float64,
-                },
-            )
-            out = with_label_rates(pl.concat([out, label], how="horizontal"))
+            out = with_label_rates(out)
         cols = ["group", *m.breakdown_columns(self.breakdown_metrics)]
         if self._passed is not None:
             cols += LABEL_COLUMNS

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import functools
 import math
-import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from analyzer import metrics as m
 from analyzer.report.facts import facts_of
-from analyzer.report.passes import STEP_CAP, RunFigures, StepFigures, with_label_rates
+from analyzer.report.passes import STEP_CAP, TOTALS, RunFigures, StepFigures, with_label_rates
 
 if TYPE_CHECKING:
     from analyzer.labels import LabelScores, LabelSet
@@ -112,12 +109,6 @@ def build_summary(
     ``routing_min_runs`` the judged runs a model family needs for the routing pick
     (`metrics.routing`).
     """
-    return _summary(analysis, labels, case_class, correct_at, routing_min_runs)
-
-
-def _summary(
-    analysis, labels: LabelSet | None, case_class: str, correct_at: str, routing_min_runs: int
-) -> dict[str, Any]:
     from analyzer import __version__
 
     facts = facts_of(analysis, case_class)
@@ -167,15 +158,16 @@ def _runs_section_by_parts(figures: RunFigures) -> dict[str, Any]:
         "with_answer": figures.count("with_answer"),
         "without_answer": figures.count("without_answer"),
         "with_content": figures.count("with_content"),
-        "model_calls": figures.total("model_calls") or 0,
-        "tool_calls": figures.total("tool_calls") or 0,
-        "unexecuted_tool_calls": figures.total("unexecuted_tool_calls") or 0,
-        "input_tokens": figures.total("input_tokens"),
-        "output_tokens": figures.total("output_tokens"),
-        "cached_input_tokens": figures.total("cached_input_tokens"),
+        **_totals(figures.total),
         "agents": figures.agents,
         "models": figures.models,
     }
+
+
+def _totals(total: Callable[[str], int | None]) -> dict[str, int | None]:
+    """The sums of the run columns `passes.TOTALS`: calls 0 when no run has a value, tokens
+    null."""
+    return {c: (total(c) or 0) if c.endswith("_calls") else total(c) for c in TOTALS}
 
 
 def _runs_section(runs: pl.DataFrame) -> dict[str, Any]:
@@ -189,12 +181,7 @@ def _runs_section(runs: pl.DataFrame) -> dict[str, Any]:
         "with_answer": int(runs.get_column("has_answer").sum()),
         "without_answer": int((~runs.get_column("has_answer")).sum()),
         "with_content": int(runs.get_column("has_content").sum()),
-        "model_calls": total("model_calls") or 0,
-        "tool_calls": total("tool_calls") or 0,
-        "unexecuted_tool_calls": total("unexecuted_tool_calls") or 0,
-        "input_tokens": total("input_tokens"),
-        "output_tokens": total("output_tokens"),
-        "cached_input_tokens": total("cached_input_tokens"),
+        **_totals(total),
         "agents": {name: n for name, n in by_agent},
         "models": runs.get_column("models").explode().drop_nulls().unique().sort().to_list(),
     }
@@ -353,84 +340,32 @@ def _cost_section(
 def _metrics(
     analysis, facts: SummaryFacts, runs: pl.DataFrame, scored, correct_at: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The runs section (`_runs_section`) and the metrics, computed side by side."""
+    """The runs section (`_runs_section`) and the metrics."""
     evaluation = analysis.evaluation
     findings = evaluation.findings if evaluation is not None else None
     weights = m.rule_weights(analysis.packs)
     rates = facts.rates or {}
     passed = scored.passed() if scored is not None else None
     case_class = facts.case_class
-    # what every breakdown adds up, computed once: the first section, which others wait for
-    per_run = _Once(
-        functools.partial(
-            m.breakdown_runs, runs, findings=findings, weights=weights, at_least=correct_at
-        )
-    )
-
-    def judged() -> pl.DataFrame:
-        """The runs judged and whether they passed: by the labels, else by their findings."""
-        return passed if passed is not None else per_run().select("run_id", "passed")
-
-    sections = _side_by_side(
-        {
-            "per_run": per_run,
-            "runs": lambda: _runs_section(runs),
-            "tails": lambda: m.tails(runs, metrics=SUMMARY_TAILS).to_dicts(),
-            "cost": lambda: _cost(analysis, runs, judged(), passed, correct_at),
-            "content_coverage": lambda: m.content_coverage(runs).to_dicts()[0],
-            "scores": lambda: _scores(runs),
-            "trials": lambda: _trials(runs, findings, judged(), correct_at),
-            "temperature_axis": lambda: _temperature(rates, runs),
-            "steps": lambda: _steps(runs, judged()),
-            **{
-                key: functools.partial(
-                    _breakdown, runs, case_class if key == "case_class" else key, per_run, passed
-                )
-                for key in BREAKDOWNS
-            },
-        }
-    )
-    return sections["runs"], {
+    # what every breakdown adds up, computed once
+    per_run = m.breakdown_runs(runs, findings=findings, weights=weights, at_least=correct_at)
+    # the runs judged and whether they passed: by the labels, else by their findings
+    judged = passed if passed is not None else per_run.select("run_id", "passed")
+    return _runs_section(runs), {
         "methods": {**_METHODS, "case_class": f"run attribute {case_class}"},
-        "tails": sections["tails"],
-        "cost": sections["cost"],
+        "tails": m.tails(runs, metrics=SUMMARY_TAILS).to_dicts(),
+        "cost": _cost(analysis, runs, judged, passed, correct_at),
         **{name: rates[name].to_dicts() if name in rates else [] for name in METRIC_RATES},
-        "content_coverage": sections["content_coverage"],
-        "scores": sections["scores"],
-        "trials": sections["trials"],
-        "breakdowns": {key: sections[key] for key in BREAKDOWNS},
-        "temperature": sections["temperature_axis"],
-        "steps": sections["steps"],
+        "content_coverage": m.content_coverage(runs).to_dicts()[0],
+        "scores": _scores(runs),
+        "trials": _trials(runs, findings, judged, correct_at),
+        "breakdowns": {
+            key: _breakdown(runs, case_class if key == "case_class" else key, per_run, passed)
+            for key in BREAKDOWNS
+        },
+        "temperature": _temperature(rates, runs),
+        "steps": _steps(runs, judged),
     }
-
-
-class _Once:
-    """A value computed by its first caller; the others wait for it."""
-
-    def __init__(self, compute: Callable[[], Any]) -> None:
-        self._compute = compute
-        self._lock = threading.Lock()
-        self._done = False
-        self._value: Any = None
-
-    def __call__(self) -> Any:
-        with self._lock:
-            if not self._done:
-                self._value, self._done = self._compute(), True
-            return self._value
-
-
-def _side_by_side(tasks: dict[str, Callable[[], Any]]) -> dict[str, Any]:
-    """The result of each task, the tasks run on a thread per CPU. A summary's sections are
-    many small polars queries, too small for polars' own threads to share out; polars lets go
-    of the GIL, so sections side by side keep every core busy (1M spans' runs on two cores:
-    0.205 -> 0.174 s). Each section reads only frames that nothing writes: the same result
-    however they interleave."""
-    from analyzer.workers import default_jobs
-
-    with ThreadPoolExecutor(default_jobs(), thread_name_prefix="agenttrace-summary") as pool:
-        futures = {name: pool.submit(task) for name, task in tasks.items()}
-        return {name: future.result() for name, future in futures.items()}
 
 
 def _cost(
@@ -491,12 +426,7 @@ def _scores(runs: pl.DataFrame) -> dict[str, Any]:
 
 def _trials(runs: pl.DataFrame, findings, judged: pl.DataFrame, correct_at: str) -> dict[str, Any]:
     """Trials: runs sharing a case id; `judged`: each run and whether it passed."""
-    cases = runs.filter(pl.col("case_id").is_not_null())
-    per_case = cases.group_by("case_id").agg(
-        pl.len().alias("k"),
-        _folded_answer().n_unique().alias("_answers"),
-        pl.col("tool_sequence").list.join("\x1f").n_unique().alias("_paths"),
-    )
+    per_case = _per_case(runs)
     multi = per_case.filter(pl.col("k") >= 2)
     max_k = int(per_case.get_column("k").max() or 1)  # type: ignore[arg-type]
     hat = m.pass_hat_k(
@@ -555,16 +485,7 @@ def _disagreement_by_temperature(runs: pl.DataFrame | None) -> list[dict[str, An
     temperature, and the share of them whose answers, or tool sequences, differ."""
     if runs is None or "temperature" not in runs.columns:
         return []
-    cases = runs.filter(pl.col("case_id").is_not_null())
-    per_case = (
-        cases.group_by("temperature", "case_id")
-        .agg(
-            pl.len().alias("k"),
-            _folded_answer().n_unique().alias("_answers"),
-            pl.col("tool_sequence").list.join("\x1f").n_unique().alias("_paths"),
-        )
-        .filter(pl.col("k") >= 2)
-    )
+    per_case = _per_case(runs, "temperature").filter(pl.col("k") >= 2)
     per_temperature = (
         per_case.group_by("temperature")
         .agg(
@@ -587,26 +508,30 @@ def _disagreement_by_temperature(runs: pl.DataFrame | None) -> list[dict[str, An
     ]
 
 
-def _folded_answer() -> pl.Expr:
-    """A run's answer as trials compare it: whitespace- and case-folded; a missing answer is
-    a value too."""
+def _per_case(runs: pl.DataFrame, *keys: str) -> pl.DataFrame:
+    """Per case id (and ``keys``) of the runs with one: its runs ``k``, and how many distinct
+    answers (whitespace- and case-folded; a missing answer is a value too) and tool sequences
+    they have (``_answers``, ``_paths``)."""
+    answer = pl.col("answer").str.replace_all(r"\s+", " ").str.strip_chars().str.to_lowercase()
     return (
-        pl.col("answer")
-        .str.replace_all(r"\s+", " ")
-        .str.strip_chars()
-        .str.to_lowercase()
-        .fill_null("\x00no answer")
+        runs.filter(pl.col("case_id").is_not_null())
+        .group_by(*keys, "case_id")
+        .agg(
+            pl.len().alias("k"),
+            answer.fill_null("\x00no answer").n_unique().alias("_answers"),
+            pl.col("tool_sequence").list.join("\x1f").n_unique().alias("_paths"),
+        )
     )
 
 
 def _breakdown(
-    runs: pl.DataFrame, by: str, per_run: Callable[[], pl.DataFrame], passed: pl.DataFrame | None
+    runs: pl.DataFrame, by: str, per_run: pl.DataFrame, passed: pl.DataFrame | None
 ) -> list[dict[str, Any]]:
-    """Rows of `metrics.breakdown` (group under ``group``) from the runs' `per_run()` figures
+    """Rows of `metrics.breakdown` (group under ``group``) from the runs' `per_run` figures
     (`metrics.breakdown_runs`); with labels, also per group: ``label_runs``,
     ``label_correct_runs``, ``label_correct_rate`` (+ ``_lo``, ``_hi``) and
     ``label_cost_per_correct_run`` (cost of its labelled runs / those all right)."""
-    rows = m.breakdown(runs, by, per_run=per_run())
+    rows = m.breakdown(runs, by, per_run=per_run)
     if passed is not None:
         groups, _ = m.run_groups(runs, by)
         judged = groups.join(passed, on="run_id", how="inner").join(
