@@ -126,7 +126,6 @@ class Redactor:
     def __init__(self, salt: str) -> None:
         self._key = salt.encode("utf-8")
         self._cache: dict[str, str] = {}
-        self._json_cache: dict[str, str | None] = {}
         self.quoted: dict[str, str] = {}  # a value as a detail quotes it -> its token
 
     def token(self, value: str) -> str:
@@ -142,11 +141,14 @@ class Redactor:
         if isinstance(value, bool) or value is None:
             return value
         if isinstance(value, str | int | float):
-            text = value if isinstance(value, str) else json.dumps(value)
-            out = self.token(text)
-            self.quoted.setdefault(_as_quoted(text), out)
-            return out
+            return self._quotable(value if isinstance(value, str) else json.dumps(value))
         return self.token(str(value))
+
+    def _quotable(self, text: str) -> str:
+        """The token of `text`, also found where a detail quotes `text`."""
+        out = self.token(text)
+        self.quoted.setdefault(_as_quoted(text), out)
+        return out
 
     def _walk(self, value: Any) -> Any:
         if isinstance(value, dict):
@@ -157,22 +159,12 @@ class Redactor:
 
     def text(self, value: str | None) -> str | None:
         """A whole text as one token (null stays null, empty stays empty)."""
-        if not value:
-            return value
-        out = self.token(value)
-        self.quoted.setdefault(_as_quoted(value), out)
-        return out
+        return self._quotable(value) if value else value
 
     def json_text(self, value: str | None) -> str | None:
         """JSON text with each value replaced by its token, keys kept; other text as `text`."""
         if not value:
             return value
-        done = self._json_cache.get(value)
-        if done is None:
-            done = self._json_cache[value] = self._json_text(value)
-        return done
-
-    def _json_text(self, value: str) -> str | None:
         try:
             parsed = orjson.loads(value)
         except orjson.JSONDecodeError:
@@ -181,7 +173,7 @@ class Redactor:
             return self.text(value)
         for leaf in _leaves(parsed):  # the whole text is also a token where it is shown whole
             self._leaf(leaf)
-        self.quoted.setdefault(_as_quoted(value), self.token(value))
+        self._quotable(value)
         return json.dumps(self._walk(parsed), ensure_ascii=False)
 
     def detail(self, detail: str | None, kind: str | None, content: str) -> str | None:
@@ -250,33 +242,11 @@ def _map_str(frame: pl.DataFrame, column: str, fn: Callable[[Any], Any]) -> pl.D
     return frame.with_columns(series.replace_strict(mapping, default=None, return_dtype=pl.String))
 
 
-def _map_list_field(lists: pa.Array, field: str, fn: Callable[[Any], Any]) -> pa.Array:
-    """A list-of-structs array with `fn` applied to one text field of every struct (columnar
-    but for `fn` itself, called once per distinct value)."""
-    if isinstance(lists, pa.ChunkedArray):
-        lists = lists.combine_chunks()
-    values = lists.flatten()
-    if not len(values):
-        return lists
-    names = [f.name for f in values.type]
-    fields = [pc.struct_field(values, name) for name in names]
-    fields[names.index(field)] = _arrow_strings(fields[names.index(field)], fn)
-    rebuilt = pa.StructArray.from_arrays(fields, fields=list(values.type))
-    offsets = pc.subtract(lists.offsets, lists.offsets[0])
-    return type(lists).from_arrays(offsets, rebuilt, type=lists.type, mask=lists.is_null())
-
-
-def _map_calls(frame: pl.DataFrame, column: str, r: Redactor) -> pl.DataFrame:
-    """A list of {id, name, arguments} structs with the arguments redacted."""
-    if column not in frame.columns:
-        return frame
-    series = frame.get_column(column)
-    mapped = _map_list_field(series.to_arrow(), "arguments", r.json_text)
-    return frame.with_columns(pl.Series(column, mapped).cast(series.dtype))
-
-
-def _map_str_list(frame: pl.DataFrame, column: str, fn: Callable[[Any], Any]) -> pl.DataFrame:
-    """`fn` applied to each distinct text of a list-of-text column."""
+def _map_lists(
+    frame: pl.DataFrame, column: str, fn: Callable[[Any], Any], field: str | None = None
+) -> pl.DataFrame:
+    """`fn` applied to each distinct text of a list column: of the texts themselves, or of
+    one text `field` of its structs (columnar but for `fn` itself)."""
     if column not in frame.columns:
         return frame
     series = frame.get_column(column)
@@ -286,7 +256,13 @@ def _map_str_list(frame: pl.DataFrame, column: str, fn: Callable[[Any], Any]) ->
     values = lists.flatten()
     if not len(values):
         return frame
-    mapped = _arrow_strings(values, fn)
+    if field is None:
+        mapped = _arrow_strings(values, fn)
+    else:
+        names = [f.name for f in values.type]
+        fields = [pc.struct_field(values, name) for name in names]
+        fields[names.index(field)] = _arrow_strings(fields[names.index(field)], fn)
+        mapped = pa.StructArray.from_arrays(fields, fields=list(values.type))
     offsets = pc.subtract(lists.offsets, lists.offsets[0])
     rebuilt = type(lists).from_arrays(offsets, mapped, type=lists.type, mask=lists.is_null())
     return frame.with_columns(pl.Series(column, rebuilt).cast(series.dtype))
@@ -295,7 +271,7 @@ def _map_str_list(frame: pl.DataFrame, column: str, fn: Callable[[Any], Any]) ->
 def _redact_steps(steps: pl.DataFrame, r: Redactor) -> pl.DataFrame:
     steps = _map_str(steps, "error_type", r.text)
     steps = _map_str(steps, "arguments", r.json_text)
-    steps = _map_calls(steps, "requested_calls", r)
+    steps = _map_lists(steps, "requested_calls", r.json_text, "arguments")
     steps = _map_str(steps, "result", r.json_text)
     return _map_str(steps, "output_text", r.json_text)
 
@@ -399,7 +375,7 @@ def redact_analysis(analysis, salt: str):
     steps = _redact_steps(runset.steps, r)
     runs = _map_str(runset.runs, "answer", r.json_text)
     runs = _map_str(runs, "attributes", lambda t: _attributes_json(t, r))
-    runs = _map_str_list(runs, "tool_definitions", lambda t: _tool_definitions(t, r))
+    runs = _map_lists(runs, "tool_definitions", lambda t: _tool_definitions(t, r))
     for column in _HASHED_IDS:
         runs = _map_str(runs, column, r.text)
     sources = _map_str(runset.sources, "text", r.json_text)

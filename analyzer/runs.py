@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -226,9 +226,10 @@ def _linked_agents(frame: pl.DataFrame, parent: pa.Array, is_top: pl.Series) -> 
     belongs to the run of the top-level agent span of its trace with an unbroken chain that
     holds it in time, the earliest such span; where both record a conversation id, only if it
     is the same one."""
+    none = pl.DataFrame(schema={"_top": pl.Int64, "_host": pl.Int64})
     broken = frame.get_column("parent_span_id").is_not_null() & pl.Series(parent).is_null()
     if not broken.any():
-        return pl.DataFrame(schema={"_top": pl.Int64, "_host": pl.Int64})
+        return none
     # the root each span's parent chain reaches, and whether that root lost its parent
     root = pl.Series(roots(parent), dtype=pl.Int64)
     tops = frame.select(
@@ -242,7 +243,7 @@ def _linked_agents(frame: pl.DataFrame, parent: pa.Array, is_top: pl.Series) -> 
     ).filter(is_top)
     orphans = tops.filter("_orphan")
     if orphans.is_empty():
-        return pl.DataFrame(schema={"_top": pl.Int64, "_host": pl.Int64})
+        return none
     hosts = tops.filter(~pl.col("_orphan")).select(
         "trace_id",
         pl.col("_top").alias("_host"),
@@ -337,15 +338,10 @@ def _list_attribute(lists: pa.Array, key: str) -> pl.Series:
         pc.cast(vals.field("bool"), pa.string()),
         vals.field("json"),
     )
-    found = pl.DataFrame({"_row": pl.Series(rows), "_v": pl.Series(text)}).unique(
-        "_row", keep="first"
-    )
-    return (
-        pl.DataFrame({"_row": pl.int_range(0, len(lists), eager=True, dtype=pl.Int64)})
-        .join(found.with_columns(pl.col("_row").cast(pl.Int64)), on="_row", how="left")
-        .sort("_row")
-        .get_column("_v")
-    )
+    found = pl.DataFrame({"_row": pl.Series(rows), "_v": pl.Series(text)})
+    found = found.unique("_row", keep="first")
+    values = pl.repeat(None, len(lists), dtype=pl.String, eager=True).alias("_v")
+    return values.scatter(found["_row"], found["_v"]) if found.height else values
 
 
 # --- steps -------------------------------------------------------------------------------------
@@ -481,7 +477,7 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
     steps = pl.concat([models, executed, synthetic], how="diagonal_relaxed").select(
         "role", "_req_pos", *(c for c in _STEP_COLUMNS if c not in ("index", "kind", "name"))
     )
-    # single-threaded: polars' parallel sort of these keys costs twice the CPU (polars 2.1)
+    # single-threaded: polars' parallel sort costs more CPU on these keys
     steps = steps.sort(_STEP_ORDER, nulls_last=True, multithreaded=False)
     name = pl.col("tool_name")
     is_output_tool = name.is_in(list(OUTPUT_TOOL_NAMES))
@@ -733,30 +729,18 @@ def _answers(frame: pl.LazyFrame, steps: pl.LazyFrame) -> pl.LazyFrame:
     via_agent = (
         ~via_tool & ~has_model & pl.col("_g_text").is_not_null() & (pl.col("_g_status") != "error")
     )
+    picked = {  # what each way answers with: (via_tool, via_model, via_agent)
+        "answer": (pl.coalesce("_g_text", "_o_text"), pl.coalesce("_g_text", "_a_text"), "_g_text"),
+        "answer_ns": ("_o_end", "_a_end", "_g_end"),
+        "answer_span_id": ("_o_span", "_a_span", "_g_span"),
+    }
     return out.select(
         "run_id",
         (via_tool | via_model | via_agent).fill_null(False).alias("has_answer"),
-        pl.when(via_tool)
-        .then(pl.coalesce("_g_text", "_o_text"))
-        .when(via_model)
-        .then(pl.coalesce("_g_text", "_a_text"))
-        .when(via_agent)
-        .then("_g_text")
-        .alias("answer"),
-        pl.when(via_tool)
-        .then("_o_end")
-        .when(via_model)
-        .then("_a_end")
-        .when(via_agent)
-        .then("_g_end")
-        .alias("answer_ns"),
-        pl.when(via_tool)
-        .then("_o_span")
-        .when(via_model)
-        .then("_a_span")
-        .when(via_agent)
-        .then("_g_span")
-        .alias("answer_span_id"),
+        *(
+            pl.when(via_tool).then(t).when(via_model).then(m).when(via_agent).then(a).alias(name)
+            for name, (t, m, a) in picked.items()
+        ),
     )
 
 
@@ -786,27 +770,24 @@ def _runs(
     case_key: str | None,
     span_rows: pa.Array | None,
 ) -> pl.DataFrame:
-    # One plan, run by the in-memory engine: each filter reads only the columns used after it,
-    # and what two parts share (the top agent, the calls that asked for tools) runs once (the
-    # streaming engine, polars 2's default for a plan, is slower on these many small steps).
-    # Run ids as codes (`run_codes`) while joining, cast back at the end.
+    # One plan, run by the in-memory engine (what two parts share runs once); run ids as codes
+    # (`run_codes`) while joining, cast back at the end.
     as_codes = pl.col("run_id").cast(run_codes())
     lazy_frame = frame.lazy().with_columns(as_codes)
     lazy_steps = steps.lazy().with_columns(as_codes)
     model = lazy_steps.filter(pl.col("kind") == "model_call")
     tool = lazy_steps.filter(pl.col("kind") == "tool_call")
 
-    def tokens(col: str) -> pl.Expr:
+    def total(col: str) -> pl.Expr:
+        """The sum of `col`, null where no step recorded one."""
         return pl.when(pl.col(col).is_not_null().any()).then(pl.col(col).sum()).alias(col)
 
     model_totals = model.group_by("run_id").agg(
         pl.len().alias("model_calls"),
-        tokens("input_tokens"),
-        tokens("output_tokens"),
-        tokens("cached_input_tokens"),
-        pl.when(pl.col("recorded_cost_usd").is_not_null().any())
-        .then(pl.col("recorded_cost_usd").sum())
-        .alias("recorded_cost_usd"),
+        total("input_tokens"),
+        total("output_tokens"),
+        total("cached_input_tokens"),
+        total("recorded_cost_usd"),
         pl.col("model").drop_nulls().unique().sort().alias("models"),
         pl.col("temperature").drop_nulls().unique().sort().alias("temperatures"),
         (pl.col("status") == "error").sum().alias("failed_model_calls"),
@@ -847,14 +828,10 @@ def _runs(
         .join(top, on="run_id", how="left")
         .join(_answers(lazy_frame, lazy_steps), on="run_id", how="left")
     )
+    counts = ("model_calls", "tool_calls", "unexecuted_tool_calls", "failed_model_calls")
     runs = runs.with_columns(
-        pl.col("model_calls").fill_null(0),
-        pl.col("tool_calls").fill_null(0),
-        pl.col("unexecuted_tool_calls").fill_null(0),
-        pl.col("failed_model_calls").fill_null(0),
-        pl.col("failed_tool_calls").fill_null(0),
-        pl.col("models").fill_null([]),
-        pl.col("tool_sequence").fill_null([]),
+        pl.col(*counts, "failed_tool_calls").fill_null(0),
+        pl.col("models", "tool_sequence").fill_null([]),
         agent=pl.coalesce("_top_name", "_any_agent"),
         temperature=pl.when(pl.col("temperatures").list.len() == 1).then(
             pl.col("temperatures").list.first()
@@ -937,9 +914,7 @@ def _note_reading(
     """A warning per file for the spans merged into a call another span of it records, and
     for the spans with a model, usage or content that no convention recognised (kept, as
     `other`)."""
-    rows = pa.array(frame.get_column("_i").cast(pl.Int64).to_arrow())
-    if span_rows is not None:
-        rows = pc.take(span_rows, rows)
+    rows = _rows_of_spans(frame.get_column("_i"), span_rows)
     counts = (
         pl.DataFrame(
             {
@@ -984,11 +959,15 @@ def _note_reading(
             )
 
 
+def _rows_of_spans(rows: pl.Series, span_rows: pa.Array | None) -> pa.Array:
+    """The row of the span table of each of `rows` (of the normalized frame)."""
+    rows = pa.array(rows.cast(pl.Int64).to_arrow())
+    return rows if span_rows is None else pc.take(span_rows, rows)
+
+
 def _scope_names(frame: pl.DataFrame, spans: pa.Table, span_rows: pa.Array | None) -> pl.Series:
     """The instrumentation scope name of each row of `frame`."""
-    rows = pa.array(frame.get_column("_i").cast(pl.Int64).to_arrow())
-    if span_rows is not None:
-        rows = pc.take(span_rows, rows)
+    rows = _rows_of_spans(frame.get_column("_i"), span_rows)
     return pl.Series("_scope", pc.take(spans.column("scope_name"), rows))
 
 
@@ -1014,9 +993,7 @@ def _run_attributes(
         .then(pl.coalesce("_ai", "_i"))
         .otherwise("_i")
     )
-    indices = pa.array(roots.get_column("_row").to_list(), pa.int64())
-    if span_rows is not None:
-        indices = pc.take(span_rows, indices)
+    indices = _rows_of_spans(roots.get_column("_row"), span_rows)
     picked = spans.select(["attributes", "resource_attributes"]).take(indices)
     attributes, names, versions = _attributes_json(picked)
     return pl.DataFrame(
@@ -1111,12 +1088,17 @@ def _attributes_json(picked: pa.Table) -> tuple[pl.Series, pl.Series, pl.Series]
 
 
 def _python_attributes(picked: pa.Table) -> tuple[list[str], list[str | None], list[str | None]]:
-    """`_attributes_json` in Python, a dict per row: the reference, and the way for odd rows."""
+    """`_attributes_json` in Python, a dict per row: the reference, and the way for odd rows.
+    An attribute's value is the first set of str, int, float, bool, else the parsed json (its
+    text if it does not parse)."""
     records: list[dict] = [{} for _ in range(picked.num_rows)]
     # The root span's own attributes win over its resource's: set after them.
     for column in ("resource_attributes", "attributes"):
-        for row, key, value in _attr_items(picked.column(column)):
-            records[row][key] = value
+        lists = attribute_lists(picked.column(column)).to_pylist()
+        for record, attrs in zip(records, lists, strict=True):
+            for a in attrs or ():
+                typed = [a[f] for f in ("str", "int", "float", "bool") if a[f] is not None]
+                record[a["key"]] = typed[0] if typed else _json_value(a["json"])
 
     def text(record: dict, key: str) -> str | None:
         return str(record[key]) if record.get(key) is not None else None
@@ -1126,31 +1108,6 @@ def _python_attributes(picked: pa.Table) -> tuple[list[str], list[str | None], l
         [text(r, "service.name") for r in records],
         [text(r, "service.version") for r in records],
     )
-
-
-def _attr_items(column: pa.ChunkedArray) -> Iterator[tuple[int, str, object]]:
-    """(row, key, value) of every attribute of an `ATTRS` column, in order; the value is the
-    first set of str, int, float, bool, else the parsed json (its text if it does not parse).
-    Read field by field: no Python dict per attribute."""
-    lists = attribute_lists(column)
-    rows = pc.list_parent_indices(lists).to_pylist()
-    attrs = lists.flatten()  # the attributes of every row, in order
-    fields = dict(zip((f.name for f in attrs.type), attrs.flatten(), strict=True))
-    keys = fields["key"].to_pylist()
-    typed = [fields[f].to_pylist() for f in ("str", "int", "float", "bool", "json")]
-    for row, key, (text, integer, number, flag, raw) in zip(
-        rows, keys, zip(*typed, strict=True), strict=True
-    ):
-        if text is not None:
-            yield row, key, text
-        elif integer is not None:
-            yield row, key, integer
-        elif number is not None:
-            yield row, key, number
-        elif flag is not None:
-            yield row, key, flag
-        else:
-            yield row, key, _json_value(raw)
 
 
 def _json_value(raw: str | None) -> object:
@@ -1181,32 +1138,21 @@ def _case_id(attributes: pl.Series, case_key: str | None) -> pl.Series:
 def _primary_model(runs: pl.DataFrame, steps: pl.DataFrame) -> pl.Series:
     """The model of most tokens (input + output) in each run, then of most calls, then the
     first by name; null for a run that names no model."""
-    primary = runs.select(
-        pl.when(pl.col("models").list.len() == 1).then(pl.col("models").list.first())
-    ).to_series()
-    several = runs.select(pl.col("models").list.len() > 1).to_series().arg_true()
-    if len(several):  # most runs use one model: only the others are counted
-        ids = runs.get_column("run_id").gather(several)
-        picked = (
-            steps.filter(
-                (pl.col("kind") == "model_call")
-                & pl.col("model").is_not_null()
-                & pl.col("run_id").is_in(ids.implode())
-            )
-            .group_by("run_id", "model")
-            .agg(
-                (pl.col("input_tokens").fill_null(0) + pl.col("output_tokens").fill_null(0))
-                .sum()
-                .alias("_tokens"),
-                pl.len().alias("_calls"),
-            )
-            .sort(["_tokens", "_calls", "model"], descending=[True, True, False])
-            .group_by("run_id", maintain_order=True)
-            .first()
+    picked = (
+        steps.filter((pl.col("kind") == "model_call") & pl.col("model").is_not_null())
+        .group_by("run_id", "model")
+        .agg(
+            (pl.col("input_tokens").fill_null(0) + pl.col("output_tokens").fill_null(0))
+            .sum()
+            .alias("_tokens"),
+            pl.len().alias("_calls"),
         )
-        found = pl.DataFrame({"run_id": ids}).join(picked, on="run_id", how="left")
-        primary = primary.scatter(several, found.get_column("model"))
-    return primary.alias("primary_model")
+        .sort(["_tokens", "_calls", "model"], descending=[True, True, False])
+        .group_by("run_id", maintain_order=True)
+        .first()
+    )
+    found = runs.select("run_id").join(picked, on="run_id", how="left", maintain_order="left")
+    return found.get_column("model").alias("primary_model")
 
 
 def _config_hash(runs: pl.DataFrame) -> pl.Series:

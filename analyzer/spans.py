@@ -9,6 +9,7 @@ OTLP type: exactly one of ``str``/``int``/``float``/``bool``/``json`` is set per
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -30,7 +31,6 @@ __all__ = [
     "attribute_lists",
     "attrs_from_mapping",
     "compact_resources",
-    "empty_span_table",
     "empty_table",
     "is_shared",
     "plain_resources",
@@ -172,11 +172,6 @@ def _arange(n: int) -> pa.Array:
     return pa.array(np.arange(n, dtype=np.int32))
 
 
-def empty_span_table() -> pa.Table:
-    """A span table with no rows."""
-    return empty_table(SPAN_SCHEMA)
-
-
 def empty_table(schema: pa.Schema) -> pa.Table:
     """A table of `schema` with no rows (pyarrow's ``Schema.empty_table`` imports pandas,
     a third of a second in every worker process)."""
@@ -184,35 +179,25 @@ def empty_table(schema: pa.Schema) -> pa.Table:
 
 
 def _attr(key: str, value: Any) -> dict[str, Any] | None:
-    row: dict[str, Any] = {
-        "key": key,
-        "str": None,
-        "int": None,
-        "float": None,
-        "bool": None,
-        "json": None,
-    }
     if value is None:
         return None
+    field, typed = "json", value
     if isinstance(value, bool):
-        row["bool"] = value
+        field = "bool"
     elif isinstance(value, int):
-        if -(2**63) <= value < 2**63:
-            row["int"] = value
-        else:
-            row["str"] = str(value)
-    elif isinstance(value, float):
-        row["float"] = value
-    elif isinstance(value, str):
-        row["str"] = value
+        field, typed = ("int", value) if -(2**63) <= value < 2**63 else ("str", str(value))
+    elif isinstance(value, float | str):
+        field = "float" if isinstance(value, float) else "str"
     elif isinstance(value, bytes):
-        row["json"] = orjson.dumps(__import__("base64").b64encode(value).decode()).decode()
+        typed = orjson.dumps(base64.b64encode(value).decode()).decode()
     else:
         try:
-            row["json"] = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+            typed = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
         except orjson.JSONEncodeError:  # an integer beyond 64 bits, or nested over 254 levels
-            row["json"] = msgspec.json.encode(value, enc_hook=str).decode()
-    return row
+            typed = msgspec.json.encode(value, enc_hook=str).decode()
+    return {"key": key, "str": None, "int": None, "float": None, "bool": None, "json": None} | {
+        field: typed
+    }
 
 
 def attrs_from_mapping(mapping: Mapping[str, Any] | None) -> list[dict[str, Any]]:

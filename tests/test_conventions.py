@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from analyzer.conventions import NORMALIZED_COLUMNS, ROLES, normalize
 from analyzer.conventions import content as ct
-from analyzer.spans import SpanBatchBuilder, attrs_from_mapping, empty_span_table
+from analyzer.spans import SPAN_SCHEMA, SpanBatchBuilder, attrs_from_mapping, empty_table
 
 # the package exports the function `normalize`, which hides the submodule of the same name
 normalize_module = importlib.import_module("analyzer.conventions.normalize")
@@ -1623,7 +1623,7 @@ def test_one_row_per_span_in_input_order_across_slices(monkeypatch):
 
 
 def test_empty_table_gives_an_empty_normalized_table():
-    out = normalize(empty_span_table())
+    out = normalize(empty_table(SPAN_SCHEMA))
     assert out.height == 0 and out.schema == NORMALIZED_COLUMNS
 
 
@@ -1996,7 +1996,7 @@ def test_real_langfuse_vercel_trace():
     )  # the run stopped after requesting a tool
 
 
-_FAST_INPUTS = [
+_GENAI_INPUTS = [
     [
         {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
         {
@@ -2030,7 +2030,7 @@ _FAST_INPUTS = [
         {"content": "no role", "role": None},
     ],
 ]
-_FAST_OUTPUTS = [
+_GENAI_OUTPUTS = [
     [
         {
             "role": "assistant",
@@ -2053,16 +2053,40 @@ _FAST_OUTPUTS = [
 ]
 
 
-@pytest.mark.parametrize("value", _FAST_INPUTS)
-def test_fast_message_path_matches_the_generic_parser(value):
-    assert ct._fast_messages(value, "user") is not None  # the fast path is really taken
-    assert ct.parse_messages(js(value)) == ct._generic_messages(value)
+_GENAI_MESSAGES = [
+    [
+        ("system", "Be brief.", None, None),
+        ("user", "Hi\nagain", None, None),
+        (
+            "assistant",
+            '[{"id":"c1","name":"f","arguments":"{\\"a\\":1}"},'
+            '{"id":"c2","name":"g","arguments":"{\\"b\\": 2}"}]',
+            None,
+            None,
+        ),
+        ("tool", '{"ok":true}', "c1", None),
+        ("tool", "done", "c2", None),
+        ("tool", "loose tool text", None, "f"),
+        ("user", "no role", None, None),
+    ],
+    [
+        ("system", "Use tools.", None, None),
+        ("tool", "sunny", "call_1", "w"),
+        ("tool", None, "call_2", None),
+        ("user", "no role", None, None),
+    ],
+]
 
 
-@pytest.mark.parametrize("value", _FAST_OUTPUTS)
-def test_fast_output_path_matches_the_generic_parser(value):
-    assert ct._fast_output(value) is not None
-    assert ct.parse_output(js(value)) == ct._generic_output(js(value), value)
+@pytest.mark.parametrize(("value", "want"), list(zip(_GENAI_INPUTS, _GENAI_MESSAGES, strict=True)))
+def test_genai_and_plain_messages(value, want):
+    assert ct.parse_messages(js(value)) == want
+
+
+def test_genai_output_messages():
+    first, last = (ct.parse_output(js(v)) for v in _GENAI_OUTPUTS)
+    assert first == ct.Output("Checking.", [("c1", "f", '{"x":1}')], ["tool_call"], True)
+    assert last == ct.Output("Final.", [("c", "f", None)], ["stop"], True)
 
 
 def test_spans_without_attributes_or_events():

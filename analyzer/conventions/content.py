@@ -98,9 +98,8 @@ def arguments_text(value: Any) -> str | None:
     return to_text(value)
 
 
-def result_text(value: Any) -> str | None:
-    """A tool result as text (a JSON-encoded string is decoded once)."""
-    return arguments_text(value)
+#: A tool result as text (a JSON-encoded string is decoded once).
+result_text = arguments_text
 
 
 def normalize_arguments(text: str, langsmith: bool = False) -> str:
@@ -161,13 +160,8 @@ def _call(obj: Mapping[str, Any]) -> Call:
     name = (
         obj.get("name") or obj.get("toolName") or fn.get("name") or obj.get(sc.ANY_AGENT_CALL_NAME)
     )
-    args: Any = None
-    for key in ("arguments", "args", "input", sc.ANY_AGENT_CALL_ARGS):
-        if key in obj:
-            args = obj[key]
-            break
-    else:
-        args = fn.get("arguments")
+    keys = ("arguments", "args", "input", sc.ANY_AGENT_CALL_ARGS)
+    args = next((obj[key] for key in keys if key in obj), fn.get("arguments"))
     return (_str_or_none(call_id), _str_or_none(name), arguments_text(args))
 
 
@@ -176,6 +170,13 @@ def _tool_calls(value: Any) -> list[Call]:
     if not isinstance(value, list):
         return []
     return [_call(tc) for tc in value if isinstance(tc, dict)]
+
+
+def _add_calls(message: dict[str, Any], acc: _Parts) -> None:
+    """The calls a message lists beside its content (``tool_calls``, legacy ``function_call``)."""
+    acc.calls.extend(_tool_calls(message.get("tool_calls")))
+    if isinstance(message.get("function_call"), dict):
+        acc.calls.append(_call(message["function_call"]))
 
 
 def _is_call_record(obj: Any) -> bool:
@@ -242,11 +243,8 @@ def _read_parts(content: Any, acc: _Parts) -> None:
                 or src.get("toolCallId")
             )
             name = src.get("name") or src.get("toolName")
-            value: Any = None
-            for key in ("response", "result", "output", "content"):
-                if key in src:
-                    value = src[key]
-                    break
+            keys = ("response", "result", "output", "content")
+            value = next((src[key] for key in keys if key in src), None)
             if isinstance(value, list) and ptype == "tool_result":
                 # Anthropic tool_result content blocks: keep their text
                 inner = _Parts()
@@ -325,9 +323,7 @@ def _message(d: dict[str, Any], default_role: str | None, out: list[Message]) ->
         acc.texts.append(to_text(d["content"]) or "")  # a tool's return value, kept whole
     else:
         _read_parts(d.get("content"), acc)
-    acc.calls.extend(_tool_calls(d.get("tool_calls")))
-    if isinstance(d.get("function_call"), dict):  # legacy OpenAI function calling
-        acc.calls.append(_call(d["function_call"]))
+    _add_calls(d, acc)
     tool_call_id = None
     if role == "tool":
         tool_call_id = _str_or_none(d.get("tool_call_id") or d.get("id") or d.get("call_id"))
@@ -369,129 +365,34 @@ def _collect_messages(
         out.append((default_role, to_text(value), None, None))
         return
     d = value
+    # a request body: (its system instructions, its messages)
     if "messages" in d and isinstance(d["messages"], list):
-        if d.get("system") is not None:
-            _system_from(d["system"], out)
-        _collect_messages(d["messages"], default_role, out, depth + 1)
-        return
-    if isinstance(d.get("contents"), list):  # Gemini / ADK LlmRequest
+        system, messages = d.get("system"), d["messages"]
+    elif isinstance(d.get("contents"), list):  # Gemini / ADK LlmRequest
         config = d.get("config") if isinstance(d.get("config"), dict) else {}
         system = config.get("system_instruction", d.get("system_instruction"))
-        if system is not None:
-            _system_from(system, out)
-        _collect_messages(d["contents"], default_role, out, depth + 1)
-        return
-    if isinstance(d.get("new_message"), dict):  # ADK runner input
-        _collect_messages([d["new_message"]], default_role, out, depth + 1)
-        return
-    if "role" in d or "parts" in d or "content" in d or sc.EVENT_NAME_FIELD in d or "lc" in d:
+        messages = d["contents"]
+    elif isinstance(d.get("new_message"), dict):  # ADK runner input
+        system, messages = None, [d["new_message"]]
+    elif "role" in d or "parts" in d or "content" in d or sc.EVENT_NAME_FIELD in d or "lc" in d:
         _message(d, default_role, out)
         return
-    if "prompt" in d or "system" in d:  # Vercel ai.prompt, Claude Agent SDK inputs
-        if d.get("system") is not None:
-            _system_from(d["system"], out)
-        _collect_messages(d.get("prompt"), default_role, out, depth + 1)
+    elif "prompt" in d or "system" in d:  # Vercel ai.prompt, Claude Agent SDK inputs
+        system, messages = d.get("system"), d.get("prompt")
+    elif "input" in d and len(d) <= 3:  # Responses API body / LangChain {"input": ...}
+        system, messages = d.get("instructions"), d["input"]
+    else:
+        out.append((default_role, to_text(d), None, None))
         return
-    if "input" in d and len(d) <= 3:  # Responses API body / LangChain {"input": ...}
-        if d.get("instructions") is not None:
-            _system_from(d["instructions"], out)
-        _collect_messages(d["input"], default_role, out, depth + 1)
-        return
-    out.append((default_role, to_text(d), None, None))
+    if system is not None:
+        _system_from(system, out)
+    _collect_messages(messages, default_role, out, depth + 1)
 
 
 def parse_system_instructions(value: Any) -> list[Message]:
     """GenAI ``gen_ai.system_instructions`` (a list of parts, or text) as one system message."""
     out: list[Message] = []
     _system_from(load_json(value), out)
-    return out
-
-
-_FAST_PARTS_KEYS = frozenset({"role", "parts", "name", "finish_reason"})
-_FAST_PLAIN_KEYS = frozenset({"role", "content", "name", "tool_call_id"})
-_FAST_CALL_KEYS = frozenset({"type", "id", "name", "arguments"})
-
-
-def _fast_messages(items: list[Any], default_role: str | None) -> list[Message] | None:
-    """The two commonest shapes, GenAI ``{role, parts}`` with text/tool_call/tool_call_response
-    parts and plain ``{role, content: str}``, without the generic machinery. None when any item
-    is outside them (the generic parser then reads the whole value); results are identical."""
-    out: list[Message] = []
-    aliases = sc.ROLE_ALIASES
-    for m in items:
-        if type(m) is not dict:
-            return None
-        role = m.get("role")
-        if type(role) is str and role:
-            role = aliases.get(role) or _role(role, default_role)
-        else:
-            role = default_role
-        name = m.get("name")
-        parts = m.get("parts")
-        if parts is None:
-            content = m.get("content")
-            if type(content) is not str or not m.keys() <= _FAST_PLAIN_KEYS:
-                return None
-            if role == "tool":
-                tcid = _str_or_none(m.get("tool_call_id"))
-                if content or tcid:
-                    out.append(("tool", content or None, tcid, _str_or_none(name)))
-            elif content:
-                out.append((role, content, None, None))
-            continue
-        if type(parts) is not list or not m.keys() <= _FAST_PARTS_KEYS:
-            return None
-        texts: list[str] = []
-        calls: list[Call] = []
-        results: list[Message] = []
-        for p in parts:
-            if type(p) is not dict or "thought" in p:
-                return None
-            ptype = p.get("type")
-            if ptype == "text":
-                text = p.get("content")
-                if type(text) is not str or "text" in p:
-                    return None
-                if text:
-                    texts.append(text)
-            elif ptype == "tool_call":
-                if not p.keys() <= _FAST_CALL_KEYS:
-                    return None
-                calls.append(
-                    (
-                        _str_or_none(p.get("id")),
-                        _str_or_none(p.get("name")),
-                        arguments_text(p.get("arguments")),
-                    )
-                )
-            elif ptype == "tool_call_response":
-                if "function_response" in p or "functionResponse" in p:
-                    return None
-                value = None
-                for key in ("response", "result", "output", "content"):
-                    if key in p:
-                        value = p[key]
-                        break
-                rid = p.get("id") or p.get("call_id") or p.get("tool_use_id") or p.get("toolCallId")
-                rname = p.get("name") or p.get("toolName")
-                results.append(("tool", result_text(value), _str_or_none(rid), _str_or_none(rname)))
-            elif ptype == "reasoning":
-                continue
-            else:
-                return None
-        if role == "tool" and not results:
-            if texts:
-                out.append(("tool", "\n".join(texts), None, _str_or_none(name)))
-            continue
-        if texts:
-            out.append(
-                (role, "\n".join(texts), None, _str_or_none(name) if role == "tool" else None)
-            )
-        elif calls:
-            out.append(
-                (role, _calls_json(calls), None, _str_or_none(name) if role == "tool" else None)
-            )
-        out.extend(results)
     return out
 
 
@@ -502,17 +403,8 @@ def parse_messages(value: Any, default_role: str | None = "user") -> list[Messag
     messages with their ``tool_call_id``; an assistant turn that only called tools keeps its calls
     as JSON content. Reasoning parts are dropped; messages with no content are dropped.
     """
-    decoded = load_json(value)
-    if type(decoded) is list:
-        fast = _fast_messages(decoded, default_role)
-        if fast is not None:
-            return [m for m in fast if m[1] is not None or m[2] is not None]
-    return _generic_messages(decoded, default_role)
-
-
-def _generic_messages(decoded: Any, default_role: str | None = "user") -> list[Message]:
     out: list[Message] = []
-    _collect_messages(decoded, default_role, out)
+    _collect_messages(load_json(value), default_role, out)
     return [m for m in out if m[1] is not None or m[2] is not None]
 
 
@@ -546,9 +438,7 @@ def _output_message(m: dict[str, Any], acc: Output) -> None:
     role = _role(m.get("role") or lc_role, "assistant")
     parts = _Parts()
     _read_parts(m.get("parts") if "parts" in m else m.get("content"), parts)
-    parts.calls.extend(_tool_calls(m.get("tool_calls")))
-    if isinstance(m.get("function_call"), dict):
-        parts.calls.append(_call(m["function_call"]))
+    _add_calls(m, parts)
     extra = m.get("additional_kwargs")
     if not parts.calls and isinstance(extra, dict):
         # LangChain's AIMessage keeps the provider's raw calls there (OpenAI's shape); its own
@@ -563,8 +453,8 @@ def _output_message(m: dict[str, Any], acc: Output) -> None:
         acc.text = "\n".join(parts.texts)  # the last assistant message with text wins
 
 
-def _collect_output(value: Any, acc: Output, depth: int = 0) -> None:
-    if value is None or depth > 8:
+def _collect_output(value: Any, acc: Output) -> None:
+    if value is None:
         return
     if isinstance(value, str):
         if value:
@@ -578,17 +468,17 @@ def _collect_output(value: Any, acc: Output, depth: int = 0) -> None:
             return
         for item in value:
             if isinstance(item, dict):
-                _output_item(item, acc, depth)
+                _output_item(item, acc)
         return  # strings in a list are data (an agent's output), not messages
     if isinstance(value, dict):
-        _output_item(value, acc, depth)
+        _output_item(value, acc)
 
 
-def _output_item(d: dict[str, Any], acc: Output, depth: int) -> None:
+def _output_item(d: dict[str, Any], acc: Output) -> None:
     if isinstance(d.get("choices"), list):  # OpenAI chat / completions response
         for choice in d["choices"]:
             if isinstance(choice, dict):
-                _choice(choice, acc, depth)
+                _choice(choice, acc)
         return
     if isinstance(d.get("candidates"), list):  # Gemini GenerateContentResponse
         for cand in d["candidates"]:
@@ -630,7 +520,7 @@ def _output_item(d: dict[str, Any], acc: Output, depth: int) -> None:
     if d.get(sc.EVENT_NAME_FIELD) not in (None, sc.EVENT_CHOICE):
         return  # an input event inside a mixed event list
     if isinstance(d.get("message"), dict) or d.get(sc.EVENT_NAME_FIELD) == sc.EVENT_CHOICE:
-        _choice(d, acc, depth)
+        _choice(d, acc)
         return
     if isinstance(d.get("content"), dict) and "parts" in d["content"]:  # ADK LlmResponse / event
         _output_message(d["content"], acc)
@@ -654,7 +544,7 @@ def _output_item(d: dict[str, Any], acc: Output, depth: int) -> None:
 _RESPONSES_ITEM_TYPES = frozenset({"message", "function_call", "reasoning", "web_search_call"})
 
 
-def _choice(choice: dict[str, Any], acc: Output, depth: int) -> None:
+def _choice(choice: dict[str, Any], acc: Output) -> None:
     _finish(acc, choice.get("finish_reason") or choice.get("finishReason"))
     msg = choice.get("message")
     if isinstance(msg, dict):
@@ -673,72 +563,12 @@ def parse_output(value: Any) -> Output:
     recorded (JSON text for structures): an agent's final output is often such an object.
     """
     decoded = load_json(value)
-    if type(decoded) is list and decoded:
-        fast = _fast_output(decoded)
-        if fast is not None:
-            return fast
-    return _generic_output(value, decoded)
-
-
-def _generic_output(value: Any, decoded: Any) -> Output:
-    acc = Output()
     if decoded == [] or decoded == {}:
         return Output(recognized=True)  # an empty output records nothing
+    acc = Output()
     _collect_output(decoded, acc)
     if not acc.recognized and decoded is not None:
         acc.text = value if isinstance(value, str) else to_text(decoded)
-    return acc
-
-
-def _fast_output(items: list[Any]) -> Output | None:
-    """GenAI output messages (``{role, parts, finish_reason}`` with text/tool_call/reasoning parts)
-    without the generic machinery; None when any item is outside that shape."""
-    acc = Output(recognized=True)
-    aliases = sc.ROLE_ALIASES
-    for m in items:
-        if type(m) is not dict or not m.keys() <= _FAST_PARTS_KEYS:
-            return None
-        parts = m.get("parts")
-        if type(parts) is not list:
-            return None
-        role = m.get("role")
-        role = (
-            (aliases.get(role) or _role(role, "assistant"))
-            if type(role) is str and role
-            else "assistant"
-        )
-        texts: list[str] = []
-        calls: list[Call] = []
-        for p in parts:
-            if type(p) is not dict or "thought" in p:
-                return None
-            ptype = p.get("type")
-            if ptype == "text":
-                text = p.get("content")
-                if type(text) is not str or "text" in p:
-                    return None
-                if text:
-                    texts.append(text)
-            elif ptype == "tool_call":
-                if not p.keys() <= _FAST_CALL_KEYS:
-                    return None
-                calls.append(
-                    (
-                        _str_or_none(p.get("id")),
-                        _str_or_none(p.get("name")),
-                        arguments_text(p.get("arguments")),
-                    )
-                )
-            elif ptype in ("reasoning", "tool_call_response"):
-                continue
-            else:
-                return None
-        _finish(acc, m.get("finish_reason"))
-        if role in ("tool", "user", "system"):
-            continue
-        acc.calls.extend(calls)
-        if texts:
-            acc.text = "\n".join(texts)
     return acc
 
 
@@ -765,17 +595,8 @@ def _tool_defs(value: Any, out: list[dict[str, Any]], depth: int = 0) -> None:
     name = src.get("name")
     if not isinstance(name, str):
         return
-    params = None
-    for key in (
-        "parameters",
-        "input_schema",
-        "inputSchema",
-        "parameters_json_schema",
-        "json_schema",
-    ):
-        if src.get(key) is not None:
-            params = load_json(src[key])
-            break
+    keys = ("parameters", "input_schema", "inputSchema", "parameters_json_schema", "json_schema")
+    params = load_json(next((src[key] for key in keys if src.get(key) is not None), None))
     description = src.get("description")
     out.append(
         {

@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -46,27 +45,19 @@ _FAMILIES = sorted(set(sc.PREFIX_FAMILIES.values()))
 _FAMILY_CODE = {tag: len(_EXACT) + i for i, tag in enumerate(_FAMILIES)}
 assert len(_EXACT) + len(_FAMILIES) < 1 << 15  # codes are sorted as 16-bit integers
 _PREFIX_ORDER = sorted(sc.PREFIX_FAMILIES, key=len, reverse=True)
-_KEY_CACHE: dict[str, int | None] = {}
-_KEY_CACHE_MAX = 200_000
 
 
 def _key_code(key: str | None) -> int | None:
     """Code of an attribute key: its index among exact keys, a family code, or None (ignored)."""
     if key is None:
         return None
-    code = _KEY_CACHE.get(key, -1)
-    if code != -1:
-        return code
-    code = _EXACT_CODE.get(key)
-    if code is None:
-        for prefix in _PREFIX_ORDER:
-            # an index must follow the prefix: gen_ai.prompt.0.role, not gen_ai.prompt.name
-            if key.startswith(prefix) and key[len(prefix) : len(prefix) + 1].isdigit():
-                code = _FAMILY_CODE[sc.PREFIX_FAMILIES[prefix]]
-                break
-    if len(_KEY_CACHE) < _KEY_CACHE_MAX:
-        _KEY_CACHE[key] = code
-    return code
+    if key in _EXACT_CODE:
+        return _EXACT_CODE[key]
+    for prefix in _PREFIX_ORDER:
+        # an index must follow the prefix: gen_ai.prompt.0.role, not gen_ai.prompt.name
+        if key.startswith(prefix) and key[len(prefix) : len(prefix) + 1].isdigit():
+            return _FAMILY_CODE[sc.PREFIX_FAMILIES[prefix]]
+    return None
 
 
 # -------------------------------------------------------------------------------------------------
@@ -122,36 +113,27 @@ def _attr_entries(arr: pa.Array, row_offset: int) -> tuple[pl.DataFrame, list[st
 _VALUE_FIELDS = ("s", "j", "i", "f", "b")
 
 
-def _group_value(
-    entries: pl.DataFrame, idx: pl.Series, used: list[str], numeric: bool
-) -> pl.Series:
-    """Values of the entries at `idx` as text (or numbers), reading only the value fields in use."""
+def _group_value(group: pl.DataFrame, numeric: bool) -> pl.Series:
+    """Values of the entries of `group` as text (or numbers), from the value fields set."""
+    used = [f for f in _VALUE_FIELDS if group.get_column(f).null_count() < group.height]
     if not used:
-        return pl.repeat(None, len(idx), dtype=pl.Float64 if numeric else pl.String, eager=True)
-    if len(used) == 1 and used[0] == ("f" if numeric else "s"):
-        value = entries.get_column(used[0]).gather(idx)  # the common case: one native field
-    elif numeric and used == ["i"]:
-        value = entries.get_column("i").gather(idx).cast(pl.Float64)
+        return pl.repeat(None, group.height, dtype=pl.Float64 if numeric else pl.String, eager=True)
+    if numeric:
+        parts = {
+            "f": pl.col("f"),
+            "i": pl.col("i").cast(pl.Float64),
+            "s": pl.col("s").str.strip_chars().cast(pl.Float64, strict=False),
+            "b": pl.col("b").cast(pl.Float64),
+            "j": pl.col("j").str.strip_chars().cast(pl.Float64, strict=False),
+        }
+        order: tuple[str, ...] = ("f", "i", "s", "b", "j")
     else:
-        if numeric:
-            parts = {
-                "f": pl.col("f"),
-                "i": pl.col("i").cast(pl.Float64),
-                "s": pl.col("s").str.strip_chars().cast(pl.Float64, strict=False),
-                "b": pl.col("b").cast(pl.Float64),
-                "j": pl.col("j").str.strip_chars().cast(pl.Float64, strict=False),
-            }
-            order: tuple[str, ...] = ("f", "i", "s", "b", "j")
-        else:
-            parts = {f: pl.col(f).cast(pl.String) for f in _VALUE_FIELDS}
-            order = _VALUE_FIELDS
-        exprs = [parts[f] for f in order if f in used]
-        group = pl.DataFrame([entries.get_column(f).gather(idx) for f in used])
-        value = group.select(pl.coalesce(exprs).alias("v")).to_series()
-    if not numeric:
-        # an empty attribute records nothing
-        value = value.set((value == "").fill_null(False), None)
-    return value
+        parts = {f: pl.col(f).cast(pl.String) for f in _VALUE_FIELDS}
+        order = _VALUE_FIELDS
+    value = group.select(pl.coalesce([parts[f] for f in order if f in used])).to_series()
+    if numeric:
+        return value
+    return value.set((value == "").fill_null(False), None)  # an empty attribute records nothing
 
 
 def _pivot(col: pa.ChunkedArray, n: int) -> tuple[dict[str, pl.Series], pl.DataFrame]:
@@ -162,51 +144,31 @@ def _pivot(col: pa.ChunkedArray, n: int) -> tuple[dict[str, pl.Series], pl.DataF
     n_exact = len(_EXACT)
     for off, arr in _chunks(col):
         entries, keys = _attr_entries(arr, off)
-        # Group the entries by code, each group in position order: a stable sort of small
-        # integers, which numpy does in one radix pass.
-        codes = entries.get_column("code").fill_null(-1).cast(pl.Int16).to_numpy()
-        order = pl.Series("o", np.argsort(codes, kind="stable"))
-        stats = (
-            entries.group_by("code")
-            .agg(pl.len().alias("n"), *[pl.col(f).null_count().alias(f) for f in _VALUE_FIELDS])
-            .filter(pl.col("code").is_not_null())
-            .sort("code")
-        )
-        start = entries.height - int(stats["n"].sum())  # unknown keys sort first
-        for rec in stats.iter_rows(named=True):
-            code, size = rec["code"], rec["n"]
-            idx = order.slice(start, size)
-            start += size
-            used = [f for f in _VALUE_FIELDS if rec[f] < size]
-            rows = entries.get_column("row").gather(idx)
+        known = entries.filter(pl.col("code").is_not_null()).partition_by("code", as_dict=True)
+        for (code,), group in sorted(known.items()):  # each group in position order
+            rows = group.get_column("row")
             if code >= n_exact:
                 families.append(
                     pl.DataFrame(
                         {
                             "row": rows,
-                            "family": pl.repeat(code - n_exact, size, dtype=pl.Int32, eager=True),
-                            "key": pl.Series(keys, dtype=pl.String).gather(
-                                entries.get_column("k").gather(idx)
+                            "family": pl.repeat(
+                                code - n_exact, len(rows), dtype=pl.Int32, eager=True
                             ),
-                            "text": _group_value(entries, idx, used, numeric=False),
+                            "key": pl.Series(keys, dtype=pl.String).gather(group.get_column("k")),
+                            "text": _group_value(group, numeric=False),
                         }
                     )
                 )
                 continue
-            key = _EXACT[code]
-            if key in sc.NUMERIC_KEYS:
-                num = columns.get("#" + key)
-                if num is None:
-                    num = pl.repeat(None, n, dtype=pl.Float64, eager=True).alias("#" + key)
-                num.scatter(rows, _group_value(entries, idx, used, numeric=True))
-                columns["#" + key] = num
-            else:
-                text = columns.get(key)
-                if text is None:
-                    text = pl.repeat(None, n, dtype=pl.String, eager=True).alias(key)
-                # a key recorded twice in one span: the last value wins
-                text.scatter(rows, _group_value(entries, idx, used, numeric=False))
-                columns[key] = text
+            numeric = _EXACT[code] in sc.NUMERIC_KEYS
+            name = ("#" if numeric else "") + _EXACT[code]
+            column = columns.get(name)
+            if column is None:
+                dtype = pl.Float64 if numeric else pl.String
+                column = pl.repeat(None, n, dtype=dtype, eager=True).alias(name)
+            # a key recorded twice in one span: the last value wins
+            columns[name] = column.scatter(rows, _group_value(group, numeric))
     for key in sc.PLACEHOLDER_KEYS & set(columns):
         text = columns[key]
         columns[key] = text.set(text.is_in(list(sc.PLACEHOLDERS)).fill_null(False), None)
@@ -238,11 +200,22 @@ def _events(
             exc_rows = pc.add(pc.filter(rows, is_exc), off)
             has_exc.scatter(pl.Series(exc_rows), True)
             exc_attrs = pc.filter(fields["attributes"], is_exc)
-            types = _first_attr_text(exc_attrs, sc.EXCEPTION_TYPE)
-            frame = pl.DataFrame({"row": pl.Series(exc_rows), "t": pl.Series(types)}).drop_nulls()
-            frame = frame.unique(subset="row", keep="first", maintain_order=True)
-            if frame.height:
-                exc_type.scatter(frame["row"], frame["t"])
+            attrs, event = pc.list_flatten(exc_attrs), pc.list_parent_indices(exc_attrs)
+            hit = pc.fill_null(pc.equal(attrs.field("key"), sc.EXCEPTION_TYPE), False)
+            event = pc.filter(event, hit)
+            text = pc.coalesce(attrs.field("str"), attrs.field("json"))
+            found = pl.DataFrame(
+                {
+                    "event": pl.Series(event),
+                    "row": pl.Series(pc.take(exc_rows, event)),
+                    "t": pl.Series(pc.filter(text, hit)),
+                }
+            )
+            # the first exception.type of each event (text or JSON), then of each span
+            found = found.unique("event", keep="first", maintain_order=True).drop_nulls()
+            found = found.unique("row", keep="first", maintain_order=True)
+            if found.height:
+                exc_type.scatter(found["row"], found["t"])
         is_content = pc.is_in(names, value_set=pa.array(sorted(sc.CONTENT_EVENTS)))
         is_content = pc.fill_null(is_content, False)
         if pc.any(is_content).as_py():
@@ -252,24 +225,6 @@ def _events(
             for row, name, attrs in zip(c_rows, c_names, c_attrs, strict=True):
                 content.setdefault(row, []).append((name, _attr_dict(attrs)))
     return has_exc, exc_type, content
-
-
-def _first_attr_text(lists: pa.Array, key: str) -> pa.Array:
-    """Per list<ATTR> entry: the text of attribute `key` (first occurrence), else null."""
-    out = pa.nulls(len(lists), pa.string())
-    rows = pc.list_parent_indices(lists)
-    flat = pc.list_flatten(lists)
-    if len(flat) == 0:
-        return out
-    fields = dict(zip([f.name for f in flat.type], flat.flatten(), strict=True))
-    hit = pc.fill_null(pc.equal(fields["key"], key), False)
-    hit_rows = pc.filter(rows, hit)
-    values = pc.coalesce(pc.filter(fields["str"], hit), pc.filter(fields["json"], hit))
-    frame = pl.DataFrame({"row": pl.Series(hit_rows), "v": pl.Series(values)})
-    frame = frame.unique(subset="row", keep="first", maintain_order=True)
-    series = pl.repeat(None, len(lists), dtype=pl.String, eager=True)
-    series.scatter(frame["row"], frame["v"])
-    return series.to_arrow()
 
 
 def _attr_dict(attrs: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -393,16 +348,9 @@ def _name_facts(names: pl.Series) -> pl.DataFrame:
     )
 
 
-def _with_name_facts(df: pl.DataFrame) -> pl.DataFrame:
-    """`df` with its spans' `_name_facts` (null for a span without a name)."""
-    facts = _name_facts(df.get_column("span_name"))
-    return df.join(facts, on="span_name", how="left", maintain_order="left")
-
-
 def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
     """(convention, role or null, marker present) per family, in precedence order (the name's
     parts read from `_name_facts`)."""
-    op = c.t(sc.GEN_AI_OPERATION_NAME)
     vercel_op = pl.coalesce(
         c.t(sc.AI_OPERATION_ID),
         pl.when(c.t(sc.VERCEL_OPERATION_NAME).str.starts_with(sc.VERCEL_PREFIX)).then(
@@ -434,21 +382,18 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         _lookup(c.t(sc.TRACELOOP_SPAN_KIND), sc.TRACELOOP_KIND_ROLES),
         _lookup(c.t(sc.LLM_REQUEST_TYPE), sc.LLM_REQUEST_TYPE_ROLES),
     )
+
+    def kind(conv: str, key: str, roles: dict[str, str], upper: bool = False) -> tuple:
+        """A family whose marker is one attribute naming the span's kind."""
+        return (conv, _lookup(c.t(key), roles, upper), c.t(key).is_not_null())
+
     return [
         # ADK's merged parallel-tool span also says execute_tool: it is not one more call
         (sc.ADK, pl.when(merged).then(pl.lit(sc.OTHER)), merged),
         # LangSmith derives gen_ai.operation.name from its own kind, lossily (prompt -> chat)
-        (
-            sc.LANGSMITH,
-            _lookup(c.t(sc.LANGSMITH_SPAN_KIND), sc.LANGSMITH_KIND_ROLES),
-            c.t(sc.LANGSMITH_SPAN_KIND).is_not_null(),
-        ),
-        (sc.GENAI, _lookup(op, sc.GENAI_OPERATION_ROLES), op.is_not_null()),
-        (
-            sc.OPENINFERENCE,
-            _lookup(c.t(sc.OPENINFERENCE_SPAN_KIND), sc.OPENINFERENCE_KIND_ROLES, upper=True),
-            c.t(sc.OPENINFERENCE_SPAN_KIND).is_not_null(),
-        ),
+        kind(sc.LANGSMITH, sc.LANGSMITH_SPAN_KIND, sc.LANGSMITH_KIND_ROLES),
+        kind(sc.GENAI, sc.GEN_AI_OPERATION_NAME, sc.GENAI_OPERATION_ROLES),
+        kind(sc.OPENINFERENCE, sc.OPENINFERENCE_SPAN_KIND, sc.OPENINFERENCE_KIND_ROLES, True),
         (
             sc.OPENLLMETRY,
             traceloop,
@@ -467,11 +412,7 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         # what no family decided, a GenAI tool name and call id still do (before the type a
         # Langfuse export gives every observation, its weakest word)
         (sc.GENAI, pl.when(genai_tool).then(pl.lit(sc.TOOL_CALL)), genai_tool),
-        (
-            sc.LANGFUSE,
-            _lookup(c.t(sc.LANGFUSE_TYPE), sc.LANGFUSE_TYPE_ROLES, upper=True),
-            c.t(sc.LANGFUSE_TYPE).is_not_null(),
-        ),
+        kind(sc.LANGFUSE, sc.LANGFUSE_TYPE, sc.LANGFUSE_TYPE_ROLES, upper=True),
     ]
 
 
@@ -479,13 +420,9 @@ def _classify(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
     families = _role_exprs(c)
     role = pl.coalesce([r for _, r, _ in families]).fill_null(pl.lit(sc.OTHER))
     # the family that decided; else the first whose marker is there (an unknown value)
-    decided = pl.when(families[0][1].is_not_null()).then(pl.lit(families[0][0]))
-    for conv, r, _ in families[1:]:
-        decided = decided.when(r.is_not_null()).then(pl.lit(conv))
-    marked = pl.when(families[0][2]).then(pl.lit(families[0][0]))
-    for conv, _, m in families[1:]:
-        marked = marked.when(m).then(pl.lit(conv))
-    return df.with_columns(role.alias("role"), pl.coalesce(decided, marked).alias("convention"))
+    decided = [pl.when(r.is_not_null()).then(pl.lit(conv)) for conv, r, _ in families]
+    marked = [pl.when(m).then(pl.lit(conv)) for conv, _, m in families]
+    return df.with_columns(role.alias("role"), pl.coalesce(decided + marked).alias("convention"))
 
 
 _AGENT_FROM_NAME = re.compile(r"^(?:invoke_agent|create_agent|agent_run)\s+\[?(.+?)\]?$")
@@ -501,13 +438,13 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
 
     # status: span status, error.type, an exception event, or a Langfuse ERROR level
     error_type = c.t(sc.ERROR_TYPE)
+    status_code = pl.col("status_code").str.to_lowercase()
     failed = (
-        (pl.col("status_code").str.to_lowercase() == "error")
+        (status_code == "error")
         | error_type.is_not_null()
         | pl.col("_has_exception")
         | (c.t(sc.LANGFUSE_LEVEL).str.to_uppercase() == sc.LANGFUSE_ERROR_LEVEL)
     )
-    status_code = pl.col("status_code").str.to_lowercase()
     status = (
         pl.when(failed)
         .then(pl.lit("error"))
@@ -702,31 +639,22 @@ def _patch(series: pl.Series, mask: pl.Series, fn: Any) -> pl.Series:
     if not len(idx):
         return series
     values = [fn(v) for v in series.gather(idx).to_list()]
-    out = series.clone()
-    out.scatter(idx, pl.Series(values, dtype=series.dtype))
-    return out
+    return series.clone().scatter(idx, pl.Series(values, dtype=series.dtype))
 
 
 def _fix_arguments(df: pl.DataFrame, c: _Cols) -> pl.Series:
     """Tool arguments with emitters' wrappers removed (`content.normalize_arguments`), parsing
     only the values that can hold one: JSON strings, `kwargs` objects, LangSmith raw inputs."""
     args = df["arguments"]
-    langsmith = df.with_columns(c.t(sc.LANGSMITH_SPAN_KIND).is_not_null().alias("_ls"))["_ls"]
+    langsmith = df.with_columns(_ls=c.t(sc.LANGSMITH_SPAN_KIND).is_not_null())["_ls"]
     trimmed = args.str.strip_chars_start()
-    needs = (
-        trimmed.str.starts_with('"')
-        | args.str.contains('"kwargs"', literal=True)
-        | (langsmith & trimmed.str.starts_with("{"))
-    ).fill_null(False)
-    idx = needs.arg_true()
-    if not len(idx):
-        return args
-    flags = langsmith.gather(idx).to_list()
-    values = args.gather(idx).to_list()
-    fixed = [ct.normalize_arguments(v, f) for v, f in zip(values, flags, strict=True)]
-    out = args.clone()
-    out.scatter(idx, pl.Series(fixed, dtype=pl.String))
-    return out
+    wrapped = trimmed.str.starts_with('"') | args.str.contains('"kwargs"', literal=True)
+    args = _patch(args, (wrapped & ~langsmith).fill_null(False), ct.normalize_arguments)
+    return _patch(
+        args,
+        (langsmith & (wrapped | trimmed.str.starts_with("{"))).fill_null(False),
+        lambda v: ct.normalize_arguments(v, langsmith=True),
+    )
 
 
 def _parse_finish(text: str) -> list[str]:
@@ -752,39 +680,32 @@ def _map_distinct(df: pl.DataFrame, col: str, fn: Any, dtype: pl.DataType) -> pl
     return joined["v"]
 
 
-_INPUT_KEYS = (
-    sc.PYDANTIC_ALL_MESSAGES_EVENTS,
-    sc.PYDANTIC_ALL_MESSAGES,
-    sc.AI_PROMPT_MESSAGES,
-    sc.AI_PROMPT,
-    sc.GEN_AI_PROMPT,
-)
-_LATE_INPUT_KEYS = (
-    sc.TRACELOOP_ENTITY_INPUT,
-    sc.INPUT_VALUE,
-    sc.ADK_LLM_REQUEST,
-    sc.LANGFUSE_INPUT,
-)
-_OUTPUT_KEYS = (sc.ANY_AGENT_OUTPUT, sc.PYDANTIC_FINAL_RESULT, sc.GEN_AI_COMPLETION)
-_LATE_OUTPUT_KEYS = (
-    sc.TRACELOOP_ENTITY_OUTPUT,
-    sc.OUTPUT_VALUE,
-    sc.ADK_LLM_RESPONSE,
-    sc.LANGFUSE_OUTPUT,
-)
-#: The same system instructions repeat on every model call of a run: parse each text once.
-_SYSTEM_CACHE: dict[str, list[ct.Message]] = {}
-_SYSTEM_CACHE_MAX = 4096
-
-
-def _system_messages(text: str) -> list[ct.Message]:
-    cached = _SYSTEM_CACHE.get(text)
-    if cached is None:
-        cached = ct.parse_system_instructions(text)
-        if len(_SYSTEM_CACHE) >= _SYSTEM_CACHE_MAX:
-            _SYSTEM_CACHE.clear()
-        _SYSTEM_CACHE[text] = cached
-    return cached
+#: Per side (input, output): the GenAI messages key, the OpenInference and OpenLLMetry
+#: flattened families (tag, prefix), the keys read before Logfire's and those read after it.
+_SOURCE_KEYS = {
+    "input": (
+        sc.GEN_AI_INPUT_MESSAGES,
+        ("oi_input", sc.LLM_INPUT_MESSAGES_PREFIX),
+        ("tl_prompt", sc.GEN_AI_PROMPT_PREFIX),
+        (
+            sc.PYDANTIC_ALL_MESSAGES_EVENTS,
+            sc.PYDANTIC_ALL_MESSAGES,
+            sc.AI_PROMPT_MESSAGES,
+            sc.AI_PROMPT,
+            sc.GEN_AI_PROMPT,
+        ),
+        sc.LOGFIRE_INPUT,
+        (sc.TRACELOOP_ENTITY_INPUT, sc.INPUT_VALUE, sc.ADK_LLM_REQUEST, sc.LANGFUSE_INPUT),
+    ),
+    "output": (
+        sc.GEN_AI_OUTPUT_MESSAGES,
+        ("oi_output", sc.LLM_OUTPUT_MESSAGES_PREFIX),
+        ("tl_completion", sc.GEN_AI_COMPLETION_PREFIX),
+        (sc.ANY_AGENT_OUTPUT, sc.PYDANTIC_FINAL_RESULT, sc.GEN_AI_COMPLETION),
+        sc.LOGFIRE_OUTPUT,
+        (sc.TRACELOOP_ENTITY_OUTPUT, sc.OUTPUT_VALUE, sc.ADK_LLM_RESPONSE, sc.LANGFUSE_OUTPUT),
+    ),
+}
 
 
 def _split_events(events: list[tuple[str, dict]]) -> tuple[list[Any], list[Any]]:
@@ -811,58 +732,42 @@ def _split_events(events: list[tuple[str, dict]]) -> tuple[list[Any], list[Any]]
     return ev_in, ev_out
 
 
-def _input_sources(
-    t: Any, flat: dict[str, list[tuple[str, str]]], ev_in: list[Any], pyd_events: Any, logfire: bool
-) -> Iterator[Any]:
-    """Input-message sources in precedence order, built only as far as they are needed."""
-    yield t(sc.GEN_AI_INPUT_MESSAGES)
-    if flat.get("oi_input"):
-        yield ct.openinference_messages(flat["oi_input"], sc.LLM_INPUT_MESSAGES_PREFIX)
-    if flat.get("tl_prompt"):
-        yield ct.openllmetry_messages(flat["tl_prompt"], sc.GEN_AI_PROMPT_PREFIX)
-    if ev_in:
-        yield ev_in
-    if isinstance(pyd_events, list):
-        yield pyd_events  # its choice events are skipped by the message parser
-    for key in _INPUT_KEYS:
-        yield t(key)
-    if logfire:
-        yield t(sc.LOGFIRE_INPUT)
-    for key in _LATE_INPUT_KEYS:
-        yield t(key)
-
-
-def _output_sources(
+def _sources(
+    side: str,
     t: Any,
     flat: dict[str, list[tuple[str, str]]],
-    ev_out: list[Any],
+    events: list[Any],
     pyd_events: Any,
     logfire: bool,
 ) -> Iterator[Any]:
-    """Output sources in precedence order (Vercel's text and calls come as one ready Output)."""
-    yield t(sc.GEN_AI_OUTPUT_MESSAGES)
-    if flat.get("oi_output"):
-        yield ct.openinference_messages(flat["oi_output"], sc.LLM_OUTPUT_MESSAGES_PREFIX)
-    if flat.get("tl_completion"):
-        yield ct.openllmetry_messages(flat["tl_completion"], sc.GEN_AI_COMPLETION_PREFIX)
-    if ev_out:
-        yield ev_out
-    if isinstance(pyd_events, list):
+    """The input-message or output sources of a span in precedence order, built only as far
+    as they are needed (Vercel's output text and calls come as one ready Output)."""
+    genai, (oi, oi_prefix), (tl, tl_prefix), keys, logfire_key, late = _SOURCE_KEYS[side]
+    yield t(genai)
+    if flat.get(oi):
+        yield ct.openinference_messages(flat[oi], oi_prefix)
+    if flat.get(tl):
+        yield ct.openllmetry_messages(flat[tl], tl_prefix)
+    if events:
+        yield events
+    if isinstance(pyd_events, list) and side == "input":
+        yield pyd_events  # its choice events are skipped by the message parser
+    elif isinstance(pyd_events, list):
         choice = sc.EVENT_CHOICE
         yield [
             e for e in pyd_events if isinstance(e, dict) and e.get(sc.EVENT_NAME_FIELD) == choice
         ] or None
-    text = t(sc.AI_RESPONSE_TEXT) or t(sc.AI_RESPONSE_OBJECT)
-    calls = (
-        ct.parse_output(t(sc.AI_RESPONSE_TOOL_CALLS)).calls if t(sc.AI_RESPONSE_TOOL_CALLS) else []
-    )
-    if text is not None or calls:
-        yield ct.Output(text=text, calls=calls, recognized=True)
-    for key in _OUTPUT_KEYS:
+    if side == "output":
+        text = t(sc.AI_RESPONSE_TEXT) or t(sc.AI_RESPONSE_OBJECT)
+        calls = t(sc.AI_RESPONSE_TOOL_CALLS)
+        calls = ct.parse_output(calls).calls if calls else []
+        if text is not None or calls:
+            yield ct.Output(text=text, calls=calls, recognized=True)
+    for key in keys:
         yield t(key)
     if logfire:
-        yield t(sc.LOGFIRE_OUTPUT)
-    for key in _LATE_OUTPUT_KEYS:
+        yield t(logfire_key)
+    for key in late:
         yield t(key)
 
 
@@ -880,17 +785,17 @@ def _content_of_row(
     pyd_events = ct.load_json(t(sc.PYDANTIC_EVENTS)) if t(sc.PYDANTIC_EVENTS) else None
 
     messages: list[ct.Message] = []
-    for src in _input_sources(t, flat, ev_in, pyd_events, logfire):
+    for src in _sources("input", t, flat, ev_in, pyd_events, logfire):
         if src is not None:
             messages = ct.parse_messages(src)
             if messages:
                 break
     system = t(sc.GEN_AI_SYSTEM_INSTRUCTIONS)
     if system and not any(m[0] == "system" for m in messages):
-        messages = _system_messages(system) + messages
+        messages = ct.parse_system_instructions(system) + messages
 
     output = ct.Output()
-    for src in _output_sources(t, flat, ev_out, pyd_events, logfire):
+    for src in _sources("output", t, flat, ev_out, pyd_events, logfire):
         if src is not None:
             output = src if isinstance(src, ct.Output) else ct.parse_output(src)
             if not output.empty():
@@ -919,89 +824,57 @@ def _content(
     n = df.height
     content_keys = [k for k in sc.CONTENT_KEYS if k in c.present]
     logfire_keys = [k for k in (sc.LOGFIRE_INPUT, sc.LOGFIRE_OUTPUT) if k in c.present]
-    has_flat = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
-    if prefixed.height:
-        has_flat.scatter(prefixed["row"], True)
-    has_events = pl.repeat(False, n, dtype=pl.Boolean, eager=True)
-    if events:
-        has_events.scatter(sorted(events), True)
+    flat_or_events = pl.concat(
+        [prefixed["row"].cast(pl.Int64), pl.Series(list(events), dtype=pl.Int64)]
+    )
     carries = pl.any_horizontal(
         [pl.col(k).is_not_null() for k in content_keys]
         + [pl.col(k).is_not_null() & (pl.col("convention") == sc.LOGFIRE) for k in logfire_keys]
-        + [pl.col("_has_flat"), pl.col("_has_events")]
+        + [pl.int_range(pl.len()).is_in(flat_or_events.implode())]
     )
-    rows = (
-        df.with_columns(has_flat.alias("_has_flat"), has_events.alias("_has_events"))
-        .select(((pl.col("role") != sc.TOOL_CALL) & carries).arg_true())
-        .to_series()
-    )
+    rows = df.select(((pl.col("role") != sc.TOOL_CALL) & carries).arg_true()).to_series()
 
     flat_by_row: dict[int, dict[str, list[tuple[str, str]]]] = {}
-    if prefixed.height:
-        fam_names = dict(enumerate(_FAMILIES))
-        for row, fam, key, text in prefixed.iter_rows():
-            if text is not None:
-                flat_by_row.setdefault(row, {}).setdefault(fam_names[fam], []).append((key, text))
+    fam_names = dict(enumerate(_FAMILIES))
+    for row, fam, key, text in prefixed.iter_rows():
+        if text is not None:
+            flat_by_row.setdefault(row, {}).setdefault(fam_names[fam], []).append((key, text))
 
-    msg_counts: list[int] = []
-    call_counts: list[int] = []
-    arg_counts: list[int] = []
-    all_messages: list[ct.Message] = []
-    all_calls: list[ct.Call] = []
-    texts_out: list[str | None] = []
-    finish_counts: list[int] = []
-    finish_out: list[str] = []
-    tooldefs_out: list[str | None] = []
-    if len(rows):
-        sub = df.select(["role", "convention", *content_keys, *logfire_keys]).gather(rows)
-        for row, rec in zip(rows.to_list(), sub.iter_rows(named=True), strict=True):
-            try:
-                messages, output, tooldefs = _content_of_row(
-                    rec["role"],
-                    rec["convention"],
-                    rec,
-                    flat_by_row.get(row, {}),
-                    events.get(row, []),
-                )
-            except (RecursionError, ValueError, TypeError, AttributeError, KeyError):
-                # content we cannot make sense of is not an error of the trace: keep the span
-                messages, output, tooldefs = _EMPTY_CONTENT
-            msg_counts.append(len(messages))
-            all_messages.extend(messages)
-            call_counts.append(len(output.calls))
-            arg_counts.append(sum(1 for c in output.calls if c[2] is not None))
-            all_calls.extend(output.calls)
-            texts_out.append(output.text)
-            finish_counts.append(len(output.finish_reasons))
-            finish_out.extend(output.finish_reasons)
-            tooldefs_out.append(tooldefs)
-    m_cols = [list(col) for col in zip(*all_messages, strict=True)] if all_messages else [[]] * 4
-    c_cols = [list(col) for col in zip(*all_calls, strict=True)] if all_calls else [[]] * 3
+    def parsed(row: int, rec: dict[str, Any]) -> tuple[list[ct.Message], ct.Output, str | None]:
+        try:
+            flat, span_events = flat_by_row.get(row, {}), events.get(row, [])
+            return _content_of_row(rec["role"], rec["convention"], rec, flat, span_events)
+        except (RecursionError, ValueError, TypeError, AttributeError, KeyError):
+            # content we cannot make sense of is not an error of the trace: keep the span
+            return _EMPTY_CONTENT
 
-    def counts(values: list[int]) -> pl.Series:
-        s = pl.repeat(0, n, dtype=pl.Int64, eager=True)
-        if len(rows):
-            s.scatter(rows, pl.Series(values, dtype=pl.Int64))
-        return s
+    sub = df.select(["role", "convention", *content_keys, *logfire_keys]).gather(rows)
+    found = [parsed(*args) for args in zip(rows.to_list(), sub.iter_rows(named=True), strict=True)]
+    outputs = [output for _, output, _ in found]
 
-    def scattered(values: list[Any], dtype: pl.DataType) -> pl.Series:
-        s = pl.repeat(None, n, dtype=dtype, eager=True)
-        if len(rows):
-            s.scatter(rows, pl.Series(values, dtype=dtype))
-        return s
+    def scattered(values: list[Any], dtype: pl.DataType, fill: Any = None) -> pl.Series:
+        s = pl.repeat(fill, n, dtype=dtype, eager=True)
+        return s.scatter(rows, pl.Series(values, dtype=dtype)) if len(rows) else s
 
-    n_msgs = counts(msg_counts)
-    n_calls = counts(call_counts)
-    messages_arr = _list_array(n_msgs, MESSAGE, m_cols)
-    calls_arr = _list_array(n_calls, REQUESTED_CALL, c_cols)
+    def lists(lengths: list[int], values: pa.Array) -> pa.Array:
+        return _list_array(scattered(lengths, pl.Int64, 0), values)
+
+    n_msgs = scattered([len(messages) for messages, _, _ in found], pl.Int64, 0)
+    messages = [m for ms, _, _ in found for m in ms]
+    calls = [call for output in outputs for call in output.calls]
+    reasons = [r for output in outputs for r in output.finish_reasons]
     return {
-        "input_messages": messages_arr,
-        "requested_calls": calls_arr,
+        "input_messages": _list_array(n_msgs, _structs(MESSAGE, messages)),
+        "requested_calls": lists([len(o.calls) for o in outputs], _structs(REQUESTED_CALL, calls)),
         "_n_messages": n_msgs,
-        "_n_call_args": counts(arg_counts),
-        "_output_text": scattered(texts_out, pl.String),
-        "_content_finish": pl.Series(_string_lists(counts(finish_counts), finish_out)),
-        "_flat_tooldefs": scattered(tooldefs_out, pl.String),
+        "_n_call_args": scattered(
+            [sum(1 for c in o.calls if c[2] is not None) for o in outputs], pl.Int64, 0
+        ),
+        "_output_text": scattered([o.text for o in outputs], pl.String),
+        "_content_finish": pl.Series(
+            lists([len(o.finish_reasons) for o in outputs], pa.array(reasons, pa.string()))
+        ),
+        "_flat_tooldefs": scattered([tooldefs for _, _, tooldefs in found], pl.String),
     }
 
 
@@ -1009,16 +882,17 @@ def _offsets(counts: pl.Series) -> pa.Array:
     return pl.concat([pl.Series([0], dtype=pl.Int64), counts.cum_sum()]).cast(pl.Int32).to_arrow()
 
 
-def _string_lists(counts: pl.Series, values: list[str]) -> pa.Array:
-    return pa.ListArray.from_arrays(_offsets(counts), pa.array(values, pa.string()))
+def _list_array(counts: pl.Series, values: pa.Array) -> pa.Array:
+    """A list per row, of `counts` of the `values` in order."""
+    return pa.ListArray.from_arrays(_offsets(counts), values)
 
 
-def _list_array(counts: pl.Series, struct: pa.StructType, columns: list[list[Any]]) -> pa.Array:
-    offsets = _offsets(counts)
-    values = pa.StructArray.from_arrays(
+def _structs(struct: pa.StructType, rows: list[tuple]) -> pa.Array:
+    """A struct array of text fields from rows of tuples."""
+    columns = [list(col) for col in zip(*rows, strict=True)] if rows else [[]] * len(struct)
+    return pa.StructArray.from_arrays(
         [pa.array(col, pa.string()) for col in columns], fields=list(struct)
     )
-    return pa.ListArray.from_arrays(offsets, values)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -1029,8 +903,8 @@ def _list_array(counts: pl.Series, struct: pa.StructType, columns: list[list[Any
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Pause Python's cyclic collector: it would walk every object built so far every few
-    thousand rows of content (PERF-NOTES.md: several times slower at 1M spans), and nothing
-    built here forms cycles."""
+    thousand rows of content (a cost growing with the input), and nothing built here forms
+    cycles."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -1066,8 +940,11 @@ def _normalize_slice(table: pa.Table) -> pl.DataFrame:
         *columns.values(),
     )
     c = _Cols(set(columns))
+    # each span's `_name_facts` (null for a span without a name)
+    facts = _name_facts(df.get_column("span_name"))
+    df = df.join(facts, on="span_name", how="left", maintain_order="left")
     # one plan: what the families share (an attribute read, lowered, looked up) computed once
-    df = _scalars(_classify(_with_name_facts(df).lazy(), c), c).collect(engine="in-memory")
+    df = _scalars(_classify(df.lazy(), c), c).collect(engine="in-memory")
 
     args = _fix_arguments(df, c)
     # a result recorded as a JSON string is read as its text
