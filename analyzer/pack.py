@@ -31,6 +31,7 @@ from analyzer.checks.base import (
     Pack,
     did_you_mean,
     doc_sections,
+    json_path,
     rule_types,
 )
 from analyzer.checks.plugin import PLUGIN_TYPE, build_plugin
@@ -50,10 +51,6 @@ __all__ = [
     "pack_schema",
     "read_tool_specs",
 ]
-
-# Rule types of the contract whose implementation has not landed yet: a clearer refusal than
-# "unknown rule type". Remove a name when its module joins the rule types.
-_PLANNED: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, order=True)
@@ -355,8 +352,8 @@ def _schema_error(schema: Any) -> str | None:
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as err:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
-        return f"{err.message}" + (f" at {where.lstrip('.')}" if where else "")
+        where = json_path(err.absolute_path)[1:].lstrip(".")
+        return f"{err.message}" + (f" at {where}" if where else "")
     return None
 
 
@@ -606,8 +603,6 @@ def _type_message(value: Any) -> str:
     listing = f"rule types: {', '.join(choices)}; or module:Class for a plugin"
     if not isinstance(value, str):
         return f"rule type must be a text, got {_kind(value)} {show(value)} ({listing})"
-    if value in _PLANNED:
-        return f"rule type {value!r} is not available in this version yet ({listing})"
     if ":" in value and not PLUGIN_TYPE.match(value):
         return f"{value!r} is not a plugin path of the form package.module:ClassName"
     return f"unknown rule type {value!r}{did_you_mean(value, choices)} ({listing})"

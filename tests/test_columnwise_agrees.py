@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from factories import tables
 
 from analyzer.checks import evaluate
-from analyzer.checks.output_pattern import OutputPattern
 from analyzer.checks.trajectory import Trajectory
 from analyzer.pack import pack_from_mapping
 from analyzer.runs import build_runs
@@ -72,10 +70,6 @@ def _run_rows(i: int, arguments: str | None, answer: str) -> list[dict]:
     ]
 
 
-def _doc(key: str, value) -> str:
-    return json.dumps({} if value is MISSING else {key: value, "other": 1}, ensure_ascii=False)
-
-
 def _both_ways(monkeypatch, cls, pack, rs):
     fast = evaluate([pack], rs)
     monkeypatch.setattr(cls, "columnwise", False)
@@ -123,42 +117,5 @@ def test_trajectory_text_arguments_agree_on_every_value(monkeypatch):
     assert fast.coverage.equals(slow.coverage)
 
 
-@pytest.mark.parametrize("allow_null", [False, True])
-def test_output_pattern_fields_agree_on_every_value(monkeypatch, allow_null):
-    rows = []
-    for i, value in enumerate(ALL_VALUES):
-        rows += _run_rows(i, None, _doc("f", value))
-    raw = [
-        '{"f": 249.50}',
-        '{"f": 1e3}',
-        '{"f": 1E+3}',
-        '{"f": -0.0}',
-        '{"f": 123456789012345678901}',
-        '{"f": "a", "f": "CMD-1"}',
-        '[{"f": "CMD-1"}]',
-        '"CMD-1"',
-        "not json",
-    ]
-    for i, text in enumerate(raw, start=len(ALL_VALUES)):
-        rows += _run_rows(i, None, text)
-    rs = build_runs(*tables(rows))
-    patterns = ["(?i)cmd-[0-9]+", "[0-9]+", "true", "1\\.0", ".*", "(?s).+", "[0-9.]+0", "a"]
-    rules = [
-        {
-            "id": f"o{n}",
-            "type": "output_pattern",
-            "field": "f",
-            "pattern": p,
-            "allow_null": allow_null,
-        }
-        for n, p in enumerate(patterns)
-    ]
-    pack = pack_from_mapping({"pack": "p", "rules": rules})
-    fast, slow = _both_ways(monkeypatch, OutputPattern, pack, rs)
-    assert fast.findings.height > 50
-    assert fast.findings.equals(slow.findings)
-
-
-@pytest.mark.parametrize("cls", [Trajectory, OutputPattern])
-def test_columnwise_is_on_by_default(cls):
-    assert cls.columnwise is True
+def test_columnwise_is_on_by_default():
+    assert Trajectory.columnwise is True

@@ -4,6 +4,8 @@ pack-time checks, and the problems planted in sample_traces/ (README, "Planted p
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from hypothesis import strategies as st
 from test_check_cases import _run_rows
 
 from analyzer.checks import evaluate, grounded_arguments
-from analyzer.checks.grounded_arguments import GroundedArguments, argument_leaves
+from analyzer.checks.grounded_arguments import argument_leaves
 from analyzer.checks.grounded_figures import GroundedFigures
 from analyzer.engine import analyze_paths
 from analyzer.errors import RulePackError
@@ -31,12 +33,25 @@ ROOT = Path(__file__).resolve().parent.parent
 READERS = ("native", "python")
 
 
+@contextmanager
+def reading_with(reader: str) -> Iterator[None]:
+    """Arguments read by ``reader``: "python" as where the C extension is not built."""
+    saved = grounded_arguments._native
+    if reader == "python":
+        grounded_arguments._native = None
+    try:
+        yield
+    finally:
+        grounded_arguments._native = saved
+
+
 def leaves(arguments: list[str | None], reader: str) -> tuple[list[tuple], list[int]]:
     calls = pl.DataFrame(
         {"run_id": ["r"] * len(arguments), "arguments": arguments},
         schema={"run_id": pl.String, "arguments": pl.String},
     ).with_row_index("_call")
-    found, malformed = argument_leaves(calls, columnwise=reader == "native")
+    with reading_with(reader):
+        found, malformed = argument_leaves(calls)
     return (
         found.sort("_call", "leaf_no").rows(),
         sorted(malformed.get_column("_call").to_list()),
@@ -195,34 +210,6 @@ def _cuts(text: str) -> list[str]:
     return cuts + [text[:i] + text[i] + text[i:] for i in range(len(text))]
 
 
-def test_flat_objects_are_told_apart_as_the_native_reader_reads_them():
-    """`is_flat_object` (argument_schema: a flat object is JSON) is true of the texts the
-    native reader reads, each a JSON object, and of no other (of none without the C
-    extension: the caller then parses every text)."""
-    texts = [*NEAR_MISSES, *_cuts('{"id": "ACC-1", "n": [1, -2.5e3, "x", null], "ok": false}')]
-    texts.append(None)
-    frame = pl.DataFrame({"t": texts}, schema={"t": pl.String})
-
-    def judged() -> list[bool]:
-        return frame.select(grounded_arguments.is_flat_object(pl.col("t"))).to_series().to_list()
-
-    native = judged()
-    saved, grounded_arguments._native = grounded_arguments._native, None
-    try:
-        assert not any(judged())
-    finally:
-        grounded_arguments._native = saved
-    assert native[-1] is False
-    assert sum(native) >= 8
-    calls = frame.rename({"t": "arguments"}).with_row_index("_call")
-    _, rest = grounded_arguments._flat_native(calls)
-    left = set(rest.get_column("_call").to_list())
-    for i, (text, flat) in enumerate(zip(texts, native, strict=True)):
-        assert flat == (i not in left)
-        if flat:
-            assert isinstance(json.loads(text), dict)
-
-
 def test_argument_readers_agree_on_every_cut_of_a_flat_object():
     # every prefix, every byte left out, every byte doubled: a native reader that read past
     # a text's end or took a broken text for flat would differ from Python here
@@ -250,21 +237,16 @@ def test_argument_readers_agree(objects):
 
 
 @cache
-def _case_findings(columnwise: bool) -> pl.DataFrame:
+def _case_findings(reader: str) -> pl.DataFrame:
     data = yaml.safe_load((ROOT / "tests/checks/grounded_arguments.yaml").read_text("utf-8"))
     rows = [row for i, run in enumerate(data["runs"]) for row in _run_rows(i, run)[0]]
     pack = pack_from_mapping(data["pack"])
-    saved = GroundedArguments.columnwise
-    GroundedArguments.columnwise = columnwise
-    try:
-        result = evaluate([pack], build_runs(*tables(rows)))
-    finally:
-        GroundedArguments.columnwise = saved
-    return result.findings
+    with reading_with(reader):
+        return evaluate([pack], build_runs(*tables(rows))).findings
 
 
 def test_case_file_gives_the_same_findings_both_ways():
-    fast, slow = _case_findings(True), _case_findings(False)
+    fast, slow = _case_findings("native"), _case_findings("python")
     assert fast.height == 15
     assert fast.equals(slow)
 

@@ -349,17 +349,6 @@ def test_plugin_load_errors(tmp_path, monkeypatch, rule, message):
     assert problems(["p.yaml"], allow_plugins=True)[1:] == [f"  p.yaml:3: {message}"]
 
 
-def test_planned_rule_types_say_they_are_not_available_yet(tmp_path, monkeypatch):
-    # A made-up planned type: the contract's types land one by one and leave the list.
-    monkeypatch.setattr("analyzer.pack._PLANNED", frozenset({"future_rule"}))
-    monkeypatch.chdir(tmp_path)
-    write(tmp_path / "p.yaml", "pack: p\nrules:\n  - {id: r, type: future_rule, max: 1}\n")
-    assert problems(["p.yaml"])[1].startswith(
-        "  p.yaml:3: rules[0].type (rule r): rule type 'future_rule' is not available in this "
-        "version yet"
-    )
-
-
 def test_retries_and_argument_schema_options_are_validated(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     write(

@@ -9,7 +9,7 @@ import pytest
 from factories import tables
 
 import analyzer.checks as checks
-from analyzer.checks import FINDING_SCHEMA, Finding, evaluate, run_checks
+from analyzer.checks import FINDING_SCHEMA, evaluate
 from analyzer.checks.base import Check, CheckContext, RunFinding
 from analyzer.pack import Pack, pack_from_mapping
 from analyzer.runs import ANSWER_CAP, build_runs
@@ -68,13 +68,12 @@ def pack(name, *rules) -> Pack:
 
 def test_findings_frame_has_the_contract_columns_and_case_ids():
     rs = runset(one_run(1, "ok", tools=["b"], case="K-9"), one_run(2, "ok", tools=["a"]))
-    found, errors = run_checks(
-        [pack("p", {"id": "allowed", "type": "allowed_tools", "tools": ["a"]})], rs
-    )
-    assert errors == []
+    result = evaluate([pack("p", {"id": "allowed", "type": "allowed_tools", "tools": ["a"]})], rs)
+    found = result.findings
+    assert result.errors == []
     assert found.schema == pl.Schema(FINDING_SCHEMA)
-    assert Finding.from_frame(found) == [
-        Finding(
+    assert found.rows(named=True) == [
+        dict(
             run_id=f"{1:032x}",
             rule_id="allowed",
             kind="wrong_tool",
@@ -82,7 +81,7 @@ def test_findings_frame_has_the_contract_columns_and_case_ids():
             tool="b",
             argument=None,
             detail="b is not an allowed tool (tool call 1; allowed: a)",
-            span_ids=(f"{1:08x}{1:08x}",),
+            span_ids=[f"{1:08x}{1:08x}"],
             case_id="K-9",
             pack="p",
         )
@@ -264,63 +263,7 @@ def test_each_distinct_judges_a_value_once_and_isolates_the_values_that_crash():
     ]
 
 
-def test_sources_before_gives_each_step_what_its_run_had_seen():
-    from factories import msg
-
-    agent = "a" * 16
-    rows = [
-        dict(span_id=agent, role="agent", start_ns=0, end_ns=100),
-        dict(
-            span_id="b" * 16,
-            parent_span_id=agent,
-            role="model_call",
-            start_ns=1,
-            end_ns=5,
-            input_messages=[msg("user", "check ACC-1")],
-            finish_reasons=["tool_calls"],
-        ),
-        dict(
-            span_id="c" * 16,
-            parent_span_id=agent,
-            role="tool_call",
-            tool_name="lookup",
-            start_ns=6,
-            end_ns=9,
-            result="ACC-1 belongs to Eve",
-        ),
-        dict(
-            span_id="d" * 16,
-            parent_span_id=agent,
-            role="tool_call",
-            tool_name="screen",
-            start_ns=9,
-            end_ns=12,
-        ),
-        dict(
-            span_id="e" * 16,
-            parent_span_id=agent,
-            role="tool_call",
-            tool_name="screen",
-            start_ns=8,
-            end_ns=12,
-        ),
-    ]
-    rs = build_runs(*tables(rows))
-    ctx = CheckContext(checks._Shared(rs), None)
-    seen = ctx.sources_before(ctx.tool_calls)
-    by_step = {}
-    for index, text in seen.select("index", "text").iter_rows():
-        by_step.setdefault(index, []).append(text)
-    # Steps: 0 model, 1 lookup (6), 2 screen (8), 3 screen (9). The lookup result is available
-    # from its end (9): the call starting at 9 saw it, the one at 8 did not.
-    assert by_step == {
-        1: ["check ACC-1"],
-        2: ["check ACC-1"],
-        3: ["check ACC-1", "ACC-1 belongs to Eve"],
-    }
-
-
-@pytest.mark.parametrize("kinds", [5, 70])  # a set of bits per run; past 62 reasons, lists
+@pytest.mark.parametrize("kinds", [5, 70])
 def test_each_runs_reasons_are_its_distinct_reasons_sorted_and_joined(kinds: int) -> None:
     reasons = [f"reason {k:02d}" for k in range(kinds)]
     rows = []
@@ -329,8 +272,9 @@ def test_each_runs_reasons_are_its_distinct_reasons_sorted_and_joined(kinds: int
         rows += [(f"r{run:03d}", "partial", reason) for reason in sorted(picked, reverse=True) * 2]
         if run % 5 == 0:
             rows.append((f"r{run:03d}", "partial", None))
-    top = pl.DataFrame(rows, schema=["run_id", "status", "reason"], orient="row")
-    got = checks._reasons_per_run(top).sort("run_id")
+    marks = pl.DataFrame(rows, schema=["run_id", "status", "reason"], orient="row")
+    ids = marks.select("run_id").unique()
+    got = checks._coverage(ids, [marks], []).sort("run_id")
     expected = {}
     for run_id, _, reason in rows:
         expected.setdefault(run_id, set())

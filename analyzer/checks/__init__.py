@@ -43,10 +43,8 @@ __all__ = [
     "CheckContext",
     "CheckError",
     "Evaluation",
-    "Finding",
     "RunFinding",
     "evaluate",
-    "run_checks",
 ]
 
 #: Rule type name (the ``type:`` of a pack) -> its class (`rule_types`). Plugins are not listed.
@@ -82,29 +80,6 @@ COVERAGE_SCHEMA: dict[str, pl.DataType] = {
 _ISOLATION_BUDGET = 256
 
 
-@dataclass(frozen=True)
-class Finding:
-    """One finding, as a row of the findings frame (see FINDING_SCHEMA)."""
-
-    run_id: str
-    rule_id: str
-    kind: str
-    severity: str
-    tool: str | None
-    argument: str | None
-    detail: str
-    span_ids: tuple[str, ...]
-    case_id: str | None
-    pack: str
-
-    @classmethod
-    def from_frame(cls, frame: pl.DataFrame) -> list[Finding]:
-        return [
-            cls(**{**row, "span_ids": tuple(row["span_ids"] or ())})
-            for row in frame.select(list(FINDING_SCHEMA)).iter_rows(named=True)
-        ]
-
-
 @dataclass
 class Evaluation(RunTables):
     """What applying rule packs to a RunSet gives."""
@@ -112,12 +87,6 @@ class Evaluation(RunTables):
     findings: pl.DataFrame  # FINDING_SCHEMA, sorted by run, rule, position in the run
     errors: list[CheckError]  # sorted by run, rule
     coverage: pl.DataFrame  # COVERAGE_SCHEMA, sorted by run, rule
-
-
-def run_checks(packs: Sequence[Pack], runset: RunSet) -> tuple[pl.DataFrame, list[CheckError]]:
-    """Findings of every rule of ``packs`` over ``runset``, and the check errors."""
-    result = evaluate(packs, runset)
-    return result.findings, result.errors
 
 
 def evaluate(
@@ -258,41 +227,11 @@ def _coverage(
         .with_columns(_rank=pl.col("status").replace_strict(rank, return_dtype=pl.Int8))
         .filter(pl.col("_rank") == pl.col("_rank").max().over("run_id"))
     )
-    return ids.join(_reasons_per_run(top), on="run_id", how="left").with_columns(
+    reasons = top.group_by("run_id").agg(
+        pl.col("status").first(), pl.col("reason").unique().sort().str.join("; ")
+    )
+    return ids.join(reasons, on="run_id", how="left").with_columns(
         pl.col("status").fill_null("checked")
-    )
-
-
-def _reasons_per_run(top: pl.DataFrame) -> pl.DataFrame:
-    """run_id, status, reason: the distinct reasons of each run's marks, sorted, joined by
-    "; ".
-
-    The reasons are few (a rule's own texts): each run's set of them is an integer of one bit
-    per reason, and each distinct set is joined once (100k spans: 27 -> 8 ms; sorting and
-    joining a list of texts for every run took the rest). Past 62 distinct reasons, the lists.
-    """
-    reasons = top.get_column("reason").drop_nulls().unique().sort().to_list()
-    if len(reasons) > 62:
-        return top.group_by("run_id").agg(
-            pl.col("status").first(), pl.col("reason").unique().sort().str.join("; ")
-        )
-    bits = {reason: 1 << i for i, reason in enumerate(reasons)}
-    runs = top.group_by("run_id").agg(
-        pl.col("status").first(),
-        pl.col("reason")
-        .replace_strict(bits, default=0, return_dtype=pl.Int64)
-        .unique()
-        .sum()
-        .alias("_set"),
-    )
-    texts = {
-        found: "; ".join(r for i, r in enumerate(reasons) if found >> i & 1)
-        for found in runs.get_column("_set").unique().to_list()
-    }
-    return runs.select(
-        "run_id",
-        "status",
-        pl.col("_set").replace_strict(texts, return_dtype=pl.String).alias("reason"),
     )
 
 

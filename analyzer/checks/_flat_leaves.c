@@ -12,10 +12,7 @@
    entry per leaf in document order, booleans and nulls left out: its text's row (int64), its
    rank among its text's leaves (int64), its path (the key, with "[i]" for the item i of an
    array), its key and its value (a string's content or a number's digits; each text as Arrow
-   large_string offsets and data), and whether it is a number (uint8).
-
-   flat(validity, offsets, data, offset, n) returns one byte per text: 1 for those `leaves`
-   reads (flat objects), without reading their leaves out. */
+   large_string offsets and data), and whether it is a number (uint8). */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -149,10 +146,9 @@ static inline void put_end(Buf *offsets, const Buf *data) {
     put(offsets, &end, 8);
 }
 
-/* A leaf into `o` (none when `o` is NULL: the text is only judged flat or not). */
+/* A leaf into `o`. */
 static int emit(Out *o, int64_t row, int64_t *rank, int32_t item, const char *key,
                 Py_ssize_t key_len, const char *value, Py_ssize_t value_len, uint8_t number) {
-    if (!o) return 0;
     char index[16]; /* "[item]" */
     int index_len = 0;
     if (item >= 0) {
@@ -244,7 +240,7 @@ static int valid_at(const Py_buffer *validity, Py_ssize_t i) {
     return (((const uint8_t *)validity->buf)[i >> 3] >> (i & 7)) & 1;
 }
 
-/* The arguments of `leaves` and `flat`, checked: 0, or -1 with an exception set. */
+/* The arguments of `leaves`, checked: 0, or -1 with an exception set. */
 static int texts_args(PyObject *args, Py_buffer *validity, Py_buffer *offsets, Py_buffer *data,
                       Py_ssize_t *offset, Py_ssize_t *n) {
     PyObject *validity_obj;
@@ -263,31 +259,6 @@ static void release_texts(Py_buffer *validity, Py_buffer *offsets, Py_buffer *da
     if (validity->obj) PyBuffer_Release(validity);
     if (offsets->obj) PyBuffer_Release(offsets);
     if (data->obj) PyBuffer_Release(data);
-}
-
-static PyObject *flat(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer validity = {0}, offsets = {0}, data = {0};
-    Py_ssize_t offset, n;
-    PyObject *result = NULL;
-    if (texts_args(args, &validity, &offsets, &data, &offset, &n)) goto done;
-    if (!(result = PyBytes_FromStringAndSize(NULL, n))) goto done;
-    char *is_flat = PyBytes_AS_STRING(result);
-    const int64_t *off = (const int64_t *)offsets.buf + offset;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        is_flat[i] = 0;
-        if (!valid_at(&validity, offset + i)) continue;
-        if (off[i] < 0 || off[i] > off[i + 1] || off[i + 1] > (int64_t)data.len) {
-            PyErr_SetString(PyExc_ValueError, "offsets out of the data");
-            Py_CLEAR(result);
-            goto done;
-        }
-        Cursor c = {(const char *)data.buf + off[i], (const char *)data.buf + off[i + 1]};
-        is_flat[i] = read_object(&c, NULL, i) == 0;
-    }
-done:
-    release_texts(&validity, &offsets, &data);
-    return result;
 }
 
 static PyObject *leaves(PyObject *self, PyObject *args) {
@@ -353,12 +324,7 @@ PyDoc_STRVAR(leaves_doc,
              "The leaves of the flat JSON objects among n texts of an Arrow large_string "
              "array (see the module's source).");
 
-PyDoc_STRVAR(flat_doc, "flat(validity, offsets, data, offset, n) -> bytes\n\n"
-                       "One byte per text: 1 for a flat JSON object (those leaves() reads), "
-                       "else 0.");
-
 static PyMethodDef methods[] = {{"leaves", leaves, METH_VARARGS, leaves_doc},
-                                {"flat", flat, METH_VARARGS, flat_doc},
                                 {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {

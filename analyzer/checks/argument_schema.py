@@ -17,12 +17,10 @@ except ImportError:  # pragma: no cover - jsonschema alone gives the same verdic
 import polars as pl
 
 from analyzer import linear_regex
-from analyzer.checks.base import Check, CheckContext, findings
-from analyzer.checks.grounded_arguments import is_flat_object
+from analyzer.checks.base import Check, CheckContext, findings, json_path, schema_message
 
 __all__ = ["ArgumentSchema"]
 
-_MESSAGE_CAP = 120
 _NO_SCHEMA = ""  # schema key of a call whose tool has no known schema
 
 
@@ -92,12 +90,8 @@ class ArgumentSchema(Check):
         calls = calls.with_columns(pl.col("_key").fill_null(_NO_SCHEMA))
 
         # Each distinct (schema, arguments) pair is judged once: agents repeat their calls.
-        # Without a schema only the JSON syntax is judged, and a flat object is JSON.
-        pairs = (
-            calls.select("_key", "arguments")
-            .unique(maintain_order=True)
-            .filter((pl.col("_key") != _NO_SCHEMA) | ~is_flat_object(pl.col("arguments")))
-        )
+        # Without a schema only the JSON syntax is judged.
+        pairs = calls.select("_key", "arguments").unique(maintain_order=True)
         verdicts = [judge.verdict(k, a) for k, a in pairs.iter_rows()]
         bad = pairs.with_columns(
             pl.Series("_detail", [v[0] for v in verdicts], dtype=pl.String),
@@ -268,11 +262,8 @@ class _Schema:
             argument = path[0] if path and isinstance(path[0], str) else None
         else:
             return None
-        if len(message) > _MESSAGE_CAP:
-            message = message[: _MESSAGE_CAP - 1] + "…"
-        where = f" at {_json_path(path)}" if path else ""
-        more = f" (+{count - 1} more)" if count > 1 else ""
-        return f"arguments fail schema{where}: {message}{more}", argument
+        where = f" at {json_path(path)}" if path else ""
+        return f"arguments fail schema{where}: {schema_message(message, count)}", argument
 
 
 @functools.cache
@@ -357,13 +348,6 @@ def _culprit(error: Any) -> str | None:
         ]
         return extra[0] if extra else None
     return None
-
-
-def _json_path(parts: list[Any]) -> str:
-    out = "$"
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else f".{p}"
-    return out
 
 
 class _Constant(ValueError):

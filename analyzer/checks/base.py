@@ -69,10 +69,12 @@ __all__ = [
     "findings",
     "findings_frame",
     "fmt_num",
+    "json_path",
     "quote",
     "quote_expr",
     "rule_types",
     "rust_regex_error",
+    "schema_message",
 ]
 
 _T = TypeVar("_T")
@@ -417,34 +419,29 @@ class _Shared:
         RunSet), null for runs with no answer.
         """
         runs = self.runset.runs
-        if "answer_text" in runs.columns:  # an uncapped column, if the run model ever keeps one
-            full = runs.select("run_id", pl.col("answer_text").alias("_full"))
-        else:
-            capped = runs.filter(pl.col("answer").str.len_chars() >= ANSWER_CAP).select(
-                "run_id", "answer_span_id", "answer"
+        capped = runs.filter(pl.col("answer").str.len_chars() >= ANSWER_CAP).select(
+            "run_id", "answer_span_id", "answer"
+        )
+        outputs = (
+            self.runset.steps.filter(
+                pl.col("span_id").is_in(capped.get_column("answer_span_id").drop_nulls().implode())
             )
-            outputs = (
-                self.runset.steps.filter(
-                    pl.col("span_id").is_in(
-                        capped.get_column("answer_span_id").drop_nulls().implode()
-                    )
-                )
-                .select("run_id", pl.col("span_id").alias("answer_span_id"), "output_text")
-                .join(capped, on=["run_id", "answer_span_id"])
-                .filter(pl.col("output_text").str.starts_with(pl.col("answer")))
-                .select("run_id", pl.col("output_text").alias("_recovered"))
+            .select("run_id", pl.col("span_id").alias("answer_span_id"), "output_text")
+            .join(capped, on=["run_id", "answer_span_id"])
+            .filter(pl.col("output_text").str.starts_with(pl.col("answer")))
+            .select("run_id", pl.col("output_text").alias("_recovered"))
+        )
+        full = (
+            runs.select("run_id", "answer")
+            .join(outputs, on="run_id", how="left")
+            .select(
+                "run_id",
+                pl.when(pl.col("answer").str.len_chars() < ANSWER_CAP)
+                .then("answer")
+                .otherwise("_recovered")
+                .alias("_full"),
             )
-            full = (
-                runs.select("run_id", "answer")
-                .join(outputs, on="run_id", how="left")
-                .select(
-                    "run_id",
-                    pl.when(pl.col("answer").str.len_chars() < ANSWER_CAP)
-                    .then("answer")
-                    .otherwise("_recovered")
-                    .alias("_full"),
-                )
-            )
+        )
         out = runs.select(
             "run_id", "has_answer", "answer_ns", "answer_span_id", "answer", "agent_span_id"
         ).join(full, on="run_id", how="left")
@@ -549,20 +546,6 @@ class CheckContext:
         steps = self.steps.sort("run_id", "index").to_dicts()
         by_run = {k: list(g) for k, g in groupby(steps, key=itemgetter("run_id"))}
         return self.each(runs, lambda row: fn({**row, "steps": by_run.get(row["run_id"], [])}))
-
-    def sources_before(self, steps: pl.DataFrame) -> pl.DataFrame:
-        """What each step's run had seen when the step started (CONTRACT section 2).
-
-        ``steps`` needs run_id, index and start_ns; returns run_id, index, origin, span_id,
-        text: one row per (step, source available at or before its start).
-        """
-        return (
-            steps.select("run_id", "index", "start_ns")
-            .join(self.sources, on="run_id")
-            .filter(pl.col("available_ns") <= pl.col("start_ns"))
-            .select("run_id", "index", "origin", "span_id", "text")
-            .sort("run_id", "index", "origin", "span_id")
-        )
 
     def mark(self, run_ids: pl.Series | pl.DataFrame | Iterable[str], status: str, reason: str):
         """Record that the rule could not fully judge these runs (see COVERAGE_STATUSES)."""
@@ -732,6 +715,18 @@ def _json_strings(text: str) -> str | None:
         elif isinstance(value, list):
             stack.extend(reversed(value))
     return "\n".join(found)
+
+
+def json_path(parts: Iterable[Any]) -> str:
+    """Where a JSON Schema error is, as ``$.lines[0].sku``."""
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def schema_message(message: str, count: int) -> str:
+    """A JSON Schema error's message, cut at 120 characters, and how many errors are left."""
+    if len(message) > 120:
+        message = message[:119] + "…"
+    return message + (f" (+{count - 1} more)" if count > 1 else "")
 
 
 _ESCAPES = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})

@@ -197,24 +197,9 @@ def extract_figures(
 
 def distinct_texts(frame: pl.DataFrame, text: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Number the distinct values of column ``text``: ``(frame + _tid, texts)``, ``texts``
-    holding ``_tid`` and ``text`` once per distinct value (nulls have no id).
-
-    Texts are grouped by a 64-bit hash and their length (a pass far cheaper than hashing
-    them into a string table), then checked equal to their group's first text; should two
-    different texts ever share both, the exact (slower) string grouping is used instead.
-    """
-    rows = frame.with_columns(
-        _row=pl.int_range(pl.len(), dtype=pl.UInt32),
-        _h=pl.col(text).hash(),
-        _n=pl.col(text).str.len_bytes(),
-    ).with_columns(_tid=pl.col("_row").min().over("_h", "_n"))
-    same = rows.select(
-        (pl.col(text) == pl.col(text).gather(pl.col("_tid"))).fill_null(True).all()
-    ).item()
-    if not same:  # pragma: no cover - a 64-bit hash collision with equal lengths
-        rows = rows.with_columns(_tid=pl.col("_row").min().over(text))
-    rows = rows.with_columns(pl.when(pl.col(text).is_not_null()).then("_tid").alias("_tid")).drop(
-        "_row", "_h", "_n"
+    holding ``_tid`` and ``text`` once per distinct value (nulls have no id)."""
+    rows = frame.with_columns(_tid=pl.int_range(pl.len(), dtype=pl.UInt32)).with_columns(
+        _tid=pl.when(pl.col(text).is_not_null()).then(pl.col("_tid").min().over(text))
     )
     texts = rows.filter(pl.col("_tid").is_not_null()).unique("_tid", maintain_order=True)
     return rows, texts.select("_tid", text)

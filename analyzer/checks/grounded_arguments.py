@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
-from typing import Any, ClassVar
+from typing import Any
 
 import polars as pl
 
@@ -130,10 +130,6 @@ class GroundedArguments(Check):
     kinds = ("hallucinated_argument",)
     tool_fields = ("tools",)
 
-    #: Read flat JSON objects natively before parsing the other arguments in Python (tests
-    #: turn it off to check both ways agree).
-    columnwise: ClassVar[bool] = True
-
     tools: tuple[str, ...] = ()
     arguments: tuple[str, ...] = field(default=(), metadata={"schema": {"items": _PATH_SCHEMA}})
 
@@ -163,9 +159,7 @@ class GroundedArguments(Check):
         calls = calls.select(
             "run_id", "call_no", "tool", "span", "start_ns", "arguments"
         ).with_row_index("_call")
-        leaves, malformed = argument_leaves(
-            calls.filter(pl.col("arguments").is_not_null()), columnwise=self.columnwise
-        )
+        leaves, malformed = argument_leaves(calls.filter(pl.col("arguments").is_not_null()))
         leaves = leaves.filter(self._selected()).join(
             calls.select("_call", "run_id", "call_no", "tool", "span", "start_ns"), on="_call"
         )
@@ -284,9 +278,7 @@ class GroundedArguments(Check):
         """Leaves compared as figures: grounded when a key of theirs is vouched for by a source
         available at the call's start. Returns the others, with where they first appear."""
         if leaves.is_empty():
-            return leaves.with_columns(
-                _later_ns=pl.lit(None, pl.Int64), _later_span=pl.lit(None, pl.String)
-            )
+            return _ungrounded(leaves, None)
         number_keys = _number_keys(leaves.filter("is_number"))
         text_keys = (
             leaves.filter(~pl.col("is_number"))
@@ -320,16 +312,7 @@ class GroundedArguments(Check):
                 pl.col("start_ns").first(),
             )
         )
-        grounded = seen.filter(pl.col("_first_ns") <= pl.col("start_ns"))
-        later = seen.filter(pl.col("_first_ns") > pl.col("start_ns")).select(
-            "_call",
-            "leaf_no",
-            pl.col("_first_ns").alias("_later_ns"),
-            pl.col("_first_span").alias("_later_span"),
-        )
-        return leaves.join(grounded, on=["_call", "leaf_no"], how="anti").join(
-            later, on=["_call", "leaf_no"], how="left"
-        )
+        return _ungrounded(leaves, seen)
 
     @staticmethod
     def _by_text(leaves: pl.DataFrame, sources: pl.DataFrame) -> pl.DataFrame:
@@ -344,9 +327,7 @@ class GroundedArguments(Check):
         before the call holds it.
         """
         if leaves.is_empty():
-            return leaves.with_columns(
-                _later_ns=pl.lit(None, pl.Int64), _later_span=pl.lit(None, pl.String)
-            )
+            return _ungrounded(leaves, None)
         # Sources read after a run's last checked call ground nothing (the slow path below
         # still reads them to say where a value first appears).
         last = leaves.group_by("run_id").agg(pl.col("start_ns").max().alias("_last"))
@@ -431,18 +412,26 @@ class GroundedArguments(Check):
             strategy="backward",
             check_sortedness=False,  # both sides are sorted on _at, hence within each run
         )
-        grounded = located.filter(pl.col("_first_ns") <= pl.col("start_ns"))
-        later = located.filter(pl.col("_first_ns") > pl.col("start_ns")).select(
-            "_call",
-            "leaf_no",
-            pl.col("_first_ns").alias("_later_ns"),
-            pl.col("_first_span").alias("_later_span"),
+        return _ungrounded(leaves, located).drop("_folded")
+
+
+def _ungrounded(leaves: pl.DataFrame, seen: pl.DataFrame | None) -> pl.DataFrame:
+    """``leaves`` but those ``seen`` (``_call``, ``leaf_no``, ``start_ns``, ``_first_ns``,
+    ``_first_span``: where a leaf first appears) in a source before the call, with
+    ``_later_ns`` and ``_later_span``: where the others first appear (null: nowhere)."""
+    if seen is None:
+        return leaves.with_columns(
+            _later_ns=pl.lit(None, pl.Int64), _later_span=pl.lit(None, pl.String)
         )
-        return (
-            leaves.join(grounded.select("_call", "leaf_no"), on=["_call", "leaf_no"], how="anti")
-            .join(later, on=["_call", "leaf_no"], how="left")
-            .drop("_folded")
-        )
+    key = ["_call", "leaf_no"]
+    later = pl.col("_first_ns") > pl.col("start_ns")
+    return leaves.join(seen.filter(~later), on=key, how="anti").join(
+        seen.filter(later).select(
+            *key, pl.col("_first_ns").alias("_later_ns"), pl.col("_first_span").alias("_later_span")
+        ),
+        on=key,
+        how="left",
+    )
 
 
 def _pattern(path: str) -> str:
@@ -493,9 +482,7 @@ def _expand(text: str) -> str:
 # --- argument leaves ---------------------------------------------------------------------------
 
 
-def argument_leaves(
-    calls: pl.DataFrame, *, columnwise: bool = True
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+def argument_leaves(calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The scalar leaves of each call's JSON arguments, and the calls that are not objects.
 
     ``calls`` needs ``_call`` (a row id), ``run_id`` and ``arguments``. Returns ``(leaves,
@@ -503,12 +490,12 @@ def argument_leaves(
     last key of the path), ``value`` (text as in the JSON: a string's content, or a number's
     digits), ``is_number``; booleans and nulls are left out. ``malformed`` lists the calls
     whose arguments are not a JSON object. Flat objects without escapes (most tool calls) are
-    read natively in one pass (`_flat_native`, where the extension is built and `columnwise`);
-    the others are parsed in Python (`_walk`), once per distinct arguments text.
+    read natively in one pass (`_flat_native`, where the extension is built); the others are
+    parsed in Python (`_walk`), once per distinct arguments text.
     """
     parts = []
     rest = calls
-    if columnwise and _native is not None:
+    if _native is not None:
         flat, rest = _flat_native(calls)
         parts.append(flat)
     texts = rest.select("arguments").unique().get_column("arguments").to_list()
@@ -527,28 +514,6 @@ def argument_leaves(
     leaves = pl.concat([p.cast(_LEAVES) for p in parts], how="vertical")  # type: ignore[arg-type]
     malformed = calls.filter(pl.col("_call").is_in(bad)).select("_call", "run_id")
     return leaves, malformed
-
-
-def is_flat_object(texts: pl.Expr) -> pl.Expr:
-    """True for texts that `_flat_native` reads (flat JSON objects, hence valid JSON), false
-    for the others and null. A hint only: where the extension is not built every text is
-    false, and the caller parses each itself.
-    """
-    if _native is None:
-        return pl.lit(False)
-    return texts.map_batches(_native_flat, return_dtype=pl.Boolean)
-
-
-def _native_flat(texts: pl.Series) -> pl.Series:
-    import pyarrow as pa
-
-    arrow = texts.to_arrow().cast(pa.large_string())
-    validity, offsets, data = arrow.buffers()
-    flags = _native.flat(
-        validity, offsets, data if data is not None else b"", arrow.offset, len(arrow)
-    )
-    column = pa.Array.from_buffers(pa.uint8(), len(arrow), [None, pa.py_buffer(flags)])
-    return pl.Series(texts.name, column).cast(pl.Boolean)
 
 
 def _flat_native(calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, ClassVar
+from typing import Any
 
 import orjson
 import polars as pl
@@ -72,10 +72,6 @@ class OutputPattern(Check):
     type = "output_pattern"
     kinds = ("output_pattern",)
 
-    #: Read plain text fields column-wise before parsing answers in Python (tests turn it off
-    #: to check both ways agree).
-    columnwise: ClassVar[bool] = True
-
     pattern: str
     field: str | None = None
     allow_null: bool = False
@@ -103,21 +99,7 @@ class OutputPattern(Check):
             what = "answer"
         else:
             field = self.field
-            # Column-wise first: a field whose JSON path match is plainly a text (not an
-            # object, list or anything a number could be written as) is that text.
-            # The rest (numbers kept as written, null, absent, not JSON, dotted paths) is
-            # read in Python, each distinct answer once.
-            plain = pl.lit(False)
-            got = pl.lit(None, pl.String)
-            if self.columnwise and "'" not in field and "\\" not in field:
-                got = pl.col("text").str.json_path_match(f"$['{field}']")
-                # Booleans read the same both ways ("true"); numbers must keep their digits as
-                # written, which the path match does not ("249.50" comes back as 249.5).
-                plain = (got.is_not_null() & ~got.str.contains(r"^\s*[-+.0-9\[{]")).fill_null(False)
-            answers = answers.with_columns(_plain=plain, _got=got)
-            direct = answers.filter("_plain").select(
-                "run_id", "answer_span_id", pl.col("_got").alias("_value")
-            )
+            # Each distinct answer is read once.
             extracted: list[tuple[str, str | None, str]] = []
             seen: dict[str, Any] = {}
 
@@ -138,21 +120,11 @@ class OutputPattern(Check):
                 }[value if value is None else value.reason]
                 return [RunFinding("output_pattern", reason, argument=field, span_ids=spans)]
 
-            rest = answers.filter(~pl.col("_plain")).select("run_id", "answer_span_id", "text")
-            problems = [ctx.each(rest, read)]
-            values = pl.concat(
-                [
-                    direct,
-                    pl.DataFrame(
-                        extracted,
-                        schema={
-                            "run_id": pl.String,
-                            "answer_span_id": pl.String,
-                            "_value": pl.String,
-                        },
-                        orient="row",
-                    ),
-                ]
+            problems = [ctx.each(answers.select("run_id", "answer_span_id", "text"), read)]
+            values = pl.DataFrame(
+                extracted,
+                schema={"run_id": pl.String, "answer_span_id": pl.String, "_value": pl.String},
+                orient="row",
             )
             what = field
         whole = f"^(?:{self.pattern})$"

@@ -20,15 +20,22 @@ except ImportError:  # pragma: no cover - exercised by monkeypatching in the tes
 import polars as pl
 import yaml
 
-from analyzer.checks.base import INTERNAL, Check, CheckContext, LoadEnv, RunFinding, quote
+from analyzer.checks.base import (
+    INTERNAL,
+    Check,
+    CheckContext,
+    LoadEnv,
+    RunFinding,
+    json_path,
+    quote,
+    schema_message,
+)
 from analyzer.yamlplace import load_yaml
 
 if TYPE_CHECKING:
     from referencing import Resource
 
 __all__ = ["AnswerSchema", "OutputSchema", "load_json_schema"]
-
-_MESSAGE_CAP = 120
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,7 +161,7 @@ class AnswerSchema:
                 return None
             fast_errors = list(self.fast.iter_errors(doc))
             first = fast_errors[0]  # in schema order
-            where, message, count = _json_path(first.instance_path), first.message, len(fast_errors)
+            where, message, count = json_path(first.instance_path), first.message, len(fast_errors)
         else:
             errors = list(self.python.iter_errors(doc))
             if not errors:
@@ -162,18 +169,8 @@ class AnswerSchema:
             from jsonschema.exceptions import best_match
 
             top = best_match(errors)
-            where, message, count = _json_path(top.absolute_path), top.message, len(errors)
-        if len(message) > _MESSAGE_CAP:
-            message = message[: _MESSAGE_CAP - 1] + "…"
-        more = f" (+{count - 1} more)" if count > 1 else ""
-        return f"answer fails the schema at {where}: {message}{more}", where
-
-
-def _json_path(parts) -> str:
-    out = "$"
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else f".{p}"
-    return out
+            where, message, count = json_path(top.absolute_path), top.message, len(errors)
+        return f"answer fails the schema at {where}: {schema_message(message, count)}", where
 
 
 def _read_document(path: Path) -> Any:
@@ -247,7 +244,7 @@ def load_json_schema(path: Path) -> AnswerSchema:
         try:
             Draft202012Validator.check_schema(doc)
         except SchemaError as err:
-            where = _json_path(err.absolute_path)
+            where = json_path(err.absolute_path)
             raise ValueError(
                 f"schema file {file} is not a valid JSON Schema at {where}: {err.message}"
             ) from err
