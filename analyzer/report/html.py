@@ -354,10 +354,11 @@ def _section(sid: str, title: str, body: str, intro: str | None = None) -> str:
 # --- headline ----------------------------------------------------------------------------------
 
 
-def _card(label: str, value: str, note: str = "") -> str:
+def _card(label: str, value: str, note: str = "", cls: str = "") -> str:
+    klass = f"card {cls}".strip()
     note_html = f'<div class="note">{note}</div>' if note else ""
     return (
-        f'<div class="card"><div class="label">{_e(label)}</div>'
+        f'<div class="{klass}"><div class="label">{_e(label)}</div>'
         f'<div class="value">{value}</div>{note_html}</div>'
     )
 
