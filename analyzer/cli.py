@@ -95,7 +95,7 @@ def _redacted(
     if not given:
         click.echo(f"redaction salt (generated, written to no file): {salt}", err=True)
     if labels is not None:
-        from analyzer.labels import scored
+        from analyzer.metrics.labels import scored
 
         labels = redact_label_scores(scored(labels, analysis.runs), salt)
     return redact_analysis(analysis, salt), redaction_record(salt, given=given), labels
@@ -514,7 +514,7 @@ def show(
     packs = tuple(load_packs(rule_packs, allow_plugins=allow_plugins)) if rule_packs else ()
     labels = None
     if labels_file is not None:
-        from analyzer.labels import load_labels
+        from analyzer.metrics.labels import load_labels
 
         labels = load_labels(labels_file)
     prices = load_prices(prices_file)
@@ -606,7 +606,7 @@ def show(
                 )
             )
     if labels is not None:
-        from analyzer.labels import score_labels
+        from analyzer.metrics.labels import score_labels
 
         fields = score_labels(labels, runs.filter(pl.col("run_id") == run["run_id"]), steps).fields
         if fields.is_empty():
@@ -674,7 +674,7 @@ def _run_facts(analysis) -> pl.DataFrame | None:
 
 def _finding_runs(analysis) -> pl.DataFrame | None:
     """The runs with a finding, worst first (`finding_runs`); None without rule packs."""
-    from analyzer.report.terminal import finding_runs
+    from analyzer.render.terminal import finding_runs
 
     runs = _run_facts(analysis)
     return None if runs is None else finding_runs(runs)
@@ -695,7 +695,7 @@ def _where(
 
     import polars as pl
 
-    from analyzer.report.terminal import finding_runs, finding_runs_lines
+    from analyzer.render.terminal import finding_runs, finding_runs_lines
 
     runs = _run_facts(analysis)
     if runs is None:
@@ -879,8 +879,9 @@ def report(
                 f"{partitions!r} is neither a count of partitions nor auto",
                 param_hint="--partitions",
             )
+    from analyzer.metrics.summary import build_summary
     from analyzer.pricing import load_prices
-    from analyzer.report import build_summary, write_outputs
+    from analyzer.render.outputs import write_outputs
 
     if out is not None:
         from analyzer.outfiles import check_folder
@@ -890,7 +891,7 @@ def report(
     prices = load_prices(prices_file)
     labels = None
     if labels_file is not None:
-        from analyzer.labels import load_labels
+        from analyzer.metrics.labels import load_labels
 
         labels = load_labels(labels_file)  # before the traces: a bad file fails fast
     since_ns, until_ns = _time_ns(since, "--since"), _time_ns(until, "--until")
@@ -930,7 +931,7 @@ def report(
             digests=out is not None,
         )
     if labels is not None:  # once, for the summary, labels.parquet and the page
-        from analyzer.labels import scored
+        from analyzer.metrics.labels import scored
 
         labels = scored(labels, analysis.runs)
     analysis, redaction, labels = _redacted(analysis, redact, redact_salt, labels)
@@ -952,22 +953,22 @@ def report(
             labels=labels,
         )
     if junit_file is not None:
-        from analyzer.report.junit import write_junit
+        from analyzer.render.junit import write_junit
 
         write_junit(analysis, junit_file)
     if fmt == "json":
         click.echo(json_safe(json.dumps(summary, indent=2, sort_keys=True, ensure_ascii=False)))
     elif fmt == "html":
-        from analyzer.report.html import render_html
+        from analyzer.render.html import render_html
 
         click.echo(render_html(analysis, summary, labels=labels), nl=False)
     elif fmt == "markdown":
-        from analyzer.report.markdown import markdown_summary
+        from analyzer.render.markdown import markdown_summary
 
         limit = None if verbose else _WHERE_RUNS
         click.echo(markdown_summary(summary, _finding_runs(analysis), limit=limit), nl=False)
     else:
-        from analyzer.report import terminal_summary
+        from analyzer.render.terminal import terminal_summary
 
         for line in terminal_summary(analysis, summary, color=sys.stdout.isatty()):
             click.echo(line)
@@ -977,7 +978,7 @@ def report(
         if out is not None:
             click.echo(f"outputs written to {out}")
         if annotations == "github" and analysis.evaluation is not None:
-            from analyzer.report.annotations import github_annotations
+            from analyzer.render.annotations import github_annotations
 
             for line in github_annotations(analysis.evaluation.findings):
                 click.echo(line)
@@ -1130,10 +1131,11 @@ def diff(
     Runs are paired by case id when both sides have case ids. Every headline metric gets
     baseline, candidate, delta (candidate - baseline) and a 95% interval on the delta.
     """
-    from analyzer.diff import compare, load_side
-    from analyzer.diff.gate import judge, load_gate
-    from analyzer.diff.render import render_html, render_json, render_markdown, render_table
+    from analyzer.metrics.compare import compare
+    from analyzer.metrics.gate import judge, load_gate
     from analyzer.pricing import load_prices
+    from analyzer.render.diff import render_html, render_json, render_markdown, render_table
+    from analyzer.sides import load_side
 
     # Every file the user wrote is checked before any trace is read: a typo fails fast.
     if out is not None:
@@ -1145,7 +1147,7 @@ def diff(
     prices = load_prices(prices_file)
     labels = None
     if labels_file is not None:
-        from analyzer.labels import load_labels
+        from analyzer.metrics.labels import load_labels
 
         labels = load_labels(labels_file)
     sides = [

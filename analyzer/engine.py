@@ -617,8 +617,8 @@ def analyze_paths(
     partitions. `spill` is a folder for the temporary files (default: a new folder in the
     system's temporary directory, removed when the result is no longer used); the runs, steps
     and coverage of the result are read from it when first used, and the facts its summary
-    reads (`analyzer.report.facts`, for `case_class`, default
-    `analyzer.report.summary.DEFAULT_CASE_CLASS`) are merged from the partitions'. A dataset
+    reads (`analyzer.metrics.facts`, for `case_class`, default
+    `analyzer.metrics.summary.DEFAULT_CASE_CLASS`) are merged from the partitions'. A dataset
     with prebuilt runs (`analyzer.prebuilt`), given alone and with the default run and case
     keys, is analyzed from those, one unit per part (`partitions` does not apply).
 
@@ -626,16 +626,16 @@ def analyze_paths(
     ``steps``, ``coverage`` and ``messages`` (the prompts report.html shows; None: all; the
     findings are always read): the partitions do not write the others to the spill, and
     reading one from the result raises RuntimeError (the messages are empty instead). A
-    summary alone reads none of them (`analyzer.report.build_summary` without labels,
+    summary alone reads none of them (`analyzer.render.build_summary` without labels,
     `terminal_summary`).
 
     `digests`: each file's SHA-256 goes into its log (``FileLog.sha256``); False: no file is
     hashed (the logs keep ""), for a caller that records no digest (a `report` without
     ``--out``).
     """
+    from analyzer.metrics.summary import DEFAULT_CASE_CLASS
     from analyzer.prebuilt import prebuilt_dataset
     from analyzer.pricing import load_prices
-    from analyzer.report.summary import DEFAULT_CASE_CLASS
 
     jobs = jobs or default_jobs()
     files, skipped = expand_paths(list(paths))
@@ -1013,7 +1013,7 @@ def ingest_partitioned(
     the in-memory ingest would give it; `jobs` does not change a byte of it. With `packs`,
     the runs are also checked with them and `prices` (default: the bundled table), and the
     results kept for reports with the same packs and prices (`analyzer.materialized`; the
-    summary facts for `case_class`, default `analyzer.report.summary.DEFAULT_CASE_CLASS`).
+    summary facts for `case_class`, default `analyzer.metrics.summary.DEFAULT_CASE_CLASS`).
     Returns the accounting (and an empty span table).
 
     A transaction (`analyzer.ingest.dataset.ingesting`): under the dataset's lock, the parts
@@ -1032,8 +1032,8 @@ def ingest_partitioned(
 
     options = None
     if packs:
+        from analyzer.metrics.summary import DEFAULT_CASE_CLASS
         from analyzer.pricing import load_prices
-        from analyzer.report.summary import DEFAULT_CASE_CLASS
 
         prices = prices if prices is not None else load_prices()
         case_class = case_class or DEFAULT_CASE_CLASS

@@ -114,8 +114,8 @@ def kept_results(part: PrebuiltPart, out: str, options: PartitionOptions) -> Par
     document = _read_json(folder / "result.json")
     if not _as_kept(part, options):
         return _restricted(folder, document, part, out, options)
+    from analyzer.metrics.facts import RunsPart, SummaryFacts
     from analyzer.partition import PartialResult
-    from analyzer.report.facts import RunsPart, SummaryFacts
 
     tables = {}
     for name in _TABLES:

@@ -38,10 +38,10 @@ if TYPE_CHECKING:
     from analyzer.checks import CheckError
     from analyzer.checks.retries import RetryScan
     from analyzer.engine import Spill
+    from analyzer.metrics.facts import SummaryFacts
     from analyzer.pack import Pack
     from analyzer.pipeline import Analysis
     from analyzer.pricing import PriceTable
-    from analyzer.report.facts import SummaryFacts
 
 __all__ = [
     "BATCH_BYTES",
@@ -85,7 +85,7 @@ class PartialResult:
     orphans: int = 0
     warnings: dict[str, list[QuarantineEntry]] = field(default_factory=dict)
     unpriced: pl.DataFrame | None = None  # pricing.unpriced_models of the steps
-    facts: SummaryFacts | None = None  # what a summary reads (analyzer.report.facts)
+    facts: SummaryFacts | None = None  # what a summary reads (analyzer.metrics.facts)
     messages: pl.DataFrame | None = None  # `RunSet.messages` (the prompts report.html shows)
     #: `RunSet.sources` and `span_runs` (what the checks read): kept by an input analyzed in
     #: memory, for a caller that checks its runs again; None once spilled
@@ -112,7 +112,7 @@ def analyze_partition(
     all the spans of a small input, a hash partition by trace id (or by run-key value), or one
     Spark group; in `SPAN_SCHEMA` or `SHARED_SCHEMA` (a spilled partition). The result is the
     whole input's result restricted to these runs; with `case_class`, also the facts a summary
-    with that case class reads (`analyzer.report.facts`). `formats` (file -> its format, as
+    with that case class reads (`analyzer.metrics.facts`). `formats` (file -> its format, as
     read) lets a warning say the line or byte of its span.
     """
     from analyzer.conventions import normalize
@@ -151,8 +151,8 @@ def analyze_partition(
 def partial_result(analysis: Analysis, case_class: str | None) -> PartialResult:
     """The PartialResult of one partition's Analysis (with the facts a summary with the case
     class `case_class` reads)."""
+    from analyzer.metrics.facts import summary_facts
     from analyzer.pricing import unpriced_models
-    from analyzer.report.facts import summary_facts
 
     evaluation = analysis.evaluation
     log = analysis.ingested.log
@@ -304,8 +304,8 @@ def merge_partials(
     the findings are loaded now, the others read from it as used. The partials' facts, when
     they all have them, are merged into the Analysis's.
     """
+    from analyzer.metrics.facts import merge_facts
     from analyzer.pipeline import Analysis
-    from analyzer.report.facts import merge_facts
 
     partials = list(partials)
 
@@ -537,7 +537,7 @@ def spill_facts(partial: PartialResult, out: str) -> PartialResult:
     """Write the runs of `partial`'s summary facts to `out`.facts.parquet; `partial` with them
     read from there when the summary needs them (so that the process merging the partitions
     never holds them all)."""
-    from analyzer.report.facts import RunsPart
+    from analyzer.metrics.facts import RunsPart
 
     facts = partial.facts
     if facts is not None and any(p.frame is not None for p in facts.parts):

@@ -15,9 +15,9 @@ from analyzer.runs import RunSet
 if TYPE_CHECKING:
     from analyzer.checks import Evaluation
     from analyzer.checks.retries import RetryScan
+    from analyzer.metrics.facts import SummaryFacts
     from analyzer.pack import Pack
     from analyzer.pricing import PriceTable
-    from analyzer.report.facts import SummaryFacts
 
 __all__ = ["Analysis", "analyze_runs", "runs_in_window", "started_in"]
 
@@ -34,7 +34,7 @@ class Analysis:
     #: ``pricing.unpriced_models(runs.steps)`` when computed beforehand (the partitioned path
     #: does, so that a summary need not load every step); None: compute it from the steps
     unpriced: pl.DataFrame | None = None
-    #: What a summary reads, merged from the partitions' (`analyzer.report.facts`); None: read
+    #: What a summary reads, merged from the partitions' (`analyzer.metrics.facts`); None: read
     #: from the tables above
     facts: SummaryFacts | None = None
 

@@ -413,7 +413,7 @@ def redact_analysis(analysis, salt: str):
 
 
 def redact_label_scores(scores, salt: str):
-    """`analyzer.labels.LabelScores` computed on the real content (labels are scored before
+    """`analyzer.metrics.labels.LabelScores` computed on the real content (labels are scored before
     `redact_analysis`: answers become tokens), with the case ids and the expected and answered
     values tokenized as the analysis's are (same salt, same tokens). Field, tool and argument
     names stay, as they do in the analysis."""

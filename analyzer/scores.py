@@ -36,7 +36,7 @@ def run_scores(
     *,
     weights: Mapping[tuple[str, str], float] | None = None,
 ) -> pl.DataFrame:
-    """Per run: ``score`` out of 100 and ``failed_rules`` (sorted rule ids); see `analyzer.metrics`.
+    """Per run: ``score`` out of 100 and ``failed_rules`` (sorted rule ids).
 
     ``weights`` maps (pack, rule_id) to a weight (`rule_weights`); rules not in it weigh
     `SEVERITY_WEIGHTS` of their findings' severity.

@@ -19,9 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analyzer.engine import analyze_paths
+from analyzer.metrics.summary import build_summary
 from analyzer.pack import load_default_pack
-from analyzer.report import build_summary
-from analyzer.report.html import render_html
+from analyzer.render.html import render_html
 
 SPANS_PER_RUN = 11.0  # gen_otlp.py: 1,000,010 spans made 90,843 runs
 

@@ -20,9 +20,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analyzer.engine import analyze_paths
+from analyzer.metrics.summary import build_summary
 from analyzer.pack import load_default_pack
-from analyzer.report import build_summary, terminal_summary, write_outputs
-from analyzer.report.html import render_html
+from analyzer.render.html import render_html
+from analyzer.render.outputs import write_outputs
+from analyzer.render.terminal import terminal_summary
 
 
 def main(argv: list[str] | None = None) -> int:

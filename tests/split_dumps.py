@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from analyzer.report import build_summary
+from analyzer.metrics.summary import build_summary
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 

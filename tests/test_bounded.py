@@ -178,7 +178,7 @@ def test_catastrophic_labels_regex_is_scored_at_once(tmp_path: Path):
 
 def test_labels_regex_the_linear_engine_cannot_run_is_a_labels_problem(tmp_path: Path):
     from analyzer.errors import InputError
-    from analyzer.labels import load_labels
+    from analyzer.metrics.labels import load_labels
 
     path = tmp_path / "labels.jsonl"
     path.write_text(
@@ -225,7 +225,7 @@ def test_yaml_alias_bomb_in_a_gate_file_is_refused(tmp_path: Path):
     code = textwrap.dedent(
         """
         import sys
-        from analyzer.diff.gate import GateError, load_gate
+        from analyzer.metrics.gate import GateError, load_gate
         try:
             load_gate(sys.argv[1])
         except GateError as err:

@@ -166,7 +166,7 @@ def _finding(i: int, severity: str, detail: str = "d") -> dict:
 
 def test_annotations_most_severe_ten_per_level_then_a_count():
     from analyzer.checks import FINDING_SCHEMA
-    from analyzer.report.annotations import github_annotations
+    from analyzer.render.annotations import github_annotations
 
     rows = [_finding(i, ("low", "medium", "critical", "high")[i % 4]) for i in range(60)]
     lines = github_annotations(pl.DataFrame(rows, schema=FINDING_SCHEMA))
@@ -182,7 +182,7 @@ def test_annotations_most_severe_ten_per_level_then_a_count():
 
 def test_annotations_cannot_end_their_line_or_start_a_command():
     from analyzer.checks import FINDING_SCHEMA
-    from analyzer.report.annotations import github_annotations
+    from analyzer.render.annotations import github_annotations
 
     detail = "50%\n::set-env name=X::y\r\x1b[2J::error::forged"
     (line,) = github_annotations(pl.DataFrame([_finding(1, "high", detail)], schema=FINDING_SCHEMA))
@@ -236,7 +236,7 @@ def test_markdown_summary_figures_and_no_raw_html():
 
 
 def test_markdown_summary_of_hostile_ids_stays_inert_and_tabular():
-    from analyzer.report.markdown import markdown_summary
+    from analyzer.render.markdown import markdown_summary
 
     summary = json.loads(CliRunner().invoke(main, ["report", KYC, "--format", "json"]).stdout)
     hostile = (
@@ -264,7 +264,7 @@ def test_markdown_summary_of_hostile_ids_stays_inert_and_tabular():
 
 
 def test_markdown_summary_clipped_under_64_kb_with_a_count():
-    from analyzer.report.markdown import markdown_summary
+    from analyzer.render.markdown import markdown_summary
 
     summary = json.loads(CliRunner().invoke(main, ["report", KYC, "--format", "json"]).stdout)
     n = 5000

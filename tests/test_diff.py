@@ -15,9 +15,8 @@ from click.testing import CliRunner
 from diff_sets import cheaper_model, copy_baseline, drop_screening
 
 from analyzer.cli import main
-from analyzer.diff import compare, load_side
-from analyzer.diff.render import render_html, render_json, render_markdown, render_table
-from analyzer.diff.stats import (
+from analyzer.metrics.compare import compare
+from analyzer.metrics.intervals import (
     bootstrap_intervals,
     excludes_zero,
     newcombe_independent,
@@ -26,8 +25,10 @@ from analyzer.diff.stats import (
     weighted_quantile,
     weighted_ratio,
 )
-from analyzer.metrics import quantile
+from analyzer.metrics.stats import quantile
 from analyzer.pack import load_packs
+from analyzer.render.diff import render_html, render_json, render_markdown, render_table
+from analyzer.sides import load_side
 
 ROOT = Path(__file__).resolve().parent.parent
 KYC_PACK = ROOT / "rules" / "kyc.yaml"
@@ -303,7 +304,7 @@ def test_cheaper_model_same_answers(sides):
 
 
 def test_labels_all_fields_correct(sets):
-    from analyzer.labels import load_labels
+    from analyzer.metrics.labels import load_labels
 
     packs = load_packs([KYC_PACK])
     labels = load_labels(ROOT / "rules" / "kyc-labels.jsonl")
@@ -443,7 +444,7 @@ def test_cases_on_one_side_are_left_out_and_missing_case_ids_unpair(sides):
 def test_report_folders_keep_their_label_results(sets, tmp_path):
     """Two folders written by `report --labels --out` diff by their labels with no --labels;
     the same figures as scoring both sides again."""
-    from analyzer.labels import load_labels
+    from analyzer.metrics.labels import load_labels
 
     labels_file = ROOT / "rules" / "kyc-labels.jsonl"
     folders = {}
@@ -598,7 +599,7 @@ def test_json_escapes_control_and_bidi_characters(sides):
 def test_markdown_is_clipped_to_64_kb_with_what_was_left_out(sides, monkeypatch):
     diff = compare(sides["base"], sides["cheap"])
     diff.metrics = diff.metrics * (8000 // len(diff.metrics) + 1)
-    monkeypatch.setattr("analyzer.diff.render.clip_markdown", lambda text, **_: text, raising=False)
+    monkeypatch.setattr("analyzer.render.diff.clip_markdown", lambda text, **_: text, raising=False)
     whole = render_markdown(diff)
     monkeypatch.undo()
     assert len(whole.encode()) > 500_000

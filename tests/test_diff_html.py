@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from diff_sets import copy_baseline, drop_screening
 
-from analyzer.diff import compare, load_side
-from analyzer.diff.gate import gate_from_mapping, judge
-from analyzer.diff.render import render_html
+from analyzer.metrics.compare import compare
+from analyzer.metrics.gate import gate_from_mapping, judge
 from analyzer.pack import load_packs
+from analyzer.render.diff import render_html
+from analyzer.sides import load_side
 
 ROOT = Path(__file__).resolve().parent.parent
 KYC_PACK = ROOT / "rules" / "kyc.yaml"

@@ -25,9 +25,9 @@ from analyzer.engine import (
     ingest_partitioned,
     partition_ids,
 )
+from analyzer.metrics.summary import build_summary
 from analyzer.pack import load_default_pack
 from analyzer.partition import analyze_partition, write_batches, write_ipc_batches
-from analyzer.report import build_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
@@ -295,7 +295,7 @@ def test_parquet_outputs_do_not_depend_on_how_the_rows_are_cut_in_batches(
     ROW_GROUP_ROWS rows, the last one fewer."""
     import pyarrow.parquet as pq
 
-    from analyzer.report.outputs import ROW_GROUP_ROWS, _parquet
+    from analyzer.render.outputs import ROW_GROUP_ROWS, _parquet
     from analyzer.runs import frame_batches
 
     n = 2 * ROW_GROUP_ROWS + 12_345
@@ -580,7 +580,7 @@ def test_the_facts_files_live_as_long_as_the_facts(
     files stay until the facts go (a summary read part by part after that still works)."""
     import gc
 
-    from analyzer.report import summary as summary_module
+    from analyzer.metrics import summary as summary_module
 
     packs = [load_default_pack()]
     reference = build_summary(analyze_paths([generated["folder"]], packs=packs))

@@ -1,4 +1,4 @@
-"""Exact sums and order statistics of the summary read part by part (analyzer.report.passes),
+"""Exact sums and order statistics of the summary read part by part (analyzer.metrics.passes),
 against Python's exact arithmetic (fractions) and a sort of all values."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from analyzer.report.passes import ExactSum, _by_group, _quantile, _sorted
+from analyzer.metrics.passes import ExactSum, _by_group, _quantile, _sorted
 
 
 def _floats(draw: random.Random, n: int) -> list[float]:

@@ -9,9 +9,9 @@ import pytest
 from click.testing import CliRunner
 
 from analyzer.cli import main
-from analyzer.diff.compare import Diff, MetricDelta
-from analyzer.diff.gate import gate_from_mapping, judge, load_gate
 from analyzer.errors import GateError
+from analyzer.metrics.compare import Diff, MetricDelta
+from analyzer.metrics.gate import gate_from_mapping, judge, load_gate
 
 
 def _diff(*rows: MetricDelta) -> Diff:

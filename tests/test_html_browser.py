@@ -20,10 +20,11 @@ import pytest
 from hostile_trace import write_hostile_trace
 
 from analyzer.engine import analyze_paths
-from analyzer.labels import load_labels
+from analyzer.metrics.labels import load_labels
+from analyzer.metrics.summary import build_summary
 from analyzer.pack import load_default_pack, load_packs
-from analyzer.report import browser, build_summary
-from analyzer.report.html import render_html
+from analyzer.render import browser
+from analyzer.render.html import render_html
 
 sync_api = pytest.importorskip("playwright.sync_api")
 

@@ -19,11 +19,12 @@ import pytest
 from hostile_trace import write_hostile_trace
 
 from analyzer.engine import analyze_paths
+from analyzer.metrics.summary import build_summary
 from analyzer.pack import load_default_pack, load_packs
-from analyzer.report import build_summary, write_outputs
-from analyzer.report.browser import SCRIPT as SCRIPT_TEXT
-from analyzer.report.browser import SCRIPT_HASH
-from analyzer.report.html import _IMPORT, _table, render_html
+from analyzer.render.browser import SCRIPT as SCRIPT_TEXT
+from analyzer.render.browser import SCRIPT_HASH
+from analyzer.render.html import _IMPORT, _table, render_html
+from analyzer.render.outputs import write_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -492,8 +493,8 @@ def routing_column(section: str) -> dict[str, str]:
     [(0.97, "b"), (0.91, "c")],  # near miss: b's interval stops short of c's 0.92
 )
 def test_routing_curve_and_pick(b_hi: float, pick: str):
-    from analyzer.metrics import routing
-    from analyzer.report.html import _routing
+    from analyzer.metrics.stats import routing
+    from analyzer.render.html import _routing
 
     rows = [
         model_row("a", 0.01, 50, 100, 0.40, 0.60),
@@ -554,7 +555,7 @@ def table_rows(page: str, table_id: str) -> list[list[str]]:
 
 
 def test_kyc_omissions_by_rule_and_by_label():
-    from analyzer.labels import load_labels
+    from analyzer.metrics.labels import load_labels
 
     analysis = analyze_paths([SAMPLES / "kyc"], packs=load_packs([ROOT / "rules" / "kyc.yaml"]))
     labels = load_labels(ROOT / "rules" / "kyc-labels.jsonl")
@@ -599,7 +600,7 @@ def test_kyc_omissions_by_rule_and_by_label():
 def test_chromium_shows_the_wrong_cases_with_expected_and_answered(tmp_path: Path):
     # sample_traces/README.md: KYC-2026-0004 answered approve/low for escalate/high, -0008
     # escalate/medium for approve/low, -0013 never answered.
-    from analyzer.labels import load_labels
+    from analyzer.metrics.labels import load_labels
     from analyzer.pack import load_packs
 
     root = SAMPLES.parent
@@ -656,7 +657,7 @@ def test_hostile_text_stays_text_when_the_run_browser_opens_it(hostile, tmp_path
 
 @pytest.fixture(scope="module")
 def kyc_labelled():
-    from analyzer.labels import load_labels
+    from analyzer.metrics.labels import load_labels
 
     analysis = analyze_paths([SAMPLES / "kyc"], packs=load_packs([ROOT / "rules" / "kyc.yaml"]))
     labels = load_labels(ROOT / "rules" / "kyc-labels.jsonl")

@@ -14,7 +14,7 @@ from jsonschema import Draft202012Validator
 from analyzer.cli import main
 from analyzer.engine import analyze_paths
 from analyzer.errors import InputError
-from analyzer.labels import (
+from analyzer.metrics.labels import (
     FieldLabel,
     field_matches,
     load_labels,
@@ -22,8 +22,9 @@ from analyzer.labels import (
     parse_number,
     score_labels,
 )
+from analyzer.metrics.summary import build_summary
 from analyzer.pack import load_packs
-from analyzer.report import build_summary, terminal_summary
+from analyzer.render.terminal import terminal_summary
 from analyzer.resources import schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -667,7 +668,7 @@ def test_labels_summary_read_part_by_part_is_the_in_memory_one(kyc_summary, monk
     """The label columns of the breakdowns and the labelled cost, from the runs' facts read
     part by part (`IN_MEMORY_RUNS` exceeded), are those of the in-memory summary."""
     from analyzer.engine import analyze_paths
-    from analyzer.report import summary as summary_module
+    from analyzer.metrics import summary as summary_module
 
     _, reference = kyc_summary
     packs = tuple(load_packs([KYC_PACK]))

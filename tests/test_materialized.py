@@ -24,10 +24,10 @@ from analyzer.engine import analyze_paths, ingest_partitioned
 from analyzer.errors import InputError
 from analyzer.ingest.files import DATASET_MANIFEST
 from analyzer.materialized import results_key
+from analyzer.metrics.summary import build_summary
 from analyzer.pack import load_default_pack, load_packs, pack_from_mapping
 from analyzer.prebuilt import prebuilt_dataset
 from analyzer.pricing import load_prices
-from analyzer.report import build_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
@@ -347,8 +347,8 @@ def test_kept_facts_are_read_part_by_part_above_the_in_memory_size(
     """Above `IN_MEMORY_RUNS` runs, a report from kept results reads each part's facts file
     when its figures need it, one part at a time, never all runs in one frame: the summary
     is the one of the spans."""
-    from analyzer.report import summary as summary_module
-    from analyzer.report.facts import SummaryFacts
+    from analyzer.metrics import summary as summary_module
+    from analyzer.metrics.facts import SummaryFacts
 
     dataset = halves["datasets"]["by-file"]
     packs = _packs()

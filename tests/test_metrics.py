@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from analyzer.checks import COVERAGE_SCHEMA, FINDING_SCHEMA
-from analyzer.metrics import (
+from analyzer.metrics.stats import (
     TAIL_METRICS,
     breakdown,
     breakdown_runs,
@@ -628,7 +628,7 @@ def family_row(group, runs, passed, cost, lo=0.5, hi=1.0, **labels):
 
 
 def test_routing_says_why_it_picks_nothing():
-    from analyzer.metrics import routing
+    from analyzer.metrics.stats import routing
 
     few = [family_row("gpt-4.1", 9, 9, 0.01), family_row("gpt-4.1-mini", 4, 4, 0.001)]
     none = routing(few, by_labels=False)
@@ -652,7 +652,7 @@ def test_routing_says_why_it_picks_nothing():
 
 
 def test_routing_judges_by_labels_when_given():
-    from analyzer.metrics import routing
+    from analyzer.metrics.stats import routing
 
     rows = [
         # by findings the cheap family is perfect; by its labels it is mostly wrong

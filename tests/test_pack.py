@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import MISSING, fields
@@ -517,5 +518,8 @@ def test_the_bundled_pack_and_prices_follow_their_schemas():
 
     assert pack._schema_problems(yaml.safe_load(bundled_rules_text(pack.DEFAULT_PACK))) == []
     prices = yaml.safe_load(bundled_rules_text(pricing.BUNDLED_PRICES))
-    assert pricing._schema_problems(prices) == []
-    assert pricing._schema_problems({**prices, "currency": 3})  # the check itself works
+    problems = functools.partial(
+        pricing.schema_problems, name="prices.schema.json", explain=pricing._explain
+    )
+    assert problems(prices) == []
+    assert problems({**prices, "currency": 3})  # the check itself works

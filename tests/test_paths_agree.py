@@ -560,7 +560,7 @@ def _differences(ours: Any, theirs: Any, where: str = "") -> list[str]:
 
 @pytest.mark.parametrize("path", PATHS)
 def test_every_path_gives_the_same_summary(request: pytest.FixtureRequest, path: str) -> None:
-    from analyzer.report import build_summary
+    from analyzer.metrics.summary import build_summary
 
     compared = _compared(request, path)
     ours = json.loads(json.dumps(build_summary(compared.result), ensure_ascii=False))

@@ -17,8 +17,8 @@ from split_dumps import assert_same_analysis, generate, split_dump
 
 from analyzer.cli import main
 from analyzer.engine import analyze_paths
+from analyzer.metrics.summary import build_summary
 from analyzer.pack import load_default_pack, load_packs
-from analyzer.report import build_summary
 from analyzer.spark import analyze_spark
 
 ROOT = Path(__file__).resolve().parents[1]

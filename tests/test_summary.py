@@ -5,9 +5,10 @@ problem, hence which findings) and, per run, the token counts, call counts and d
 traces record (table `RUNS`, checked against the reconstructed runs first, so a change in how
 runs are rebuilt shows up there and not as a mystery in a percentile).
 
-Methods (analyzer/metrics.py): quantiles are type 7, ``Q(q) = x[h] + (h - floor h)(x[h+1] - x[h])``
-with ``h = (n - 1) q`` on the sorted values (0-based); the 95 % interval of a quantile is
-``[x_(l), x_(u)]`` (1-based ranks) with l the largest rank with P(B <= l - 1) <= 0.025 and u the
+Methods (analyzer/metrics/stats.py): quantiles are type 7,
+``Q(q) = x[h] + (h - floor h)(x[h+1] - x[h])`` with ``h = (n - 1) q`` on the sorted values
+(0-based); the 95 % interval of a quantile is ``[x_(l), x_(u)]`` (1-based ranks) with l the
+largest rank with P(B <= l - 1) <= 0.025 and u the
 smallest with P(B >= u) <= 0.025, B ~ Binomial(n, q). For p50: n = 40 gives P(B <= 13) = 0.0192,
 P(B <= 14) = 0.0403, so (l, u) = (14, 27); n = 16 gives P(B <= 3) = 0.0106, P(B <= 4) = 0.0384,
 so (l, u) = (4, 13). p95 needs n >= 72 and p99 n >= 368: null intervals here.
@@ -31,9 +32,9 @@ from jsonschema import Draft202012Validator
 
 from analyzer.cli import main
 from analyzer.engine import analyze_paths
+from analyzer.metrics.summary import SUMMARY_VERSION, build_summary
 from analyzer.pack import load_default_pack, load_packs
-from analyzer.report import build_summary, terminal_summary
-from analyzer.report.summary import SUMMARY_VERSION
+from analyzer.render.terminal import terminal_summary
 from analyzer.resources import schema
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -1810,9 +1811,9 @@ def test_summary_read_part_by_part_is_the_in_memory_one(pack, monkeypatch):
     same order statistics). Parts: one per partition of the sample traces, read all together
     (`passes.BATCH_RUNS`), one at a time, or the first two together and the others alone."""
     from analyzer.engine import analyze_paths
-    from analyzer.report import passes
-    from analyzer.report import summary as summary_module
-    from analyzer.report.facts import SummaryFacts
+    from analyzer.metrics import passes
+    from analyzer.metrics import summary as summary_module
+    from analyzer.metrics.facts import SummaryFacts
 
     packs = {
         "default": (load_default_pack(),),

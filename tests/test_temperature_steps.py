@@ -26,9 +26,9 @@ from click.testing import CliRunner
 
 from analyzer.cli import main
 from analyzer.engine import analyze_paths
+from analyzer.metrics.summary import build_summary
 from analyzer.pack import load_packs
 from analyzer.pricing import load_prices
-from analyzer.report import build_summary
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -145,7 +145,7 @@ def summary(inputs) -> dict:
 
 
 def _wilson(k: int, n: int) -> tuple[float, float]:
-    from analyzer.metrics import wilson
+    from analyzer.metrics.stats import wilson
 
     lo, hi = wilson(k, n)
     return round(lo, 9), round(hi, 9)
@@ -254,7 +254,7 @@ def test_a_step_is_a_position_among_model_calls_only(summary):
 
 
 def test_the_last_step_counts_the_later_calls_and_each_run_once(inputs, monkeypatch):
-    from analyzer.report import passes
+    from analyzer.metrics import passes
 
     monkeypatch.setattr(passes, "STEP_CAP", 1)
     analysis = analyze_paths([inputs["traces"]], packs=inputs["packs"], prices=inputs["prices"])
@@ -266,8 +266,8 @@ def test_the_last_step_counts_the_later_calls_and_each_run_once(inputs, monkeypa
 
 def test_part_by_part_and_partitioned_summaries_are_the_in_memory_one(inputs, summary, monkeypatch):
     from analyzer.engine import analyze_paths
-    from analyzer.report import passes
-    from analyzer.report import summary as summary_module
+    from analyzer.metrics import passes
+    from analyzer.metrics import summary as summary_module
 
     for jobs in (1, 2):
         analysis = analyze_paths(
@@ -319,7 +319,7 @@ def test_report_html_shows_both(inputs):
 
 
 def test_steps_render_escaped():
-    from analyzer.report.html import _steps
+    from analyzer.render.html import _steps
 
     row = {
         "agent": "<script>x</script>",
@@ -344,7 +344,7 @@ def test_steps_render_escaped():
 def test_steps_judge_runs_by_the_labels_when_given():
     """With labels, "correct" is the labels' (metrics.methods.correct): every run has a first
     model call, so the step-1 rows add up to the labelled runs and those all right."""
-    from analyzer.labels import load_labels
+    from analyzer.metrics.labels import load_labels
 
     analysis = analyze_paths([ROOT / "sample_traces" / "kyc"], packs=tuple(load_packs(["kyc"])))
     metrics = build_summary(analysis, load_labels(ROOT / "rules" / "kyc-labels.jsonl"))["metrics"]
@@ -356,7 +356,7 @@ def test_steps_judge_runs_by_the_labels_when_given():
 
 def test_steps_of_runs_with_no_priced_call():
     """Calls with no cost (an unpriced model) still count; no priced call is no error."""
-    from analyzer.report.passes import StepFigures
+    from analyzer.metrics.passes import StepFigures
 
     frame = pl.DataFrame(
         {

@@ -101,7 +101,7 @@ def test_no_json_schema_library_is_imported_until_a_users_file_or_a_schema_is_re
     # files against their schemas: test_the_bundled_pack_and_prices_follow_their_schemas)
     code = (
         "import sys\n"
-        "import analyzer.cli, analyzer.engine, analyzer.report\n"
+        "import analyzer.cli, analyzer.engine, analyzer.render\n"
         "from analyzer.pack import load_default_pack, load_packs\n"
         "from analyzer.pricing import load_prices\n"
         "load_default_pack(), load_prices()\n"

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from analyzer.diff.compare import Side, analysis_side, is_report_dir, report_side
 from analyzer.errors import InputError
+from analyzer.metrics.compare import Side, analysis_side, is_report_dir, report_side
 
 __all__ = ["load_side"]
 
@@ -24,7 +24,7 @@ def load_side(
     """A side from a trace path (analyzed with ``packs`` and ``prices``, in bounded memory as
     ``report`` does) or a report folder.
 
-    ``labels`` (an `analyzer.labels.LabelSet`) scores the runs for ``all_fields_correct``;
+    ``labels`` (an `analyzer.metrics.labels.LabelSet`) scores the runs for ``all_fields_correct``;
     without it, a report folder written with ``--labels`` keeps the label results it holds
     (``labels.parquet``).
     """

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from analyzer.diff.compare import METRICS, MetricDelta
+from analyzer.metrics.compare import METRICS, MetricDelta
 
 __all__ = ["amount_text", "delta_text", "interval_text", "label", "value_text"]
 

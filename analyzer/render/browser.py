@@ -61,7 +61,7 @@ ANSWER_INDEX = 120
 #: zlib level of the embedded data: fixed, so the same data gives the same bytes.
 _LEVEL = 3
 
-SCRIPT = resources.files("analyzer.report").joinpath("browser.js").read_text(encoding="utf-8")
+SCRIPT = resources.files("analyzer.render").joinpath("browser.js").read_text(encoding="utf-8")
 #: The CSP source that allows exactly `SCRIPT` to run.
 SCRIPT_HASH = "sha256-" + base64.b64encode(hashlib.sha256(SCRIPT.encode("utf-8")).digest()).decode()
 

@@ -1,6 +1,6 @@
 """The per-run figures of a summary, read from the runs' facts part by part, in one pass.
 
-The facts of a big analysis come in parts (`analyzer.report.facts`). `RunFigures` reads a few
+The facts of a big analysis come in parts (`analyzer.metrics.facts`). `RunFigures` reads a few
 parts at a time (`BATCH_RUNS` runs at most, unless one part holds more) and keeps of them only
 counts, exact sums (`ExactSum`) and, for quantiles, one column per metric: a float per run
 (and a group number per run and breakdown), sorted once at the end. The figures are exact and
@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from analyzer import metrics as m
+from analyzer.metrics import stats as m
 
 if TYPE_CHECKING:
-    from analyzer.report.facts import RunsPart
+    from analyzer.metrics.facts import RunsPart
 
 __all__ = ["STEP_CAP", "ExactSum", "RunFigures", "StepFigures"]
 

@@ -6,7 +6,7 @@ bulky columns (the case-class attribute read out of their attributes first) and 
 kind, tool and coverage counts. A partitioned analysis computes the facts of each partition
 where it is analyzed and merges them (`merge_facts`): the rate counts are added, and the runs
 stay in their parts (`RunsPart`: in memory, or a file read when used), which the summary reads
-one at a time (`analyzer.report.passes`). The process that writes the summary never holds all
+one at a time (`analyzer.metrics.passes`). The process that writes the summary never holds all
 the runs.
 """
 
@@ -21,10 +21,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from analyzer import metrics as m
 from analyzer.errors import InputError
+from analyzer.metrics import stats as m
+from analyzer.metrics.passes import SUMS, TOTALS
 from analyzer.pricing import model_family
-from analyzer.report.passes import SUMS, TOTALS
 
 if TYPE_CHECKING:
     from analyzer.pipeline import Analysis

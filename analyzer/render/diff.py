@@ -13,11 +13,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from analyzer.diff.compare import Diff
-from analyzer.diff.fmt import delta_text, interval_text, value_text
-from analyzer.diff.fmt import label as _label
-from analyzer.diff.gate import Gate, GateCheck
-from analyzer.diff.stats import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+from analyzer.metrics.compare import Diff
+from analyzer.metrics.fmt import delta_text, interval_text, value_text
+from analyzer.metrics.fmt import label as _label
+from analyzer.metrics.gate import Gate, GateCheck
+from analyzer.metrics.intervals import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
 from analyzer.textsafe import clip, clip_markdown, json_safe, markdown_safe, terminal_safe
 
 __all__ = [
@@ -330,8 +330,8 @@ def render_html(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
     headline cards, the gate, the metrics, the changed cases and what was compared; every
     text escaped."""
     from analyzer import __version__
-    from analyzer.report.html import _CSS as _REPORT_CSS
-    from analyzer.report.html import _card, _section
+    from analyzer.render.html import _CSS as _REPORT_CSS
+    from analyzer.render.html import _card, _section
 
     b, c = diff.baseline, diff.candidate
     parts = []

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from analyzer import metrics as m
-from analyzer.report.facts import facts_of
-from analyzer.report.passes import STEP_CAP, TOTALS, RunFigures, StepFigures, with_label_rates
+from analyzer.metrics import stats as m
+from analyzer.metrics.facts import facts_of
+from analyzer.metrics.passes import STEP_CAP, TOTALS, RunFigures, StepFigures, with_label_rates
 
 if TYPE_CHECKING:
-    from analyzer.labels import LabelScores, LabelSet
-    from analyzer.report.facts import SummaryFacts
+    from analyzer.metrics.facts import SummaryFacts
+    from analyzer.metrics.labels import LabelScores, LabelSet
 
 __all__ = [
     "BREAKDOWNS",
@@ -61,7 +61,7 @@ BREAKDOWNS = (
 #: default; `build_summary` takes another, the CLI gives --fail-on's).
 CORRECT_THRESHOLD = "high"
 #: Up to this many runs, the summary reads the runs' facts as one frame (polars computes its
-#: figures in one go); above, part by part (`analyzer.report.passes`), so that it holds only
+#: figures in one go); above, part by part (`analyzer.metrics.passes`), so that it holds only
 #: a float per run and metric, not the runs. Both give the same figures.
 IN_MEMORY_RUNS = 200_000
 #: Floats are rounded to this many decimals, so the file is the same on every machine.
@@ -102,7 +102,7 @@ def build_summary(
     """The summary of an analysis: accounting, run totals, findings, metrics and labels.
 
     "Correct" has one meaning throughout (``metrics.methods.correct`` says it): with
-    ``labels`` (from `analyzer.labels.load_labels`, or already scored: `LabelScores`, as
+    ``labels`` (from `analyzer.metrics.labels.load_labels`, or already scored: `LabelScores`, as
     `--redact` does before redacting), a labelled run whose label fields are all
     right; without them, a run with no finding at or above ``correct_at``.
     ``case_class`` is the run attribute the ``case_class`` breakdown groups by;
@@ -115,7 +115,7 @@ def build_summary(
     log = analysis.ingested.log
     scored = None
     if labels is not None:
-        from analyzer.labels import scored as scored_labels
+        from analyzer.metrics.labels import scored as scored_labels
 
         scored = scored_labels(labels, analysis.runs)
     if facts.height <= IN_MEMORY_RUNS:

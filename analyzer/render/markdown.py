@@ -39,7 +39,7 @@ def _number(value: float | None, metric: str) -> str:
 
 def markdown_summary(summary: dict[str, Any], bad_runs=None, *, limit: int | None = None) -> str:
     """The Markdown of `summary` (`build_summary`'s document); `bad_runs`: the runs with a
-    finding, worst first (`analyzer.report.terminal.finding_runs`), listed up to `limit`
+    finding, worst first (`analyzer.render.terminal.finding_runs`), listed up to `limit`
     (None: all that fit in 64 KB)."""
     ing, runs, findings = summary["ingest"], summary["runs"], summary["findings"]
     severity = findings["by_severity"]

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from analyzer.report.browser import CSS as _BROWSER_CSS
-from analyzer.report.browser import SCRIPT, SCRIPT_HASH, browser_section
+from analyzer.render.browser import CSS as _BROWSER_CSS
+from analyzer.render.browser import SCRIPT, SCRIPT_HASH, browser_section
 from analyzer.textsafe import clip
 
 if TYPE_CHECKING:
@@ -262,7 +262,7 @@ def render_html(analysis, summary: Mapping[str, Any], *, labels=None) -> str:
     cost vs correct rate per model, breakdowns, trials, findings by rule with evidence, and
     the worst runs with their trajectories.
 
-    `labels`: the golden labels the summary scored (`analyzer.labels.LabelSet`, or its
+    `labels`: the golden labels the summary scored (`analyzer.metrics.labels.LabelSet`, or its
     `LabelScores`), or None; given, each run's view shows its label fields, expected against
     answered.
 
@@ -321,7 +321,7 @@ def _label_fields(analysis, labels) -> pl.DataFrame | None:
     """Each labelled run's fields, expected against answered (`LabelScores.fields`)."""
     if labels is None:
         return None
-    from analyzer.labels import scored
+    from analyzer.metrics.labels import scored
 
     return scored(labels, analysis.runs).fields
 
@@ -672,7 +672,7 @@ def _unpriced(summary: Mapping[str, Any]) -> str:
 
 
 def _cost_tails(runs: pl.DataFrame, summary: Mapping[str, Any]) -> str:
-    from analyzer.metrics import run_groups, tails
+    from analyzer.metrics.stats import run_groups, tails
 
     if "cost_usd" not in runs.columns or runs.height == 0:
         return ""

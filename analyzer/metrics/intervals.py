@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzer.metrics import Z_95, wilson
+from analyzer.metrics.stats import Z_95, wilson
 
 __all__ = [
     "BOOTSTRAP_RESAMPLES",

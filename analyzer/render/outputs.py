@@ -90,7 +90,7 @@ def _with_started_at(runs: pa.RecordBatchReader) -> pa.RecordBatchReader:
 
 def _label_fields(analysis, labels) -> pl.DataFrame:
     """Every labelled field of every run, expected against actual (labels.parquet)."""
-    from analyzer.labels import scored
+    from analyzer.metrics.labels import scored
 
     return scored(labels, analysis.runs).fields.sort("case_id", "run_id", "field")
 
@@ -118,7 +118,7 @@ def write_outputs(
     holding it holds one complete report.
 
     `redaction`: how the content was redacted (`analyzer.redact.redaction_record`), or None.
-    `labels`: the golden labels the summary scored (`analyzer.labels.LabelSet`, or already
+    `labels`: the golden labels the summary scored (`analyzer.metrics.labels.LabelSet`, or already
     scored: `LabelScores`), or None; given, labels.parquet holds every labelled field of every
     run, expected against actual.
     """
@@ -149,7 +149,7 @@ def write_outputs(
             _label_fields(analysis, labels).write_parquet(tmp)
     log = analysis.ingested.log
     _jsonl(out / "quarantine.jsonl", (entry.as_dict() for entry in log.quarantine))
-    from analyzer.report.html import render_html
+    from analyzer.render.html import render_html
 
     write_text(out / "report.html", render_html(analysis, summary, labels=labels))
     manifest = {

@@ -38,9 +38,9 @@ from typing import Any
 import yaml
 from jsonschema import ValidationError
 
-from analyzer.diff.compare import Diff, MetricDelta
-from analyzer.diff.fmt import amount_text, delta_text, label, value_text
 from analyzer.errors import GateError
+from analyzer.metrics.compare import Diff, MetricDelta
+from analyzer.metrics.fmt import amount_text, delta_text, label, value_text
 from analyzer.pricing import parse_yaml, read_text, schema_problems, unknown_keys
 from analyzer.yamlplace import problems_text, show
 

@@ -576,7 +576,7 @@ def rule_reach(runs: pl.DataFrame, packs: Sequence[Pack]) -> pl.DataFrame:
       their tool definitions, or a call), and runs that call it.
 
     Columns: pack, rule_id, what, name, present, matching, match_rate (+ _lo, _hi): counts of
-    disjoint runs add up (`analyzer.report.facts.RATE_TABLES`).
+    disjoint runs add up (`analyzer.metrics.facts.RATE_TABLES`).
     """
     exprs: list[pl.Expr] = []
     rows: list[tuple[str, str, str, str]] = []

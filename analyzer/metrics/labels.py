@@ -61,7 +61,7 @@ import polars as pl
 
 from analyzer import linear_regex
 from analyzer.errors import InputError
-from analyzer.metrics import rate
+from analyzer.metrics.stats import rate
 from analyzer.resources import schema
 
 __all__ = [

@@ -9,7 +9,7 @@ comparison is paired: only runs whose case id is on both sides count (the others
 as left out), and both sides' figures are computed on those runs. Otherwise the sides are two
 samples, every run counted.
 
-**Intervals** (see `analyzer.diff.stats`): rates with Newcombe's method 10, paired when each
+**Intervals** (see `analyzer.metrics.intervals`): rates with Newcombe's method 10, paired when each
 shared case has exactly one run on each side (the pairs judged on both sides), independent for
 two samples; when some case has several runs (trials) on a side, rates too get the paired
 bootstrap that resamples cases. Scores, costs, tokens, model calls and pass^k always get the
@@ -51,9 +51,9 @@ import numpy as np
 import polars as pl
 
 from analyzer.checks import COVERAGE_SCHEMA, FINDING_SCHEMA
-from analyzer.diff import stats
 from analyzer.errors import InputError
-from analyzer.metrics import (
+from analyzer.metrics import intervals as stats
+from analyzer.metrics.stats import (
     kind_rates,
     omission_rates,
     required_tools_of,
@@ -220,7 +220,7 @@ def is_report_dir(path: Path) -> bool:
 
 def report_side(path: Path, packs: Sequence[Any] = (), labels: Any = None) -> Side:
     """A side read back from a report folder (`is_report_dir`); ``labels`` (an
-    `analyzer.labels.LabelSet`) scores its runs for ``all_fields_correct`` (without it, a
+    `analyzer.metrics.labels.LabelSet`) scores its runs for ``all_fields_correct`` (without it, a
     folder written with ``--labels`` keeps the label results it holds, ``labels.parquet``)."""
     side = _report_side(path, packs)
     if labels is not None:
@@ -259,7 +259,7 @@ def analysis_side(path: Path, analysis: Any, labels: Any = None) -> Side:
 
 
 def _label_outcomes(labels: Any, runs: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame:
-    from analyzer.labels import score_labels
+    from analyzer.metrics.labels import score_labels
 
     return score_labels(labels, runs, steps).passed()
 

@@ -1,0 +1,1 @@
+"""The figures of a report and of a diff, computed from the runs, steps and findings."""

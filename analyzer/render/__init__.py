@@ -1,0 +1,1 @@
+"""The renderers: output files, report.html, terminal, Markdown, JUnit and diff pages."""
