@@ -880,8 +880,8 @@ def report(
                 param_hint="--partitions",
             )
     from analyzer.metrics.summary import build_summary
+    from analyzer.outputs import write_outputs
     from analyzer.pricing import load_prices
-    from analyzer.render.outputs import write_outputs
 
     if out is not None:
         from analyzer.outfiles import check_folder

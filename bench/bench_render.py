@@ -21,9 +21,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from analyzer.engine import analyze_paths
 from analyzer.metrics.summary import build_summary
+from analyzer.outputs import write_outputs
 from analyzer.pack import load_default_pack
 from analyzer.render.html import render_html
-from analyzer.render.outputs import write_outputs
 from analyzer.render.terminal import terminal_summary
 
 

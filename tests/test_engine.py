@@ -295,7 +295,7 @@ def test_parquet_outputs_do_not_depend_on_how_the_rows_are_cut_in_batches(
     ROW_GROUP_ROWS rows, the last one fewer."""
     import pyarrow.parquet as pq
 
-    from analyzer.render.outputs import ROW_GROUP_ROWS, _parquet
+    from analyzer.outputs import ROW_GROUP_ROWS, _parquet
     from analyzer.runs import frame_batches
 
     n = 2 * ROW_GROUP_ROWS + 12_345

@@ -20,11 +20,11 @@ from hostile_trace import write_hostile_trace
 
 from analyzer.engine import analyze_paths
 from analyzer.metrics.summary import build_summary
+from analyzer.outputs import write_outputs
 from analyzer.pack import load_default_pack, load_packs
 from analyzer.render.browser import SCRIPT as SCRIPT_TEXT
 from analyzer.render.browser import SCRIPT_HASH
 from analyzer.render.html import _IMPORT, _table, render_html
-from analyzer.render.outputs import write_outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"

@@ -8,7 +8,7 @@ import html
 import math
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -257,14 +257,26 @@ def _table(
 # --- the page ----------------------------------------------------------------------------------
 
 
-def render_html(analysis, summary: Mapping[str, Any], *, labels=None) -> str:
+def run_browser(analysis, *, labels=None) -> str:
+    """The run browser section of the page (`browser_section`): what `render_html` builds
+    unless its caller built it apart, e.g. while the other sections are rendered."""
+    runs = analysis.runs.select("runs", _RANKED)
+    findings = analysis.evaluation.findings if analysis.evaluation is not None else None
+    ranks = _Context(analysis.runs, runs, findings).ranks
+    return browser_section(analysis.runs, findings, ranks, _label_fields(analysis, labels))
+
+
+def render_html(
+    analysis, summary: Mapping[str, Any], *, labels=None, browser: Callable[[], str] | None = None
+) -> str:
     """The report page: headline figures, a browser of every run, tool omissions, cost tails,
     cost vs correct rate per model, breakdowns, trials, findings by rule with evidence, and
     the worst runs with their trajectories.
 
     `labels`: the golden labels the summary scored (`analyzer.metrics.labels.LabelSet`, or its
     `LabelScores`), or None; given, each run's view shows its label fields, expected against
-    answered.
+    answered. `browser`: the run browser section (`run_browser`) when the caller builds it,
+    asked for once the other sections are rendered.
 
     Self-contained (no external resource; one inline script, allowed by its hash, that puts
     trace text on the page as text only) and deterministic: the same analysis and summary give
@@ -277,11 +289,10 @@ def render_html(analysis, summary: Mapping[str, Any], *, labels=None) -> str:
     findings = analysis.evaluation.findings if analysis.evaluation is not None else None
     ctx = _Context(analysis.runs, runs, findings)
     worst = ctx.worst_runs()
-    browser = browser_section(analysis.runs, findings, ctx.ranks, _label_fields(analysis, labels))
-    sections = (  # id, name in the navigation, the section ("" when the summary has none)
+    static = (  # id, name in the navigation, the section ("" when the summary has none)
         ("unchecked", "Unchecked", _unchecked(summary)),
         ("headline", "Headline", _headline(summary)),
-        ("browser", "Run browser", browser),
+        ("browser", "Run browser", None),  # built once the others are
         ("omissions", "Tool omissions", _omissions(summary)),
         ("cost-tails", "Cost tails", _cost_tails(runs, summary)),
         ("routing", "Cost vs correct rate", _routing(summary)),
@@ -298,6 +309,11 @@ def render_html(analysis, summary: Mapping[str, Any], *, labels=None) -> str:
         ("worst", "Worst runs", _worst(ctx, worst)),
         ("methods", "Methods", _methods(summary)),
     )
+    if browser is None:
+        page = browser_section(analysis.runs, findings, ctx.ranks, _label_fields(analysis, labels))
+    else:
+        page = browser()
+    sections = [(sid, name, page if part is None else part) for sid, name, part in static]
     # Only the sections this summary has (one without metrics has fewer): no dead link.
     nav = " · ".join(f'<a href="#{sid}">{_e(name)}</a>' for sid, name, part in sections if part)
     version = _e(summary.get("agenttrace_version", ""))

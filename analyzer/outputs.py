@@ -1,9 +1,14 @@
-"""What `report --out DIR` writes: summary, findings, runs, steps, quarantine, page, manifest."""
+"""What `report --out DIR` writes: summary, findings, runs, steps, quarantine, page, manifest.
+
+The files are rendered by `analyzer.render` and the Parquet tables encoded here; this module
+schedules them: the tables are encoded in threads of their own while the page is rendered.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -136,22 +141,34 @@ def write_outputs(
         )
     findings = evaluation.findings
 
-    # The tables are read a batch at a time (a partitioned result's merged from its spill,
-    # never whole).
-    _parquet(analysis.runs.batches("steps"), out / "steps.parquet")
-    _parquet(_with_started_at(analysis.runs.batches("runs")), out / "runs.parquet")
-    _parquet(evaluation.batches("findings"), out / "findings.parquet")
-    # Which runs each rule judged: the denominators of its rates (`agenttrace diff`).
-    _parquet(evaluation.batches("coverage"), out / "coverage.parquet")
-    _jsonl(out / "findings.jsonl", findings.iter_rows(named=True))
-    if labels is not None:
-        with replacing(out / "labels.parquet") as tmp:
-            _label_fields(analysis, labels).write_parquet(tmp)
-    log = analysis.ingested.log
-    _jsonl(out / "quarantine.jsonl", (entry.as_dict() for entry in log.quarantine))
-    from analyzer.render.html import render_html
+    def steps() -> None:
+        _parquet(analysis.runs.batches("steps"), out / "steps.parquet")
 
-    write_text(out / "report.html", render_html(analysis, summary, labels=labels))
+    def others() -> None:
+        _parquet(_with_started_at(analysis.runs.batches("runs")), out / "runs.parquet")
+        _parquet(evaluation.batches("findings"), out / "findings.parquet")
+        # Which runs each rule judged: the denominators of its rates (`agenttrace diff`).
+        _parquet(evaluation.batches("coverage"), out / "coverage.parquet")
+
+    from analyzer.render.html import render_html, run_browser
+
+    # The tables are read a batch at a time (a partitioned result's merged from its spill,
+    # never whole) and encoded in two threads, the steps (the most rows) in one, the others in
+    # another, and the page's run browser is built in a third (polars, Arrow and zlib let the
+    # GIL go), while the rest of the page is rendered (great-tables: Python, mostly).
+    with ThreadPoolExecutor(3, thread_name_prefix="agenttrace-out") as writers:
+        written = [writers.submit(steps), writers.submit(others)]
+        browser = writers.submit(run_browser, analysis, labels=labels)
+        _jsonl(out / "findings.jsonl", findings.iter_rows(named=True))
+        if labels is not None:
+            with replacing(out / "labels.parquet") as tmp:
+                _label_fields(analysis, labels).write_parquet(tmp)
+        log = analysis.ingested.log
+        _jsonl(out / "quarantine.jsonl", (entry.as_dict() for entry in log.quarantine))
+        page = render_html(analysis, summary, labels=labels, browser=browser.result)
+        write_text(out / "report.html", page)
+        for done in written:
+            done.result()
     manifest = {
         "agenttrace_version": __version__,
         "command": command,
