@@ -211,6 +211,32 @@ def _quiet_option(func: Callable) -> Callable:
     )(func)
 
 
+def _early_pool(paths: tuple[Path, ...], jobs: int | None, partitions: int | None, engine: str):
+    """Worker processes started now (`analyzer.workers.start_pool`) when the command will read
+    `paths` partitioned on several processes: trace files (not a dataset) whose span table
+    would reach `AUTO_MIN_BYTES` (`partitions` None: auto), or a partition count given. They
+    import while the command does; they are shut down when the command ends, used or not.
+    None otherwise, and when the paths are not readable (the command reports that as it
+    would)."""
+    from analyzer.ingest.files import AUTO_MIN_BYTES, estimate_bytes, expand_paths
+    from analyzer.workers import default_jobs, start_pool
+
+    jobs = jobs or default_jobs()
+    if engine != "inprocess" or jobs < 2 or partitions == 0:
+        return None
+    try:
+        files, _ = expand_paths(list(paths))
+        if any(f.is_dir() for f in files) or (
+            partitions is None and estimate_bytes(files) < AUTO_MIN_BYTES
+        ):
+            return None
+    except (AgentTraceError, OSError):
+        return None
+    pool = start_pool(jobs, "analyzer.engine")
+    click.get_current_context().call_on_close(lambda: pool.shutdown(wait=False))
+    return pool
+
+
 def _analyze(
     paths: tuple[Path, ...],
     run_key: str | None = None,
@@ -226,11 +252,12 @@ def _analyze(
     case_class: str | None = None,
     tables: Collection[str] | None = None,
     digests: bool = True,
+    pool=None,
 ):
     """In process (`partitions` 0) or in N partitions; None (auto): partitioned when the input
     is big or is a dataset with prebuilt runs, else in process. `tables`: the per-run tables
     the command reads (see `analyze_paths`; None: all); `digests`: the input files are
-    hashed (their SHA-256 in the log)."""
+    hashed (their SHA-256 in the log); `pool`: the workers `_early_pool` started."""
     from analyzer.engine import analyze_paths
 
     if not paths:
@@ -250,6 +277,7 @@ def _analyze(
         case_class=case_class,
         tables=tables,
         digests=digests,
+        pool=pool,
     )
     _require_traces(analysis.ingested.log)
     return analysis
@@ -879,6 +907,7 @@ def report(
                 f"{partitions!r} is neither a count of partitions nor auto",
                 param_hint="--partitions",
             )
+    pool = _early_pool(paths, jobs, parts, engine)  # before the imports below
     from analyzer.metrics.summary import build_summary
     from analyzer.outputs import write_outputs
     from analyzer.pricing import load_prices
@@ -929,6 +958,7 @@ def report(
             case_class=case_class,
             tables=None if reads_tables else (),
             digests=out is not None,
+            pool=pool,
         )
     if labels is not None:  # once, for the summary, labels.parquet and the page
         from analyzer.metrics.labels import scored

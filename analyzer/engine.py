@@ -572,12 +572,16 @@ def _common_schema(frames: list[pl.DataFrame]) -> dict[str, pl.DataType]:
 
 
 @contextmanager
-def _pool(jobs: int) -> Iterator[Executor]:
-    """A pool of `jobs` worker processes (one thread for 1). On leaving, the workers exit in the
-    background, handing their memory back while the caller merges what they returned; on an
-    error the caller waits for them."""
-    # one worker thread for one job: the same code, no process
-    pool = ThreadPoolExecutor(1) if jobs <= 1 else process_pool(jobs)
+def _pool(jobs: int, started: Executor | None = None) -> Iterator[Executor]:
+    """A pool of `jobs` worker processes (one thread for 1), or the one `started` already. On
+    leaving, the workers exit in the background, handing their memory back while the caller
+    merges what they returned; on an error the caller waits for them."""
+    if started is not None:
+        pool = started
+    elif jobs <= 1:
+        pool = ThreadPoolExecutor(1)  # one worker thread: the same code, no process
+    else:
+        pool = process_pool(jobs)
     try:
         yield pool
     except Exception:
@@ -606,6 +610,7 @@ def analyze_paths(
     case_class: str | None = None,
     tables: Collection[str] | None = None,
     digests: bool = True,
+    pool: Executor | None = None,
 ) -> Analysis:
     """Read `paths`, rebuild their runs, price them and apply the rule packs: the Analysis every
     command reports, computed in bounded memory (see the module docstring).
@@ -632,6 +637,10 @@ def analyze_paths(
     `digests`: each file's SHA-256 goes into its log (``FileLog.sha256``); False: no file is
     hashed (the logs keep ""), for a caller that records no digest (a `report` without
     ``--out``).
+
+    `pool`: `jobs` worker processes the caller started (`analyzer.workers.start_pool`), used
+    instead of new ones and shut down as they would be; a dataset's prebuilt runs leave it
+    unused (the caller shuts it down).
     """
     from analyzer.metrics.summary import DEFAULT_CASE_CLASS
     from analyzer.prebuilt import prebuilt_dataset
@@ -665,7 +674,7 @@ def analyze_paths(
         (folder / "keys").mkdir()
         log = IngestLog()
         units, owners = _plan_units(files, log, jobs, digests)
-        with _pool(jobs) as pool:
+        with _pool(jobs, pool) as pool:
             lines = _spill_all(pool, units, owners, folder, partitions, run_key, progress)
             options = options.reading(log)
             source = folder / "in"

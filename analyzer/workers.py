@@ -1,5 +1,6 @@
-"""The worker processes of a command: each with its share of the CPUs, dying with the command,
-and no process with threads of a BLAS library it never calls.
+"""The worker processes of a command: each with its share of the CPUs, started early when the
+command will need them (`start_pool`), dying with the command, and no process with threads of a
+BLAS library it never calls.
 
 This module imports neither polars nor pyarrow: polars reads ``POLARS_MAX_THREADS`` once, when
 it is imported, so a worker sets it before its first import of polars.
@@ -8,6 +9,7 @@ it is imported, so a worker sets it before its first import of polars.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 from typing import TYPE_CHECKING
 
@@ -59,6 +61,20 @@ def die_with_parent(parent: int) -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:
         os._exit(1)
+
+
+def start_pool(jobs: int, preload: str) -> ProcessPoolExecutor:
+    """`process_pool` with its workers started now, each importing module `preload` (the
+    engine: polars, Arrow, the native reader) while the caller goes on with its own imports.
+
+    A command that will read a big input calls it first thing, so that the workers' imports
+    run beside the command's instead of after them. The caller hands the pool to the engine,
+    and shuts it down when it went unused.
+    """
+    pool = process_pool(jobs)
+    for _ in range(jobs):
+        pool.submit(importlib.import_module, preload)
+    return pool
 
 
 def quiet_blas() -> None:

@@ -95,6 +95,22 @@ def _worker_blas_threads(_: int) -> int | None:
     return openblas_threads()
 
 
+# --- workers started before the command's imports -------------------------------------------
+
+
+def test_the_size_of_the_input_is_estimated_without_polars_or_arrow() -> None:
+    # what lets `report` start its workers before it imports them itself
+    code = (
+        "import sys\n"
+        "from analyzer.ingest.files import estimate_bytes\n"
+        "from analyzer.workers import default_jobs, start_pool\n"
+        f"assert estimate_bytes([{str(SAMPLE)!r}]) > 0 and default_jobs() >= 1\n"
+        "print(sorted({'polars', 'pyarrow', 'numpy'} & set(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
 def test_no_json_schema_library_is_imported_until_a_users_file_or_a_schema_is_read() -> None:
     # jsonschema and referencing took 30-40 ms of each process's start: a pool's workers and a
     # `report` with the bundled pack and prices never import them (the tests check the bundled
@@ -111,3 +127,65 @@ def test_no_json_schema_library_is_imported_until_a_users_file_or_a_schema_is_re
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[] ['jsonschema', 'referencing']"
+
+
+@pytest.fixture
+def started(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The pools `analyzer.workers.start_pool` started, with every input counted as big."""
+    from analyzer import workers
+    from analyzer.ingest import files
+
+    pools: list = []
+    start = workers.start_pool
+
+    def recording(jobs: int, preload: str):
+        pools.append(start(jobs, preload))
+        return pools[-1]
+
+    monkeypatch.setattr(workers, "start_pool", recording)
+    monkeypatch.setattr(files, "AUTO_MIN_BYTES", 1)
+    return pools
+
+
+def _report(*args: str) -> tuple[int, str]:
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    result = CliRunner().invoke(main, ["report", *args, "--format", "json"])
+    return result.exit_code, result.output
+
+
+def _gone(pool) -> bool:
+    """Whether the pool was shut down (its workers exit as it lets them go)."""
+    return pool._shutdown_thread
+
+
+def test_report_of_a_big_input_starts_its_workers_first_and_gets_the_same_summary(started):
+    sample = str(SAMPLE.parent)
+    code, output = _report(sample, "-j", "2")
+    assert code == 0
+    (pool,) = started
+    assert _gone(pool)
+    assert _report(sample, "-j", "1") == (0, output)  # no pool: one process
+    assert len(started) == 1
+    assert _report(sample, "--partitions", "0", "-j", "2") == (0, output)  # in memory: no pool
+    assert len(started) == 1
+
+
+def test_a_pool_started_for_nothing_is_shut_down(started, tmp_path: Path) -> None:
+    code, _ = _report(str(SAMPLE), "-j", "2", "--rules", str(tmp_path / "missing.yaml"))
+    assert code == 2  # the bad pack, reported as always
+    (pool,) = started
+    assert _gone(pool)
+
+
+def test_no_workers_are_started_early_for_a_dataset_or_a_missing_path(started, tmp_path) -> None:
+    from analyzer.ingest.files import DATASET_MANIFEST
+
+    dataset = tmp_path / "ds"
+    dataset.mkdir()
+    (dataset / DATASET_MANIFEST).write_text("{}", encoding="utf-8")
+    _report(str(dataset), "-j", "2")
+    code, _ = _report(str(tmp_path / "missing.jsonl"), "-j", "2")
+    assert code == 2 and started == []
