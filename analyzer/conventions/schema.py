@@ -80,4 +80,5 @@ NORMALIZED_SCHEMA = pa.schema(
 )
 
 #: `NORMALIZED_SCHEMA` as polars types: the columns of the frame `normalize` returns.
-NORMALIZED_COLUMNS = pl.DataFrame(NORMALIZED_SCHEMA.empty_table()).schema
+# (not `empty_table()`: it imports pandas, where installed, for nothing)
+NORMALIZED_COLUMNS = pl.from_arrow(pa.Table.from_batches([], NORMALIZED_SCHEMA)).schema
