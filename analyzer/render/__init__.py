@@ -1,1 +1,1 @@
-"""The renderers: output files, report.html, terminal, Markdown, JUnit and diff pages."""
+"""The renderers: report.html and its run browser, terminal, Markdown, JUnit and diff pages."""
