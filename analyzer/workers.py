@@ -88,21 +88,21 @@ def quiet_blas() -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-#: The allocators of a worker, set before it imports polars and pyarrow: polars' and Arrow's
-#: jemalloc keep the memory freed by one partition for the next instead of handing it back to
-#: the system and faulting it in again, and Arrow allocates in its jemalloc. A worker analyzes
-#: partition after partition of about the same size: about a tenth of a big report's time.
+#: The settings of polars' and Arrow's jemalloc in a worker, set before it imports them: the
+#: memory freed by one partition is kept for the next instead of handed back to the system and
+#: faulted in again. A worker analyzes partition after partition of about the same size; with
+#: Arrow allocating in its jemalloc (`share_cpus`), about a tenth of a big report's time.
 WORKER_ALLOCATORS = {
     "_RJEM_MALLOC_CONF": "dirty_decay_ms:30000,muzzy_decay_ms:30000",
     "JE_ARROW_MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1",
-    "ARROW_DEFAULT_MEMORY_POOL": "jemalloc",
 }
 
 
 def share_cpus(threads: int, parent: int | None = None) -> None:
     """Make polars and Arrow compute with `threads` threads in this process (the CPUs shared
     out among the pool's workers) instead of one thread per CPU each, in their allocators'
-    `WORKER_ALLOCATORS` settings, and start no OpenBLAS threads (`quiet_blas`).
+    `WORKER_ALLOCATORS` settings (Arrow in its jemalloc unless ``ARROW_DEFAULT_MEMORY_POOL``
+    chooses), and start no OpenBLAS threads (`quiet_blas`).
 
     Called first in a new worker (a pool's ``initializer``), before its first import of polars
     (which reads ``POLARS_MAX_THREADS`` once). With `parent` (the pool's process id), the
@@ -112,8 +112,11 @@ def share_cpus(threads: int, parent: int | None = None) -> None:
         die_with_parent(parent)
     quiet_blas()
     os.environ["POLARS_MAX_THREADS"] = str(threads)
-    for name, value in WORKER_ALLOCATORS.items():  # last: these settings win
+    for name, value in WORKER_ALLOCATORS.items():  # after polars' own defaults: these win
         os.environ[name] = ",".join(filter(None, (os.environ.get(name), value)))
     import pyarrow as pa
 
     pa.set_cpu_count(threads)
+    if "ARROW_DEFAULT_MEMORY_POOL" not in os.environ:
+        with contextlib.suppress(NotImplementedError):  # a pyarrow built without jemalloc
+            pa.set_memory_pool(pa.jemalloc_memory_pool())

@@ -95,6 +95,29 @@ def _worker_blas_threads(_: int) -> int | None:
     return openblas_threads()
 
 
+def _worker_arrow_pool(_: int) -> str:
+    import pyarrow as pa
+
+    return pa.default_memory_pool().backend_name
+
+
+@pytest.mark.parametrize("chosen", [None, "system"])
+def test_pool_workers_allocate_in_arrows_jemalloc_unless_the_user_chose(monkeypatch, chosen):
+    import pyarrow as pa
+
+    from analyzer.engine import _pool
+
+    try:
+        pa.jemalloc_memory_pool()
+    except NotImplementedError:
+        pytest.skip("this pyarrow is built without jemalloc")
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    if chosen is not None:
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", chosen)
+    with _pool(2) as pool:
+        assert set(pool.map(_worker_arrow_pool, range(2))) == {chosen or "jemalloc"}
+
+
 # --- workers started before the command's imports -------------------------------------------
 
 
