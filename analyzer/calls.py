@@ -141,15 +141,9 @@ def _nested_pairs(spans: pl.DataFrame, nearest: pl.Series) -> pl.DataFrame:
 
 
 def _detached_pairs(spans: pl.DataFrame, nearest_role: pl.Series) -> pl.DataFrame:
-    """(_i, _into) for a model span that another instrumentation recorded inside the time of
-    a model span of the same trace, its context lost on the way (LangChain's ``ChatOpenAI``
-    and the OpenAI client's ``ChatCompletion`` under the trace's root: agent-prism's
-    quo_tav_agent): it is nested in no model or tool span, lies within the other's start and
-    end, and records the same call; each span pairs with one other at most."""
-    models = spans.filter(pl.col("role") == "model_call")
-    models = models.filter(pl.col("_scope").n_unique().over("trace_id") > 1)
-    if models.is_empty():
-        return pl.DataFrame(schema={"_i": pl.Int64, "_into": pl.Int64})
+    """(_i, _into) among the model spans `spans`, of the **overlap** shape (module docstring;
+    agent-prism's quo_tav_agent): each pairs with one other at most."""
+    models = spans.filter(pl.col("_scope").n_unique().over("trace_id") > 1)
     loose = models.filter(
         ~nearest_role.gather(models.get_column("_i")).is_in(_STEP_ROLES).fill_null(False)
     )

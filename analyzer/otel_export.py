@@ -112,12 +112,11 @@ def _key_value(key: str, value: Any) -> str:
     return '{"key":' + _string(key) + ',"value":' + any_value_json(value) + "}"
 
 
-def _attributes(attributes: Mapping[str, Any] | None, out: list[str]) -> None:
-    """Append ``"attributes":[...]`` (with its leading comma) when there are any."""
-    if not attributes:
-        return
+def _attributes(attributes: Mapping[str, Any] | None, out: list[str], dropped: int = 0) -> None:
+    """Append ``"attributes":[...]`` and ``"droppedAttributesCount"`` (each with its leading
+    comma) when there are any."""
     encoded = []
-    for key, value in attributes.items():
+    for key, value in (attributes or {}).items():
         try:
             encoded.append(_key_value(key, value))
         except TypeError:
@@ -125,6 +124,7 @@ def _attributes(attributes: Mapping[str, Any] | None, out: list[str]) -> None:
             _logger.warning("attribute %r has an unsupported type and was dropped", key)
     if encoded:
         out.append(',"attributes":[' + ",".join(encoded) + "]")
+    _dropped("droppedAttributesCount", dropped, out)
 
 
 def _dropped(name: str, count: int, out: list[str]) -> None:
@@ -167,8 +167,7 @@ def _span_json(span: ReadableSpan) -> str:
         out.append(f',"startTimeUnixNano":"{span.start_time}"')
     if span.end_time:
         out.append(f',"endTimeUnixNano":"{span.end_time}"')
-    _attributes(span.attributes, out)
-    _dropped("droppedAttributesCount", span.dropped_attributes, out)
+    _attributes(span.attributes, out, span.dropped_attributes)
     if span.events:
         events = []
         for event in span.events:
@@ -176,8 +175,7 @@ def _span_json(span: ReadableSpan) -> str:
             if event.timestamp:
                 part.append(f'"timeUnixNano":"{event.timestamp}",')
             part.append('"name":' + _string(event.name))
-            _attributes(event.attributes, part)
-            _dropped("droppedAttributesCount", event.dropped_attributes, part)
+            _attributes(event.attributes, part, event.dropped_attributes)
             part.append("}")
             events.append("".join(part))
         out.append(',"events":[' + ",".join(events) + "]")
@@ -190,8 +188,7 @@ def _span_json(span: ReadableSpan) -> str:
             link_state = _trace_state(ctx)
             if link_state:
                 part.append(',"traceState":' + _string(link_state))
-            _attributes(link.attributes, part)
-            _dropped("droppedAttributesCount", link.dropped_attributes, part)
+            _attributes(link.attributes, part, link.dropped_attributes)
             part.append(f',"flags":{_flags(ctx)}}}')
             links.append("".join(part))
         out.append(',"links":[' + ",".join(links) + "]")
@@ -300,14 +297,11 @@ class OtlpJsonLinesExporter(SpanExporter):
     @property
     def current_path(self) -> Path:
         """The file the next line goes to (unless it triggers a rotation)."""
-        return self._path_for(self._index)
-
-    def _path_for(self, index: int) -> Path:
-        name = self._stem + (f"-{index:04d}" if index else "") + self._suffix
-        return self._dir / name
+        index = self._index
+        return self._dir / (self._stem + (f"-{index:04d}" if index else "") + self._suffix)
 
     def _open(self) -> None:
-        path = self._path_for(self._index)
+        path = self.current_path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._raw = open(path, "ab" if self._append else "wb")  # noqa: SIM115 (kept open)
         # With append, rotation counts what the file already holds (compressed size for gzip).

@@ -128,8 +128,8 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
     else:
         shown = str(path)
         raw, text = read_text(path, "price table", PriceTableError)
-    data, _ = parse_yaml(text, shown, PriceTableError, _Loader)  # aliases bounded
-    return _build(data, text, shown, hashlib.sha256(raw).hexdigest(), bundled=path is None)
+    data, root = parse_yaml(text, shown, PriceTableError, _Loader)  # aliases bounded
+    return _build(data, root, shown, hashlib.sha256(raw).hexdigest(), bundled=path is None)
 
 
 def read_text(path: str | Path, what: str, error: type[Exception]) -> tuple[bytes, str]:
@@ -178,10 +178,10 @@ def prices_from_mapping(data: Any, source: str = "<prices>") -> PriceTable:
 
 
 def _build(
-    data: Any, text: str | None, shown: str, sha256: str | None, bundled: bool = False
+    data: Any, root: yaml.Node | None, shown: str, sha256: str | None, bundled: bool = False
 ) -> PriceTable:
-    """The table of `data` (parsed from `text`, whose lines problems are reported at); the
-    table `bundled` with the package is not checked against the JSON Schema (the tests do:
+    """The table of `data` (its YAML node tree `root` gives the lines problems are reported at);
+    the table `bundled` with the package is not checked against the JSON Schema (the tests do:
     a `report` with the bundled prices then never imports jsonschema)."""
     problems: list[tuple[tuple[str | int, ...], str]] = []
     if not isinstance(data, dict):
@@ -190,7 +190,6 @@ def _build(
         problems.extend([] if bundled else schema_problems(data, "prices.schema.json", _explain))
         problems.extend(_semantic_problems(data))
     if problems:
-        root = yaml.compose(text, Loader=_Loader) if text is not None else None
         raise PriceTableError(problems_text(problems, root, shown, "price table"))
     assert isinstance(data, dict)
     models = pl.DataFrame(
@@ -405,8 +404,8 @@ def price_steps(steps: pl.DataFrame, prices: PriceTable | None = None) -> pl.Dat
     mapping = match_models(names, prices).rename(
         {"input": "_p_in", "output": "_p_out", "cached_input": "_p_cached"}
     )
-    drop = [c for c in ("priced_as", "cost_usd") if c in steps.columns]
-    out = steps.drop(drop).join(mapping, on="model", how="left", maintain_order="left")
+    out = steps.drop("priced_as", "cost_usd", strict=False)
+    out = out.join(mapping, on="model", how="left", maintain_order="left")
     inp = pl.col("input_tokens").fill_null(0).cast(pl.Float64)
     cached = pl.col("cached_input_tokens").fill_null(0).cast(pl.Float64)
     output = pl.col("output_tokens").fill_null(0).cast(pl.Float64)
@@ -443,9 +442,8 @@ def price_runs(runs: pl.DataFrame, priced_steps: pl.DataFrame) -> pl.DataFrame:
         .round(_ROUND)
         .alias("_cost")
     )
-    out = runs.drop([c for c in ("cost_usd",) if c in runs.columns]).join(
-        totals, on="run_id", how="left", maintain_order="left"
-    )
+    out = runs.drop("cost_usd", strict=False)
+    out = out.join(totals, on="run_id", how="left", maintain_order="left")
     # A run absent from the totals made no model call: it cost nothing.
     has_calls = pl.col("run_id").is_in(model.get_column("run_id").unique().implode())
     return out.with_columns(

@@ -129,7 +129,6 @@ class Redactor:
         self.quoted: dict[str, str] = {}  # a value as a detail quotes it -> its token
 
     def token(self, value: str) -> str:
-        """The token of `value`."""
         out = self._cache.get(value)
         if out is None:
             data = value.encode("utf-8", "surrogatepass")
@@ -251,8 +250,6 @@ def _map_lists(
         return frame
     series = frame.get_column(column)
     lists = series.to_arrow()
-    if isinstance(lists, pa.ChunkedArray):
-        lists = lists.combine_chunks()
     values = lists.flatten()
     if not len(values):
         return frame
@@ -316,20 +313,12 @@ def _tool_definitions(text: str | None, r: Redactor) -> str | None:
     return json.dumps(walk(parsed, None), ensure_ascii=False)
 
 
-# --- Arrow tables -----------------------------------------------------------------------------
-
-
 def _arrow_strings(array: pa.Array, fn: Callable[[Any], Any]) -> pa.Array:
     """`fn` applied to each distinct value of a string array, nulls kept."""
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
     encoded = array.dictionary_encode()
     mapped = pa.array([fn(v) for v in encoded.dictionary.to_pylist()], pa.string())
     return pc.take(mapped, encoded.indices).cast(array.type)
 
-
-# Run columns holding identifiers of the trace's own (joins keep working: one value, one token).
-_HASHED_IDS = ("case_id", "conversation_id")
 
 # --- the analysis -----------------------------------------------------------------------------
 
@@ -376,7 +365,8 @@ def redact_analysis(analysis, salt: str):
     runs = _map_str(runset.runs, "answer", r.json_text)
     runs = _map_str(runs, "attributes", lambda t: _attributes_json(t, r))
     runs = _map_lists(runs, "tool_definitions", lambda t: _tool_definitions(t, r))
-    for column in _HASHED_IDS:
+    # identifiers of the trace's own (joins keep working: one value, one token)
+    for column in ("case_id", "conversation_id"):
         runs = _map_str(runs, column, r.text)
     sources = _map_str(runset.sources, "text", r.json_text)
     # prompt messages: their content (roles, tool call ids and tool names are kept)

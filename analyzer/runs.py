@@ -6,12 +6,10 @@ The run model of the contract (section 2), computed column-wise with polars:
   no agent above them), one per such span, ``run_id = TRACEID:SPANID``. A conversation or
   workflow root (GenAI ``invoke_workflow``, AG2 ``conversation``, Traceloop ``workflow``) is
   an agent span: the agents under it are one run. A top-level agent span whose chain of parents
-  breaks (the remote side of an agent-to-agent call whose client span was not exported) joins
-  the top-level agent span of its trace that holds it in time (same conversation id where both
-  record one). With
-  ``run_key`` the value of that attribute (first found on the trace's spans, root first, then
-  the resource) groups traces into runs; traces without it keep the default. Only groups
-  holding at least one agent, model-call or tool-call span are runs.
+  breaks joins the run that holds it in time (`_linked_agents`). With ``run_key`` the value of
+  that attribute (first found on the trace's spans, root first, then the resource) groups
+  traces into runs; traces without it keep the default. Only groups holding at least one
+  agent, model-call or tool-call span are runs.
 - **calls**: spans that record the same call are one step (`analyzer.calls`: a model span
   nested in another of the same request, a wrapper tool span over the instrumented one, the
   event spans of one call, a detached span of another instrumentation within the call's
@@ -158,7 +156,8 @@ def build_runs(
 
         spans, span_rows = gather(spans, span_rows), None
     frame = normalized.with_row_index("_i")
-    frame = frame.with_columns(_scope=_scope_names(frame, spans, span_rows))
+    rows = _rows_of_spans(frame.get_column("_i"), span_rows)
+    frame = frame.with_columns(_scope=pl.Series(pc.take(spans.column("scope_name"), rows)))
     if parents is None:
         parents = parent_index(frame)
     frame = mark_requested_tools(frame)
@@ -166,7 +165,7 @@ def build_runs(
     frame = merge_same_calls(frame, parents)
     if log is not None:
         absorbed = was_step & (frame.get_column("role") == "other")
-        _note_reading(log, frame, absorbed, spans, span_rows)
+        _note_reading(log, frame, absorbed, pc.take(spans.column("source_file"), rows))
     frame = _roll_up_resends(frame, parents)
     frame = frame.with_columns(run_id=_run_ids(frame, parents, spans, run_key))
     in_run = frame.select(
@@ -682,15 +681,14 @@ def _answers(frame: pl.LazyFrame, steps: pl.LazyFrame) -> pl.LazyFrame:
         .select("run_id", "index", "span_id", "end_ns", "status", "output_text")
         .join(_requests_tools(steps), on=["run_id", "index"], how="left", maintain_order="left")
     )
+    # steps are in (run_id, index) order: the last of a run is its last row
     last = (
-        model.sort("run_id", "index")
-        .group_by("run_id")
+        model.group_by("run_id")
         .last()
         .select("run_id", pl.col("asks_tools").alias("_last_asks"), pl.col("index").alias("_m_i"))
     )
     final = (
         model.filter(~pl.col("asks_tools") & (pl.col("status") != "error"))
-        .sort("run_id", "index")
         .group_by("run_id")
         .last()
         .select(
@@ -702,7 +700,6 @@ def _answers(frame: pl.LazyFrame, steps: pl.LazyFrame) -> pl.LazyFrame:
     )
     output_tool = (
         steps.filter((pl.col("kind") == "output") & (pl.col("status") != "error"))
-        .sort("run_id", "index")
         .group_by("run_id")
         .last()
         .select(
@@ -853,7 +850,7 @@ def _runs(
     attrs = _run_attributes(frame, spans, runs, span_rows)
     runs = runs.join(attrs, on="run_id", how="left")
     runs = runs.with_columns(
-        agent=pl.coalesce("agent", "_service"),
+        agent=pl.coalesce("agent", "service_name"),
         case_id=_case_id(runs.get_column("attributes"), case_key),
     )
     system = (
@@ -909,19 +906,17 @@ def _runs(
 
 
 def _note_reading(
-    log: IngestLog, frame: pl.DataFrame, absorbed: pl.Series, spans: pa.Table, span_rows
+    log: IngestLog, frame: pl.DataFrame, absorbed: pl.Series, files: pa.Array
 ) -> None:
     """A warning per file for the spans merged into a call another span of it records, and
     for the spans with a model, usage or content that no convention recognised (kept, as
-    `other`)."""
-    rows = _rows_of_spans(frame.get_column("_i"), span_rows)
+    `other`); `files`: the file of each row of `frame`."""
     counts = (
         pl.DataFrame(
             {
-                "file": pl.Series(pc.take(spans.column("source_file"), rows)),
+                "file": pl.Series(files),
                 "absorbed": absorbed,
-                # spans with a model, usage or content that no convention recognised (plain
-                # HTTP or database spans are not the concern)
+                # plain HTTP or database spans are not the concern
                 "unknown": frame.select(
                     pl.col("convention").is_null()
                     & (
@@ -965,12 +960,6 @@ def _rows_of_spans(rows: pl.Series, span_rows: pa.Array | None) -> pa.Array:
     return rows if span_rows is None else pc.take(span_rows, rows)
 
 
-def _scope_names(frame: pl.DataFrame, spans: pa.Table, span_rows: pa.Array | None) -> pl.Series:
-    """The instrumentation scope name of each row of `frame`."""
-    rows = _rows_of_spans(frame.get_column("_i"), span_rows)
-    return pl.Series("_scope", pc.take(spans.column("scope_name"), rows))
-
-
 def _run_attributes(
     frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame, span_rows: pa.Array | None
 ) -> pl.DataFrame:
@@ -1002,15 +991,7 @@ def _run_attributes(
             "attributes": attributes,
             "service_name": names,
             "service_version": versions,
-            "_service": names,
-        },
-        schema={
-            "run_id": pl.String,
-            "attributes": pl.String,
-            "service_name": pl.String,
-            "service_version": pl.String,
-            "_service": pl.String,
-        },
+        }
     )
 
 

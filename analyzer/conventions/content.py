@@ -332,10 +332,7 @@ def _message(d: dict[str, Any], default_role: str | None, out: list[Message]) ->
 
 def _system_from(value: Any, out: list[Message]) -> None:
     acc = _Parts()
-    if isinstance(value, dict) and "parts" in value:
-        _read_parts(value.get("parts"), acc)
-    else:
-        _read_parts(value, acc)
+    _read_parts(value["parts"] if isinstance(value, dict) and "parts" in value else value, acc)
     if acc.texts or acc.other:
         _emit("system", acc, out)
 
@@ -353,13 +350,8 @@ def _collect_messages(
         for item in value:
             if isinstance(item, dict):
                 _message(item, default_role, out)
-            elif isinstance(item, list):
-                _collect_messages(item, default_role, out, depth + 1)
-            elif isinstance(item, str):
-                if item.strip():
-                    out.append((default_role, item, None, None))
-            elif item is not None:
-                out.append((default_role, to_text(item), None, None))
+            else:  # read as a value; a nested list one level deeper
+                _collect_messages(item, default_role, out, depth + isinstance(item, list))
         return
     if not isinstance(value, dict):
         out.append((default_role, to_text(value), None, None))

@@ -71,12 +71,9 @@ def _chunks(col: pa.ChunkedArray) -> Iterator[tuple[int, pa.Array]]:
     if col.num_chunks == 1:
         yield 0, col.chunk(0)
         return
-    if col.nbytes <= COMBINE_MAX_BYTES:
-        try:
-            yield 0, col.combine_chunks()
-            return
-        except (pa.ArrowInvalid, pa.ArrowCapacityError, OverflowError):
-            pass
+    if col.nbytes <= COMBINE_MAX_BYTES:  # well below 2 GiB: cannot overflow
+        yield 0, col.combine_chunks()
+        return
     offset = 0
     for chunk in col.chunks:
         yield offset, chunk
@@ -119,18 +116,16 @@ def _group_value(group: pl.DataFrame, numeric: bool) -> pl.Series:
     if not used:
         return pl.repeat(None, group.height, dtype=pl.Float64 if numeric else pl.String, eager=True)
     if numeric:
-        parts = {
+        parts = {  # in precedence order
             "f": pl.col("f"),
             "i": pl.col("i").cast(pl.Float64),
             "s": pl.col("s").str.strip_chars().cast(pl.Float64, strict=False),
             "b": pl.col("b").cast(pl.Float64),
             "j": pl.col("j").str.strip_chars().cast(pl.Float64, strict=False),
         }
-        order: tuple[str, ...] = ("f", "i", "s", "b", "j")
     else:
         parts = {f: pl.col(f).cast(pl.String) for f in _VALUE_FIELDS}
-        order = _VALUE_FIELDS
-    value = group.select(pl.coalesce([parts[f] for f in order if f in used])).to_series()
+    value = group.select(pl.coalesce([e for f, e in parts.items() if f in used])).to_series()
     if numeric:
         return value
     return value.set((value == "").fill_null(False), None)  # an empty attribute records nothing
@@ -217,7 +212,6 @@ def _events(
             if found.height:
                 exc_type.scatter(found["row"], found["t"])
         is_content = pc.is_in(names, value_set=pa.array(sorted(sc.CONTENT_EVENTS)))
-        is_content = pc.fill_null(is_content, False)
         if pc.any(is_content).as_py():
             c_rows = pc.add(pc.filter(rows, is_content), off).to_pylist()
             c_names = pc.filter(names, is_content).to_pylist()
@@ -280,9 +274,8 @@ def _lookup(expr: pl.Expr, mapping: dict[str, str], upper: bool = False) -> pl.E
 
 
 def _name_facts(names: pl.Series) -> pl.DataFrame:
-    """What the conventions read from a span name alone, once per distinct name (`_NAME_FACTS`
-    columns; spans share a few names): the name-only parts of `_role_exprs` and `_scalars`,
-    computed per distinct name and joined to the spans."""
+    """The name-only parts of `_role_exprs` and `_scalars` (``_n_*`` columns), computed once
+    per distinct span name (spans share a few names) and joined to the spans."""
     name = pl.col("span_name")
     generic_tool_names = [
         sc.ADK_EXECUTE_TOOL_PREFIX.strip(),
@@ -610,8 +603,8 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         .cast(pl.Int64, strict=False)
         .alias("http_resend_count"),
         c.first(sc.CONVERSATION_KEYS).alias("conversation_id"),
-        pl.coalesce([c.t(k) for k in sc.FINISH_REASON_KEYS]).alias("_finish_text"),
-        pl.coalesce([c.t(k) for k in sc.TOOL_DEFINITION_KEYS]).alias("_tooldefs_text"),
+        c.first(sc.FINISH_REASON_KEYS).alias("_finish_text"),
+        c.first(sc.TOOL_DEFINITION_KEYS).alias("_tooldefs_text"),
         # a tool span's own definition (OpenInference), parsed once per distinct value
         pl.when(
             is_tool
@@ -835,10 +828,9 @@ def _content(
     rows = df.select(((pl.col("role") != sc.TOOL_CALL) & carries).arg_true()).to_series()
 
     flat_by_row: dict[int, dict[str, list[tuple[str, str]]]] = {}
-    fam_names = dict(enumerate(_FAMILIES))
     for row, fam, key, text in prefixed.iter_rows():
         if text is not None:
-            flat_by_row.setdefault(row, {}).setdefault(fam_names[fam], []).append((key, text))
+            flat_by_row.setdefault(row, {}).setdefault(_FAMILIES[fam], []).append((key, text))
 
     def parsed(row: int, rec: dict[str, Any]) -> tuple[list[ct.Message], ct.Output, str | None]:
         try:
@@ -878,13 +870,10 @@ def _content(
     }
 
 
-def _offsets(counts: pl.Series) -> pa.Array:
-    return pl.concat([pl.Series([0], dtype=pl.Int64), counts.cum_sum()]).cast(pl.Int32).to_arrow()
-
-
 def _list_array(counts: pl.Series, values: pa.Array) -> pa.Array:
     """A list per row, of `counts` of the `values` in order."""
-    return pa.ListArray.from_arrays(_offsets(counts), values)
+    offsets = pl.concat([pl.Series([0], dtype=pl.Int64), counts.cum_sum()]).cast(pl.Int32)
+    return pa.ListArray.from_arrays(offsets.to_arrow(), values)
 
 
 def _structs(struct: pa.StructType, rows: list[tuple]) -> pa.Array:
@@ -914,17 +903,8 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-#: Columns copied from the span table unchanged (never through polars).
-_PASSTHROUGH = {
-    "trace_id": "trace_id",
-    "span_id": "span_id",
-    "parent_span_id": "parent_span_id",
-    "span_name": "name",
-    "start_ns": "start_ns",
-    "end_ns": "end_ns",
-}
-#: Normalized columns built as Arrow list arrays by `_content`.
-_FROM_CONTENT = ("input_messages", "requested_calls")
+#: Columns copied from the span table unchanged (never through the polars plan).
+_PASSTHROUGH = ["trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns"]
 
 
 def _normalize_slice(table: pa.Table) -> pl.DataFrame:
@@ -981,15 +961,11 @@ def _normalize_slice(table: pa.Table) -> pl.DataFrame:
     )
     df = df.with_columns(has_content.alias("has_content"))
 
-    passthrough = pl.DataFrame(table.select(list(_PASSTHROUGH.values())))
-    content = pl.DataFrame({name: found[name] for name in _FROM_CONTENT})
-    columns = [
-        passthrough.get_column(_PASSTHROUGH[name]).alias(name)
-        if name in _PASSTHROUGH
-        else (content if name in _FROM_CONTENT else df).get_column(name)
-        for name in NORMALIZED_SCHEMA.names
-    ]
-    return pl.DataFrame(columns).cast(NORMALIZED_COLUMNS)  # type: ignore[arg-type]
+    passthrough = pl.DataFrame(table.select(_PASSTHROUGH)).rename({"name": "span_name"})
+    # the Arrow list arrays `_content` built
+    content = pl.DataFrame({name: found[name] for name in ("input_messages", "requested_calls")})
+    out = pl.concat([passthrough, content, df.drop("span_name")], how="horizontal")
+    return out.select(NORMALIZED_SCHEMA.names).cast(NORMALIZED_COLUMNS)  # type: ignore[arg-type]
 
 
 def normalize(spans: pa.Table) -> pl.DataFrame:
