@@ -12,7 +12,6 @@ Options section of the rule type's docstring.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import types
 import typing
@@ -37,7 +36,7 @@ from analyzer.checks.base import (
 from analyzer.checks.plugin import PLUGIN_TYPE, build_plugin
 from analyzer.errors import RulePackError
 from analyzer.resources import schema
-from analyzer.yamlplace import load_yaml, path_text, show, yaml_line
+from analyzer.yamlplace import load_yaml, path_text, read_document, show, yaml_line
 
 if TYPE_CHECKING:  # jsonschema is imported where a pack is read (not by a pool's workers)
     from jsonschema import Draft202012Validator, ValidationError
@@ -188,8 +187,7 @@ def _load_bytes(
     bundled: bool = False,
 ) -> Pack | None:
     """The pack in `raw`; one `bundled` with the package is not checked against the JSON
-    Schema (the tests do: a `report` with the default pack then never imports jsonschema, 30
-    ms of each command)."""
+    Schema (the tests do), so that a `report` with the default pack never imports jsonschema."""
     sha = hashlib.sha256(raw).hexdigest()
     try:
         text = raw.decode("utf-8")
@@ -365,14 +363,7 @@ def read_tool_specs(path: Path) -> dict[str, Any]:
     legacy functions (``{"name", "parameters"}``), Anthropic (``{"name", "input_schema"}``) or
     MCP (``{"name", "inputSchema"}``) definitions. ValueError says what is wrong.
     """
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ValueError(f"cannot read tool specs file {path}: {err.strerror or err}") from err
-    try:
-        doc = load_yaml(text)[0] if path.suffix.lower() in (".yaml", ".yml") else json.loads(text)
-    except (ValueError, yaml.YAMLError) as err:
-        raise ValueError(f"tool specs file {path} is not valid JSON/YAML: {err}") from err
+    doc = read_document(path, "tool specs file")
     items = doc
     if isinstance(doc, dict):
         items = doc.get("tools", doc.get("functions"))
@@ -565,28 +556,22 @@ def _explain(err: ValidationError, data: Any) -> list[tuple[tuple[str | int, ...
                 f"{show(value)} is not a valid {title}{hint}; choose one of {', '.join(choices)}",
             )
         ]
-    if v == "type":
+    if v == "anyOf" and all(set(b) == {"required"} for b in err.validator_value):
+        keys = [k for b in err.validator_value for k in b["required"]]
+        return [(where, f"needs at least one of {', '.join(keys)}{_owner(where, data)}")]
+    if v in ("type", "anyOf"):
         expected = err.validator_value
-        expected = expected if isinstance(expected, list) else [expected]
-        wanted = " or ".join(_JSON_TYPES.get(t, t) for t in expected)
-        return [(where, f"expected {wanted}, got {_kind(value)} {show(value)}")]
-    if v == "anyOf":
-        branches = err.validator_value
-        if all(set(b) == {"required"} for b in branches):
-            keys = [k for b in branches for k in b["required"]]
-            return [(where, f"needs at least one of {', '.join(keys)}{_owner(where, data)}")]
+        if v == "anyOf":  # branches of one type each
+            expected = [b.get("type") for b in expected]
+        elif not isinstance(expected, list):
+            expected = [expected]
         wanted = " or ".join(
-            _JSON_TYPES.get(b.get("type"), str(b.get("type")))
-            if isinstance(b.get("type"), str)
-            else "a value"
-            for b in branches
+            _JSON_TYPES.get(t, t) if isinstance(t, str) else "a value" for t in expected
         )
         return [(where, f"expected {wanted}, got {_kind(value)} {show(value)}")]
     if v == "minItems" and err.validator_value == 1:
         return [(where, f"{title} must list at least one item")]
-    if v in ("minProperties",) and err.validator_value == 1:
-        return [(where, f"{title} must not be empty")]
-    if v == "minLength":
+    if v == "minLength" or (v == "minProperties" and err.validator_value == 1):
         return [(where, f"{title} must not be empty")]
     if v == "uniqueItems":
         dups = sorted({str(x) for x in value if value.count(x) > 1})
@@ -620,11 +605,10 @@ def _owner(where: tuple[str | int, ...], data: Any) -> str:
 def _kind(value: Any) -> str:
     if isinstance(value, bool):
         return "boolean"
-    for name, t in (("text", str), ("integer", int), ("number", float), ("list", list)):
+    kinds = (("text", str), ("integer", int), ("number", float), ("list", list), ("mapping", dict))
+    for name, t in kinds:
         if isinstance(value, t):
             return name
-    if isinstance(value, dict):
-        return "mapping"
     return "null" if value is None else type(value).__name__
 
 

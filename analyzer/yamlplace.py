@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -17,6 +18,7 @@ __all__ = [
     "load_yaml",
     "path_text",
     "problems_text",
+    "read_document",
     "show",
     "yaml_line",
 ]
@@ -29,14 +31,6 @@ MAX_YAML_NODES = 1_000_000
 
 class YamlAliasBomb(yaml.YAMLError):
     """A YAML document whose aliases expand past `MAX_YAML_NODES` nodes, or refer to themselves."""
-
-    def __init__(self, problem: str) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.problem_mark = None
-
-    def __str__(self) -> str:
-        return self.problem
 
 
 def load_yaml(text: str, loader: type = yaml.SafeLoader) -> tuple[Any, yaml.Node | None]:
@@ -64,6 +58,19 @@ def load_yaml(text: str, loader: type = yaml.SafeLoader) -> tuple[Any, yaml.Node
         finally:
             again.dispose()
     return data, root
+
+
+def read_document(path: Path, what: str) -> Any:
+    """The JSON document in the file ``path``, YAML when its suffix is ``.yaml`` or ``.yml``;
+    ValueError names it as ``what`` (``schema file``) and says what is wrong."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ValueError(f"cannot read {what} {path}: {err.strerror or err}") from err
+    try:
+        return load_yaml(text)[0] if path.suffix.lower() in (".yaml", ".yml") else json.loads(text)
+    except (ValueError, yaml.YAMLError) as err:
+        raise ValueError(f"{what} {path} is not valid JSON/YAML: {err}") from err
 
 
 def _check_expansion(root: yaml.Node) -> None:

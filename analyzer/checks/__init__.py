@@ -10,7 +10,7 @@ while the others keep their findings.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
@@ -161,18 +161,11 @@ def _run_rule(
                 or spent + len(queue) >= _ISOLATION_BUDGET
                 or isinstance(exc, PluginTimeout)  # another try would time out again
             ):
+                n = members.height
+                note = f" [failed on a batch of {n} runs, not isolated further]" if n > 1 else ""
                 for run_id in members.get_column("run_id"):
                     err = CheckError.from_exception(run_id, rule.id, pack.name, exc)
-                    if members.height > 1:
-                        err = CheckError(
-                            err.run_id,
-                            err.rule_id,
-                            err.pack,
-                            f"{err.error} [failed on a batch of {members.height} runs, "
-                            "not isolated further]",
-                            err.location,
-                        )
-                    errors.append(err)
+                    errors.append(replace(err, error=err.error + note))
             else:
                 half = members.height // 2
                 queue += [members.slice(0, half), members.slice(half)]

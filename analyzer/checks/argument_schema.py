@@ -248,20 +248,19 @@ class _Schema:
         from jsonschema.exceptions import best_match
 
         errors = list(self.python.iter_errors(doc))
+        culprit = None
         if errors:
             top = best_match(errors)
             path, message, count = list(top.absolute_path), top.message, len(errors)
-            argument = path[0] if path and isinstance(path[0], str) else None
-            if argument is None:
-                argument = _culprit(top)
+            culprit = _culprit(top)
         elif self.fast is not None:  # the two engines disagree: Rust's word stands
             rs_errors = list(self.fast.iter_errors(doc))
             if not rs_errors:
                 return None
             path, message, count = list(rs_errors[0].instance_path), rs_errors[0].message, 1
-            argument = path[0] if path and isinstance(path[0], str) else None
         else:
             return None
+        argument = path[0] if path and isinstance(path[0], str) else culprit
         where = f" at {json_path(path)}" if path else ""
         return f"arguments fail schema{where}: {schema_message(message, count)}", argument
 
@@ -293,19 +292,10 @@ def _linear_validator() -> Any:
                 if linear_regex.search(patrn, k):
                     yield from validator.descend(v, subschema, path=k, schema_path=patrn)
 
-    def additional(instance, schema):
-        properties = schema.get("properties", {})
-        patterns = list(schema.get("patternProperties", {}))
-        return [
-            k
-            for k in instance
-            if k not in properties and not any(linear_regex.search(p, k) for p in patterns)
-        ]
-
     def additional_properties(validator, ap, instance, schema):
         if not validator.is_type(instance, "object"):
             return
-        extras = set(additional(instance, schema))
+        extras = set(_extra_keys(instance, schema))
         if validator.is_type(ap, "object"):
             for extra in extras:
                 yield from validator.descend(instance[extra], ap, path=extra)
@@ -339,15 +329,20 @@ def _culprit(error: Any) -> str | None:
         missing = [k for k in error.validator_value if k not in instance]
         return missing[0] if missing and isinstance(missing[0], str) else None
     if error.validator == "additionalProperties":
-        known = schema.get("properties") or {}
-        patterns = list((schema.get("patternProperties") or {}).keys())
-        extra = [
-            k
-            for k in instance
-            if k not in known and not any(linear_regex.search(p, k) for p in patterns)
-        ]
+        extra = _extra_keys(instance, schema)
         return extra[0] if extra else None
     return None
+
+
+def _extra_keys(instance: dict[str, Any], schema: dict[str, Any]) -> list[str]:
+    """The keys of ``instance`` that neither ``properties`` nor ``patternProperties`` name."""
+    known = schema.get("properties") or {}
+    patterns = list(schema.get("patternProperties") or {})
+    return [
+        k
+        for k in instance
+        if k not in known and not any(linear_regex.search(p, k) for p in patterns)
+    ]
 
 
 class _Constant(ValueError):

@@ -63,6 +63,7 @@ __all__ = [
     "Pack",
     "RunFinding",
     "When",
+    "calls_over",
     "did_you_mean",
     "doc_sections",
     "empty_findings",
@@ -70,6 +71,7 @@ __all__ = [
     "findings_frame",
     "fmt_num",
     "json_path",
+    "patterns_ok",
     "quote",
     "quote_expr",
     "rule_types",
@@ -188,12 +190,9 @@ class When:
         for key, value in sorted((raw.get("attributes") or {}).items()):
             values = value if isinstance(value, list) else [value]
             attrs.append((str(key), tuple(_attr_text(v) for v in values)))
-        agents = raw.get("agent")
-        if agents is None:
-            agents = ()
-        elif isinstance(agents, str):
-            agents = (agents,)
-        return cls(attributes=tuple(attrs), agents=tuple(agents))
+        agents = raw.get("agent") or ()
+        agents = (agents,) if isinstance(agents, str) else tuple(agents)
+        return cls(attributes=tuple(attrs), agents=agents)
 
     def mask(self) -> pl.Expr:
         """A boolean expression over the runs frame, true for the runs selected."""
@@ -357,56 +356,52 @@ class _Shared:
             steps = steps.sort("run_id", "index")
         return steps
 
-    def _calls(self, kind: str) -> pl.LazyFrame:
-        """The steps of `kind` with ``call_no``, as a plan: only the columns selected are read."""
+    def _calls(self, kind: str, *columns: str | pl.Expr) -> pl.DataFrame:
+        """The ``columns`` of the steps of `kind`, with ``call_no``; only those columns are read."""
         return (
             self._steps.lazy()
             .filter(pl.col("kind") == kind)
             .with_columns(call_no=position_in_run())
+            .select(*columns)
+            .collect(engine="in-memory")
         )
 
     @cached_property
     def tool_calls(self) -> pl.DataFrame:
         """Tool-call steps with their ordinal in the run and an evidence span id."""
-        return (
-            self._calls("tool_call")
-            .select(
-                "run_id",
-                "index",
-                "call_no",
-                pl.col("tool_name").alias("tool"),
-                # A requested call that never ran has no span: its requesting model call is
-                # the evidence.
-                pl.coalesce("span_id", "requested_by").alias("span"),
-                "span_id",
-                "tool_call_id",
-                "requested_by",
-                "executed",
-                "start_ns",
-                "end_ns",
-                "status",
-                "arguments",
-                "has_content",
-            )
-            .collect(engine="in-memory")
+        return self._calls(
+            "tool_call",
+            "run_id",
+            "index",
+            "call_no",
+            pl.col("tool_name").alias("tool"),
+            # A requested call that never ran has no span: its requesting model call is the
+            # evidence.
+            pl.coalesce("span_id", "requested_by").alias("span"),
+            "span_id",
+            "tool_call_id",
+            "requested_by",
+            "executed",
+            "start_ns",
+            "end_ns",
+            "status",
+            "arguments",
+            "has_content",
         )
 
     @cached_property
     def model_calls(self) -> pl.DataFrame:
-        return (
-            self._calls("model_call")
-            .select(
-                "run_id",
-                "index",
-                "call_no",
-                "span_id",
-                "start_ns",
-                "end_ns",
-                "status",
-                "output_text",
-                "has_content",
-            )
-            .collect(engine="in-memory")
+        return self._calls(
+            "model_call",
+            "run_id",
+            "index",
+            "call_no",
+            "span_id",
+            "start_ns",
+            "end_ns",
+            "status",
+            "output_text",
+            "has_content",
         )
 
     @cached_property
@@ -432,34 +427,31 @@ class _Shared:
             .select("run_id", pl.col("output_text").alias("_recovered"))
         )
         full = (
-            runs.select("run_id", "answer")
+            pl.when(pl.col("answer").str.len_chars() < ANSWER_CAP)
+            .then("answer")
+            .otherwise("_recovered")
+        )
+        return (
+            runs.select(
+                "run_id", "has_answer", "answer_ns", "answer_span_id", "answer", "agent_span_id"
+            )
             .join(outputs, on="run_id", how="left")
             .select(
                 "run_id",
-                pl.when(pl.col("answer").str.len_chars() < ANSWER_CAP)
-                .then("answer")
-                .otherwise("_recovered")
-                .alias("_full"),
+                "has_answer",
+                "answer_ns",
+                "answer_span_id",
+                "agent_span_id",
+                pl.when(pl.col("has_answer")).then(full).alias("text"),
+                pl.when(~pl.col("has_answer"))
+                .then(pl.lit(None, pl.String))
+                .when(pl.col("answer").is_null())
+                .then(pl.lit("not_recorded"))
+                .when(full.is_null())
+                .then(pl.lit("capped"))
+                .otherwise(pl.lit("ok"))
+                .alias("text_status"),
             )
-        )
-        out = runs.select(
-            "run_id", "has_answer", "answer_ns", "answer_span_id", "answer", "agent_span_id"
-        ).join(full, on="run_id", how="left")
-        return out.select(
-            "run_id",
-            "has_answer",
-            "answer_ns",
-            "answer_span_id",
-            "agent_span_id",
-            pl.when(pl.col("has_answer")).then("_full").alias("text"),
-            pl.when(~pl.col("has_answer"))
-            .then(pl.lit(None, pl.String))
-            .when(pl.col("answer").is_null())
-            .then(pl.lit("not_recorded"))
-            .when(pl.col("_full").is_null())
-            .then(pl.lit("capped"))
-            .otherwise(pl.lit("ok"))
-            .alias("text_status"),
         )
 
     def restrict(self, frame: pl.DataFrame, run_ids: pl.DataFrame | None) -> pl.DataFrame:
@@ -474,12 +466,8 @@ def _index_ascending(steps: pl.DataFrame) -> bool:
 
 
 class CheckContext:
-    """The runs one rule applies to, and the frames a check reads, restricted to those runs.
-
-    Attributes read by checks: `runs`, `steps`, `tool_calls`, `model_calls`, `answers`,
-    `sources`, `run_ids`, and `tools` (the pack's tool specs: name -> JSON Schema of the
-    arguments).
-    """
+    """The runs one rule applies to, and the frames a check reads (see the module's docstring),
+    restricted to those runs."""
 
     def __init__(
         self,
@@ -631,7 +619,7 @@ class CheckContext:
                     self._on_error(run_id, failed[value])
         if not out:
             return empty_findings()
-        per_value = findings_frame([(v, f) for v, f in out]).rename({"run_id": column})
+        per_value = findings_frame(out).rename({"run_id": column})
         cols = ["run_id", column] + ([evidence] if evidence else [])
         joined = frame.select(cols).join(per_value.drop("span_ids"), on=column, how="inner")
         spans = pl.concat_list(evidence).list.drop_nulls() if evidence else pl.lit([])
@@ -729,12 +717,13 @@ def schema_message(message: str, count: int) -> str:
     return message + (f" (+{count - 1} more)" if count > 1 else "")
 
 
-_ESCAPES = str.maketrans({"\n": "\\n", "\r": "\\r", "\t": "\\t"})
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ESCAPE_TABLE = str.maketrans(_ESCAPES)
 
 
 def quote(text: Any, limit: int = 60) -> str:
     """A value in single quotes on one line, clipped, for a finding's detail."""
-    s = str(text).translate(_ESCAPES)
+    s = str(text).translate(_ESCAPE_TABLE)
     if len(s) > limit:
         s = s[: limit - 1] + "…"
     return f"'{s}'"
@@ -743,7 +732,7 @@ def quote(text: Any, limit: int = 60) -> str:
 def quote_expr(expr: pl.Expr, limit: int = 60) -> pl.Expr:
     """`quote` as a polars expression, for details built column-wise."""
     s = expr
-    for raw, shown in (("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t")):
+    for raw, shown in _ESCAPES.items():
         s = s.str.replace_all(raw, shown, literal=True)
     clipped = (
         pl.when(s.str.len_chars() > limit)
@@ -767,6 +756,34 @@ def rust_regex_error(pattern: str) -> str | None:
         lines = [ln.strip() for ln in str(err).splitlines() if ln.strip().startswith("error:")]
         return lines[0].removeprefix("error:").strip() if lines else str(err).splitlines()[0]
     return None
+
+
+def patterns_ok(env: LoadEnv, key: str, patterns: Iterable[Any], consequence: str) -> bool:
+    """Whether each text of ``patterns`` (the option ``key``) is a usable pattern: valid
+    (`rust_regex_error`) and not matching the empty text, which would mean ``consequence``.
+    Each problem goes to ``env.report``; items that are not texts are left alone."""
+    ok = True
+    for i, pattern in enumerate(patterns):
+        if not isinstance(pattern, str):
+            continue
+        problem = rust_regex_error(pattern)
+        if problem is None and pl.select(pl.lit("").str.contains(pattern)).item():
+            problem = f"it matches the empty text, so {consequence}"
+        if problem:
+            env.report((key, i), f"invalid pattern {pattern!r}: {problem}")
+            ok = False
+    return ok
+
+
+def calls_over(calls: pl.DataFrame, limit: int, span: str) -> pl.DataFrame:
+    """The runs with more than ``limit`` rows in ``calls`` (steps with ``call_no``): run_id,
+    ``_n`` (their count) and ``_over`` (column ``span`` of the calls beyond the limit)."""
+    return (
+        calls.sort("run_id", "call_no")
+        .group_by("run_id", maintain_order=True)
+        .agg(pl.len().alias("_n"), pl.col(span).filter(pl.col("call_no") >= limit).alias("_over"))
+        .filter(pl.col("_n") > limit)
+    )
 
 
 _SECTION = re.compile(r"^(?P<title>[A-Z][A-Za-z ]+)\n-{3,}$", re.MULTILINE)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from analyzer.checks.base import Check, CheckContext, findings, fmt_num
+from analyzer.checks.base import Check, CheckContext, calls_over, findings, fmt_num
 
 __all__ = ["Budget"]
 
@@ -68,11 +68,8 @@ class Budget(Check):
     max_tokens: int | None = None
     max_duration_s: float | None = None
 
-    def _limits(self) -> list[str]:
-        return [name for name in _LIMITS if getattr(self, name) is not None]
-
     def check(self, ctx: CheckContext) -> list[pl.DataFrame]:
-        limits = self._limits()
+        limits = [name for name in _LIMITS if getattr(self, name) is not None]
         status = "unverifiable" if len(limits) == 1 else "partial"
         runs = ctx.runs
         agent = "agent_span_id"  # the evidence of a limit of the whole run
@@ -112,21 +109,8 @@ class Budget(Check):
             if limit is None:
                 continue
             span = "span" if "span" in calls.columns else "span_id"
-            over = (
-                calls.sort("run_id", "call_no")
-                .group_by("run_id", maintain_order=True)
-                .agg(
-                    pl.len().alias("_n"),
-                    pl.col(span).filter(pl.col("call_no") >= limit).alias("_over"),
-                )
-                .filter(pl.col("_n") > limit)
-            )
-            emit(
-                over,
-                name,
-                pl.format(f"{{}} {what} > {name} {limit}", "_n"),
-                "_over",
-            )
+            over = calls_over(calls, limit, span)
+            emit(over, name, pl.format(f"{{}} {what} > {name} {limit}", "_n"), "_over")
         if self.max_tokens is not None:
             limit = self.max_tokens
             tokens = runs.with_columns(

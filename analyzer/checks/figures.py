@@ -123,23 +123,6 @@ _ID = (
     r"(?:[-_/.#][\p{L}0-9_]+)*)"
 )
 
-# Order matters: at a given position the first alternative that matches wins, so dates and
-# times come before plain numbers, and numbers before ids.
-_ALTERNATIVES = (
-    _DATE_ISO,
-    _DATE_YMD,
-    _DATE_NUM,
-    _DATE_DMY,
-    _DATE_MDY,
-    _DATE_MY,
-    _TIME,
-    _NUMBER,
-    _ID,
-)
-
-#: The figure scanner (Rust regex syntax): every match is one figure as written.
-FIGURE_PATTERN = "|".join(f"(?:{alt})" for alt in _ALTERNATIVES)
-
 # Glued suffixes that leave a number a number (anything else makes the token an identifier).
 _ORDINALS = ("er", "re", "ère", "e", "è", "ème", "eme", "st", "nd", "rd", "th")
 _SCALES = {
@@ -492,6 +475,9 @@ def _number(frame: pl.DataFrame) -> _Built:
     return pl.concat([info, ident[0]]), pl.concat([keys, ident[1]])
 
 
+# Each alternative of the scanner and the builder of its keys. Order matters: at a given
+# position the first alternative that matches wins, so dates and times come before plain
+# numbers, and numbers before ids.
 _BRANCHES = (
     (_DATE_ISO, _dates((_int("d1y"), _int("d1m"), _int("d1d")))),
     (_DATE_YMD, _dates((_int("d2y"), _int("d2m"), _int("d2d")))),
@@ -507,3 +493,6 @@ _BRANCHES = (
     (_NUMBER, _number),
     (_ID, _identifier),
 )
+
+#: The figure scanner (Rust regex syntax): every match is one figure as written.
+FIGURE_PATTERN = "|".join(f"(?:{alternative})" for alternative, _ in _BRANCHES)

@@ -12,9 +12,9 @@ from analyzer.checks.base import (
     CheckContext,
     LoadEnv,
     findings,
+    patterns_ok,
     quote,
     quote_expr,
-    rust_regex_error,
     with_decoded_answers,
 )
 
@@ -62,14 +62,8 @@ class ForbiddenText(Check):
 
     @classmethod
     def from_options(cls, options: dict[str, Any], env: LoadEnv) -> Check | None:
-        ok = True
-        for i, pattern in enumerate(options["patterns"]):
-            problem = rust_regex_error(pattern)
-            if problem is None and pl.select(pl.lit("").str.contains(pattern)).item():
-                problem = "it matches the empty text, so every answer would be flagged"
-            if problem:
-                env.report(("patterns", i), f"invalid pattern {pattern!r}: {problem}")
-                ok = False
+        consequence = "every answer would be flagged"
+        ok = patterns_ok(env, "patterns", options["patterns"], consequence)
         return super().from_options(options, env) if ok else None
 
     def check(self, ctx: CheckContext) -> list[pl.DataFrame]:

@@ -475,7 +475,7 @@ def _number_keys(leaves: pl.DataFrame) -> pl.DataFrame:
 def _expand(text: str) -> str:
     try:
         return format(Decimal(text), "f")
-    except InvalidOperation:  # pragma: no cover - JSON numbers always parse
+    except InvalidOperation:  # an exponent beyond what Decimal reads
         return text
 
 
@@ -500,17 +500,15 @@ def argument_leaves(calls: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
         parts.append(flat)
     texts = rest.select("arguments").unique().get_column("arguments").to_list()
     parsed: dict[str, list[tuple[str, str, str, bool]] | None] = {t: _walk(t) for t in texts}
-    rows: dict[str, list[Any]] = {k: [] for k in _LEAVES}
+    rows: list[tuple[Any, ...]] = []
     bad = []
     for call, text in rest.select("_call", "arguments").iter_rows():
         found = parsed[text]
         if found is None:
             bad.append(call)
             continue
-        for i, (path, name, value, is_number) in enumerate(found):
-            for key, item in zip(_LEAVES, (call, i, path, name, value, is_number), strict=True):
-                rows[key].append(item)
-    parts.append(pl.DataFrame(rows, schema=_LEAVES))
+        rows.extend((call, i, *leaf) for i, leaf in enumerate(found))
+    parts.append(pl.DataFrame(rows, schema=_LEAVES, orient="row"))
     leaves = pl.concat([p.cast(_LEAVES) for p in parts], how="vertical")  # type: ignore[arg-type]
     malformed = calls.filter(pl.col("_call").is_in(bad)).select("_call", "run_id")
     return leaves, malformed

@@ -13,8 +13,8 @@ from analyzer.checks.base import (
     LoadEnv,
     empty_findings,
     findings,
+    patterns_ok,
     quote_expr,
-    rust_regex_error,
 )
 from analyzer.checks.figures import extract_figures, source_keys, unescape_json
 
@@ -87,16 +87,8 @@ class GroundedFigures(Check):
 
     @classmethod
     def from_options(cls, options: dict[str, Any], env: LoadEnv) -> Check | None:
-        ok = True
-        for i, item in enumerate(options.get("ignore") or ()):
-            if not isinstance(item, str):
-                continue
-            problem = rust_regex_error(item)
-            if problem is None and pl.select(pl.lit("").str.contains(item)).item():
-                problem = "it matches the empty text, so every figure would be ignored"
-            if problem:
-                env.report(("ignore", i), f"invalid pattern {item!r}: {problem}")
-                ok = False
+        consequence = "every figure would be ignored"
+        ok = patterns_ok(env, "ignore", options.get("ignore") or (), consequence)
         return super().from_options(options, env) if ok else None
 
     def _ignored(self) -> pl.Expr:

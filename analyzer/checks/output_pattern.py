@@ -125,11 +125,9 @@ class OutputPattern(Check):
                 extracted,
                 schema={"run_id": pl.String, "answer_span_id": pl.String, "_value": pl.String},
                 orient="row",
-            )
+            ).with_columns(_decoded=pl.lit(None, pl.String))
             what = field
         whole = f"^(?:{self.pattern})$"
-        if "_decoded" not in values.columns:
-            values = values.with_columns(_decoded=pl.lit(None, pl.String))
         bad = values.filter(
             ~pl.col("_value").str.contains(whole)
             & ~pl.col("_decoded").str.contains(whole).fill_null(False)

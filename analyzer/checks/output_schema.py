@@ -18,7 +18,6 @@ try:  # a fast validity check; jsonschema alone works, slower (see AnswerSchema)
 except ImportError:  # pragma: no cover - exercised by monkeypatching in the tests
     jsonschema_rs = None
 import polars as pl
-import yaml
 
 from analyzer.checks.base import (
     INTERNAL,
@@ -30,7 +29,7 @@ from analyzer.checks.base import (
     quote,
     schema_message,
 )
-from analyzer.yamlplace import load_yaml
+from analyzer.yamlplace import read_document
 
 if TYPE_CHECKING:
     from referencing import Resource
@@ -117,10 +116,9 @@ class OutputSchema(Check):
 class AnswerSchema:
     """A JSON Schema (Draft 2020-12) ready to judge answers.
 
-    Answers are judged by jsonschema-rs when installed (a Rust validator, about 100 times
-    faster than the pure-Python one on typical verdict schemas, which matters at 75k answers),
-    else by the `jsonschema` package, which also checks the schema itself at load time.
-    Formats are not asserted by either. The two word their errors differently.
+    Answers are judged by jsonschema-rs when installed (a Rust validator, far faster), else by
+    the `jsonschema` package. Formats are not asserted by either. The two word their errors
+    differently.
     """
 
     def __init__(self, document: Any, path: Path, sha256: str | None = None):
@@ -173,20 +171,6 @@ class AnswerSchema:
         return f"answer fails the schema at {where}: {schema_message(message, count)}", where
 
 
-def _read_document(path: Path) -> Any:
-    """A JSON or YAML document from disk; ValueError says what is wrong, with the path."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ValueError(f"cannot read schema file {path}: {err.strerror or err}") from err
-    try:
-        if path.suffix.lower() in (".yaml", ".yml"):
-            return load_yaml(text)[0]
-        return json.loads(text)
-    except (ValueError, yaml.YAMLError) as err:
-        raise ValueError(f"schema file {path} is not valid JSON/YAML: {err}") from err
-
-
 def _retrieve_document(uri: str) -> Any:
     # Only local files: agenttrace never reaches the network.
     parsed = urlparse(uri)
@@ -194,7 +178,7 @@ def _retrieve_document(uri: str) -> Any:
         from referencing.exceptions import NoSuchResource
 
         raise NoSuchResource(ref=uri)
-    return _read_document(Path(url2pathname(parsed.path)))
+    return read_document(Path(url2pathname(parsed.path)), "schema file")
 
 
 def _retrieve(uri: str) -> Resource:
@@ -235,7 +219,7 @@ def load_json_schema(path: Path) -> AnswerSchema:
         if uri in seen:
             continue
         seen.add(uri)
-        doc = _read_document(file)
+        doc = read_document(file, "schema file")
         digest.update(json.dumps(doc, sort_keys=True, default=str).encode())
         if root is None:
             root = doc

@@ -178,12 +178,10 @@ class _Watchdog:
         self._armed: dict[int, list[Any]] = {}
         self._token = 0
         self._thread: threading.Thread | None = None
-        self._pid = os.getpid()
 
     def arm(self, thread_id: int, seconds: float, what: str) -> int:
         with self._cond:
-            if self._thread is None or self._pid != os.getpid():  # a forked worker: anew
-                self._pid = os.getpid()
+            if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._watch, name="agenttrace-plugin-watchdog", daemon=True
                 )

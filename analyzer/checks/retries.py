@@ -100,29 +100,17 @@ class Retries(Check):
             found.group_by("run_id", maintain_order=True)
             .agg(
                 n.sum().alias("_n"),
-                n.filter(pl.col("pattern") == "model_after_failure").sum().alias("_failure"),
-                n.filter(pl.col("pattern") == "model_after_answer").sum().alias("_answer"),
-                n.filter(pl.col("pattern") == "tool_repeat").sum().alias("_tool"),
-                n.filter(pl.col("pattern") == "http_resend").sum().alias("_http"),
+                *(n.filter(pl.col("pattern") == p).sum().alias(p) for p in RETRY_PATTERNS),
                 pl.col("tool").drop_nulls().unique().sort().str.join(", ").alias("_tools"),
                 pl.col("retry_span_id").unique(maintain_order=True).alias("_spans"),
             )
             .filter(pl.col("_n") > self.max)
         )
         parts = [
-            _counted("_failure", "model call", "model calls", " after failure"),
-            _counted("_answer", "model call", "model calls", " after an answer"),
-            pl.when(pl.col("_tool") > 0).then(
-                pl.format(
-                    "{} {} {}",
-                    "_tool",
-                    pl.when(pl.col("_tool") == 1)
-                    .then(pl.lit("repeated tool call"))
-                    .otherwise(pl.lit("repeated tool calls")),
-                    "_tools",
-                )
-            ),
-            _counted("_http", "HTTP resend", "HTTP resends", ""),
+            _counted("model_after_failure", "model call", " after failure"),
+            _counted("model_after_answer", "model call", " after an answer"),
+            _counted("tool_repeat", "repeated tool call", pl.format(" {}", "_tools")),
+            _counted("http_resend", "HTTP resend", ""),
         ]
         return findings(
             per_run,
@@ -138,11 +126,12 @@ class Retries(Check):
         )
 
 
-def _counted(column: str, one: str, many: str, suffix: str) -> pl.Expr:
+def _counted(column: str, noun: str, suffix: str | pl.Expr) -> pl.Expr:
     """'2 model calls after failure' for a positive count, else null (left out of the detail)."""
     n = pl.col(column)
-    noun = pl.when(n == 1).then(pl.lit(one)).otherwise(pl.lit(many))
-    return pl.when(n > 0).then(pl.format("{} {}{}", n, noun, pl.lit(suffix)))
+    plural = pl.when(n == 1).then(pl.lit("")).otherwise(pl.lit("s"))
+    suffix = pl.lit(suffix) if isinstance(suffix, str) else suffix
+    return pl.when(n > 0).then(pl.format("{} {}{}{}", n, pl.lit(noun), plural, suffix))
 
 
 def retry_steps(runset: RunSet) -> pl.DataFrame:

@@ -16,6 +16,7 @@ from analyzer.checks.base import (
     CheckContext,
     LoadEnv,
     RunFinding,
+    calls_over,
     did_you_mean,
     empty_findings,
     findings,
@@ -228,17 +229,8 @@ class Trajectory(Check):
     def _max_steps(self, calls: pl.DataFrame) -> pl.DataFrame:
         limit = self.max_steps
         assert limit is not None
-        counts = (
-            calls.sort("run_id", "call_no")
-            .group_by("run_id", maintain_order=True)
-            .agg(
-                pl.len().alias("_n"),
-                pl.col("span").filter(pl.col("call_no") >= limit).alias("_over"),
-            )
-            .filter(pl.col("_n") > limit)
-        )
         return findings(
-            counts,
+            calls_over(calls, limit, "span"),
             "max_steps",
             pl.format("{} tool calls > max_steps {}", "_n", pl.lit(limit)),
             spans="_over",
@@ -393,7 +385,7 @@ def _as_number(value: Any) -> Decimal | None:
     if isinstance(value, str) and _NUMBER.match(value.strip()):
         try:
             return Decimal(value.strip())
-        except InvalidOperation:  # pragma: no cover - the regex admits only valid numbers
+        except InvalidOperation:  # an exponent beyond what Decimal reads
             return None
     return None
 
