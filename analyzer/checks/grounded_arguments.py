@@ -472,11 +472,19 @@ def _number_keys(leaves: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+#: Digits beyond which a number in exponent form is compared as written, not expanded: no
+#: source states such a figure in full, and 1e999999999 would expand to a gigabyte of zeros.
+_EXPAND_MAX_DIGITS = 400
+
+
 def _expand(text: str) -> str:
     try:
-        return format(Decimal(text), "f")
+        number = Decimal(text)
     except InvalidOperation:  # an exponent beyond what Decimal reads
         return text
+    if abs(number.adjusted()) > _EXPAND_MAX_DIGITS:
+        return text
+    return format(number, "f")
 
 
 # --- argument leaves ---------------------------------------------------------------------------
