@@ -243,6 +243,24 @@ def test_numeric_match_with_relative_tolerance_and_decimal_arithmetic():
     assert field_matches(both, 15) and not field_matches(both, Decimal("15.1"))
 
 
+def test_numeric_match_of_a_number_beyond_the_decimal_range_is_a_miss_not_a_crash():
+    huge = Decimal("1e999999999999999999")  # an answer parsed with parse_float=Decimal
+    assert not field_matches(label(100, "numeric", tolerance=Decimal("0.5")), huge)
+    assert not field_matches(
+        label(100, "numeric", tolerance=Decimal("0.5")), Decimal("-1e999999999999999999")
+    )
+    assert field_matches(label(huge, "numeric"), huge)
+    assert not field_matches(
+        label(huge, "numeric", relative_tolerance=Decimal("0.1")), Decimal("-1e999999999999999999")
+    )
+    assert not field_matches(label(huge, "exact"), Decimal(100))
+    nan, inf = Decimal("NaN"), Decimal("Infinity")
+    assert not field_matches(label(100, "numeric", tolerance=Decimal("0.5")), nan)
+    assert not field_matches(label(nan, "numeric"), nan)
+    assert field_matches(label(inf, "numeric"), inf)
+    assert not field_matches(label(inf, "numeric", relative_tolerance=Decimal(1)), -inf)
+
+
 @pytest.mark.parametrize(
     ("value", "ok"),
     [
@@ -363,6 +381,34 @@ def test_fields_missing_wrong_and_nested(tmp_path):
     }
     assert [f["field"] for f in out["critical_fields"]] == ["decision"]
     assert out["all_critical_correct"]["k"] == 1 and out["all_critical_correct"]["n"] == 1
+
+
+def test_hostile_numbers_in_answers_and_labels_are_scored_not_a_crash(tmp_path):
+    huge = "1e99999999999999999999"  # beyond the exponents a Decimal holds
+    path = tmp_path / "labels.jsonl"
+    path.write_text(
+        f'{{"case_id": "r1", "fields": {{"amount": {{"expected": 12, "match": "numeric"}}}}}}\n'
+        f'{{"case_id": "r2", "fields": {{"amount": {{"expected": {huge}, "match": "numeric"}}}}}}\n'
+        '{"case_id": "r3", "fields": {"amount": {"expected": 12, "match": "numeric"}}}\n'
+        # a Decimal holds this one, but as an int it would have 10**18 digits
+        '{"case_id": "r4", "fields": {"amount": {"expected": 1e999999999999999999}}}\n'
+    )
+    runs, steps = frames(
+        {
+            "r1": f'{{"amount": {huge}}}',
+            "r2": f'{{"amount": {huge}}}',
+            "r3": '{"amount": NaN}',
+            "r4": '{"amount": 1E+999999999999999999}',
+        },
+        [],
+    )
+    scored = score_labels(load_labels(path), runs, steps)
+    assert scored.fields.sort("run_id").select("run_id", "status").rows() == [
+        ("r1", "wrong"),
+        ("r2", "correct"),  # both read as the same infinity
+        ("r3", "wrong"),
+        ("r4", "correct"),
+    ]
 
 
 def test_tools_recall_omission_wrong_tool_and_argument_precision(tmp_path):

@@ -6,7 +6,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 import polars as pl
@@ -48,6 +48,10 @@ ID_VALUE = r"^[A-Za-z0-9][A-Za-z0-9_.\-]+[A-Za-z0-9]$"
 
 # Compared as figures (numbers and dates by value) rather than as text.
 _FIGURE_KINDS = ("number", "amount", "percentage", "date", "time")
+#: A JSON number whose exponent has four digits or more (``1e999999999``) is compared as
+#: written, like a text: no source states such a figure in full, and writing it out could take
+#: gigabytes.
+_AS_WRITTEN = pl.col("is_number") & pl.col("value").str.contains(r"[eE][+-]?0*[1-9][0-9]{3,}$")
 _LEAVES = {
     "_call": pl.UInt32,
     "leaf_no": pl.Int64,
@@ -185,7 +189,9 @@ class GroundedArguments(Check):
             ),
             "_text",
         )
-        as_figure = pl.col("is_number") | pl.col("kind").is_in(_FIGURE_KINDS).fill_null(False)
+        as_figure = (pl.col("is_number") & ~_AS_WRITTEN) | pl.col("kind").is_in(
+            _FIGURE_KINDS
+        ).fill_null(False)
         sources = ctx.sources.select("run_id", "available_ns", "span_id", "text")
         by_value = self._by_value(figures.filter(as_figure), keys, sources).select(_MISSING)
         # A text that reads as a figure may also be grounded as text ("127745" in CMD-127745).
@@ -465,26 +471,11 @@ def _number_keys(leaves: pl.DataFrame) -> pl.DataFrame:
     the rare exponent form is expanded in Python, once per distinct value)."""
     plain = leaves.select("_call", "leaf_no", pl.col("value").str.strip_chars_start("-"))
     exponent = plain.filter(pl.col("value").str.contains("[eE]"))
-    expanded = {v: _expand(v) for v in exponent.get_column("value").unique().to_list()}
+    expanded = {v: format(Decimal(v), "f") for v in exponent.get_column("value").unique()}
     plain = plain.with_columns(pl.col("value").replace(expanded) if expanded else pl.col("value"))
     return plain.select(
         "_call", "leaf_no", pl.concat_str(pl.lit("N:"), canon_number(pl.col("value"))).alias("key")
     )
-
-
-#: Digits beyond which a number in exponent form is compared as written, not expanded: no
-#: source states such a figure in full, and 1e999999999 would expand to a gigabyte of zeros.
-_EXPAND_MAX_DIGITS = 400
-
-
-def _expand(text: str) -> str:
-    try:
-        number = Decimal(text)
-    except InvalidOperation:  # an exponent beyond what Decimal reads
-        return text
-    if abs(number.adjusted()) > _EXPAND_MAX_DIGITS:
-        return text
-    return format(number, "f")
 
 
 # --- argument leaves ---------------------------------------------------------------------------

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -21,6 +20,7 @@ from analyzer.checks.base import (
     rust_regex_error,
     with_decoded_answers,
 )
+from analyzer.exactjson import loads_exact
 
 __all__ = ["OutputPattern", "answer_field"]
 
@@ -156,7 +156,7 @@ def answer_field(text: str, field: str) -> str | _Problem | None:
     """The text of ``field`` in a JSON answer: a str, None (null or absent), or a problem."""
     value = _field(text, field, orjson.loads)
     if isinstance(value, float):  # matched as written ("249.50", not 249.5)
-        value = _field(text, field, lambda t: json.loads(t, parse_float=Decimal))
+        value = _field(text, field, loads_exact)
     if isinstance(value, _Problem) or value is None:
         return value
     if isinstance(value, bool):
@@ -173,7 +173,7 @@ def _field(text: str, field: str, loads) -> Any:
         doc = loads(text)
     except ValueError:  # orjson.JSONDecodeError is a ValueError too
         if loads is orjson.loads:  # NaN, huge integers: the standard library is laxer
-            return _field(text, field, lambda t: json.loads(t, parse_float=Decimal))
+            return _field(text, field, loads_exact)
         return _Problem("not_json")
     if not isinstance(doc, dict):
         return _Problem("not_json")

@@ -147,6 +147,7 @@ class AnswerSchema:
 
     def verdict(self, text: str) -> tuple[str, str | None] | None:
         """None for a valid answer, else (detail, location of the error)."""
+        fast = self.fast
         try:
             doc = orjson.loads(text)
         except orjson.JSONDecodeError:
@@ -154,10 +155,13 @@ class AnswerSchema:
                 doc = json.loads(text)
             except json.JSONDecodeError as err:
                 return f"answer is not JSON ({err.msg} at char {err.pos}): {quote(text, 40)}", None
-        if self.fast is not None:
-            if self.fast.is_valid(doc):
+            # What orjson refuses and the standard library reads (NaN, a number past the float
+            # range) holds infinities that jsonschema-rs would see as null.
+            fast = None
+        if fast is not None:
+            if fast.is_valid(doc):
                 return None
-            fast_errors = list(self.fast.iter_errors(doc))
+            fast_errors = list(fast.iter_errors(doc))
             first = fast_errors[0]  # in schema order
             where, message, count = json_path(first.instance_path), first.message, len(fast_errors)
         else:

@@ -23,6 +23,7 @@ from analyzer.checks.base import (
     quote,
     quote_expr,
 )
+from analyzer.exactjson import loads_exact
 
 __all__ = ["Trajectory", "same_value"]
 
@@ -257,7 +258,7 @@ class Trajectory(Check):
             pos = _ARGS_POS + 1000 * order[tool]
             spans = [row["span"]] if row["span"] else []
             try:
-                actual = json.loads(row["arguments"], parse_float=Decimal)
+                actual = loads_exact(row["arguments"])
             except ValueError:
                 actual = None
             if not isinstance(actual, dict):

@@ -53,7 +53,7 @@ import unicodedata
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import MAX_EMAX, MIN_EMIN, Decimal, InvalidOperation, Overflow, localcontext
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ import polars as pl
 
 from analyzer import linear_regex
 from analyzer.errors import InputError
+from analyzer.exactjson import loads_exact
 from analyzer.metrics.stats import rate
 from analyzer.resources import schema
 
@@ -140,7 +141,7 @@ def load_labels(path: str | Path) -> LabelSet:
             continue
         where = f"{path}:{number}"
         try:
-            data = json.loads(line, parse_float=Decimal)
+            data = loads_exact(line)
         except ValueError as err:
             problems.append(f"{where}: not a JSON object ({err})")
             continue
@@ -171,9 +172,10 @@ def load_labels(path: str | Path) -> LabelSet:
 
 
 def _plain(value: Any) -> Any:
-    """Decimals back to floats/ints for the schema validator."""
+    """Decimals as floats for the schema validator (it has no integer type to check, and
+    ``float`` is bounded where ``int(Decimal("1e999999999"))`` is not)."""
     if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
+        return float(value)
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -358,7 +360,14 @@ def field_matches(label: FieldLabel, value: Any) -> bool:
         want, got = parse_number(expected), parse_number(value)
         if want is None or got is None:
             return False
-        return abs(got - want) <= max(label.tolerance, label.relative_tolerance * abs(want))
+        if not (want.is_finite() and got.is_finite()):
+            return want == got  # NaN matches nothing, an infinity only itself
+        # In Decimal's widest exponent range an answer of 1e999999999999999999 is a number, and
+        # a difference past even that range is infinite (out of any tolerance), not an error.
+        with localcontext() as ctx:
+            ctx.Emax, ctx.Emin = MAX_EMAX, MIN_EMIN
+            ctx.traps[Overflow] = False
+            return abs(got - want) <= max(label.tolerance, label.relative_tolerance * abs(want))
     if label.match == "regex":
         if isinstance(value, dict | list):
             return False
@@ -385,7 +394,7 @@ def _parse_json(text: str | None) -> Any:
     if text is None:
         return _MISSING
     try:
-        return json.loads(text, parse_float=Decimal)
+        return loads_exact(text)
     except ValueError:
         return _MISSING
 
