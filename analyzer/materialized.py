@@ -229,6 +229,6 @@ def _schema_only(path: Path) -> pl.DataFrame:
             schema = pa.ipc.open_file(source).schema
     except (OSError, pa.ArrowException) as err:
         raise InputError(f"{path}: unreadable rule results: {err}") from err
-    frame = pl.from_arrow(schema.empty_table())
+    frame = pl.from_arrow(empty_table(schema))
     assert isinstance(frame, pl.DataFrame)
     return frame

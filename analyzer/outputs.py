@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from analyzer.checks import COVERAGE_SCHEMA, FINDING_SCHEMA, Evaluation
 from analyzer.outfiles import output_folder, replacing, write_text
+from analyzer.spans import empty_table
 
 __all__ = ["write_outputs"]
 
@@ -86,7 +87,7 @@ def _with_started_at(runs: pa.RecordBatchReader) -> pa.RecordBatchReader:
         started = pl.from_epoch("started_ns", time_unit="ns").dt.replace_time_zone("UTC")
         return frame.with_columns(started_at=started).to_arrow()
 
-    schema = convert(runs.schema.empty_table()).schema
+    schema = convert(empty_table(runs.schema)).schema
     return pa.RecordBatchReader.from_batches(
         schema,
         (out for batch in runs for out in convert(pa.Table.from_batches([batch])).to_batches()),

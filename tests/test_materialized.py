@@ -367,3 +367,21 @@ def test_kept_facts_are_read_part_by_part_above_the_in_memory_size(
 
     monkeypatch.setattr(SummaryFacts, "runs", whole)
     assert build_summary(result) == reference
+
+
+def test_a_report_from_kept_results_does_not_import_pandas(tmp_path: Path) -> None:
+    # pyarrow's Schema.empty_table imports pandas where it is installed (the spark extra
+    # brings it): a third of a second added to the one second a report of a dataset takes.
+    pytest.importorskip("pandas")
+    dataset = tmp_path / "ds"
+    result = CliRunner().invoke(main, ["ingest", str(SAMPLES), "--out", str(dataset)])
+    assert result.exit_code == 0, result.output
+    code = (
+        "import sys\n"
+        "from analyzer.cli import main\n"
+        f"main(['report', {str(dataset)!r}, '-j', '2'], standalone_mode=False)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas'))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == "[]"
