@@ -7,7 +7,7 @@ import json
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,6 +79,41 @@ _REDACT_SALT = click.option(
     help="Salt of --redact (implies it): the same salt gives the same hashes across reports. "
     "Default: a random salt, printed on stderr and written to no file.",
 )
+_QUIET = "agenttrace.quiet"
+_QUIET_OPTION = click.option(
+    "--quiet",
+    "-q",
+    is_flag=True,
+    expose_value=False,
+    callback=lambda ctx, _param, value: ctx.meta.__setitem__(_QUIET, value),
+    help="No progress on standard error (a bar on a terminal, log lines otherwise).",
+)
+_JOBS = click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Processes to parse and analyze with (default: the CPUs this process may use).",
+)
+
+
+def _options(*decorators: Callable) -> Callable:
+    """One decorator that adds the options `decorators` add, listed in --help in this order."""
+
+    def apply(func: Callable) -> Callable:
+        for decorator in reversed(decorators):
+            func = decorator(func)
+        return func
+
+    return apply
+
+
+#: The options of the commands that check runs: the keys of runs and cases, the rule packs and
+#: prices, the golden labels; and those of redaction.
+_CHECKS = _options(_RULES, _ALLOW_PLUGINS, _PRICES)
+_KEYS = _options(_RUN_KEY, _CASE_KEY)
+_ANALYSIS = _options(_KEYS, _CHECKS, _LABELS)
+_REDACTION = _options(_REDACT, _REDACT_SALT)
 
 
 def _redacted(
@@ -108,6 +143,15 @@ def _packs(rule_packs: tuple[Path, ...], allow_plugins: bool) -> tuple:
     if rule_packs:
         return tuple(load_packs(rule_packs, allow_plugins=allow_plugins))
     return (load_default_pack(),)
+
+
+def _labels(labels_file: Path | None):
+    """The golden labels of --labels (`analyzer.metrics.labels.load_labels`), None without."""
+    if labels_file is None:
+        return None
+    from analyzer.metrics.labels import load_labels
+
+    return load_labels(labels_file)
 
 
 def _command_line(salt: str | None) -> list[str]:
@@ -197,20 +241,6 @@ def _progress():
     return Progress()
 
 
-_QUIET = "agenttrace.quiet"
-
-
-def _quiet_option(func: Callable) -> Callable:
-    return click.option(
-        "--quiet",
-        "-q",
-        is_flag=True,
-        expose_value=False,
-        callback=lambda ctx, _param, value: ctx.meta.__setitem__(_QUIET, value),
-        help="No progress on standard error (a bar on a terminal, log lines otherwise).",
-    )(func)
-
-
 def _early_pool(paths: tuple[Path, ...], jobs: int | None, partitions: int | None, engine: str):
     """Worker processes started now (`analyzer.workers.start_pool`) when the command will read
     `paths` partitioned on several processes: trace files (not a dataset) whose span table
@@ -237,48 +267,15 @@ def _early_pool(paths: tuple[Path, ...], jobs: int | None, partitions: int | Non
     return pool
 
 
-def _analyze(
-    paths: tuple[Path, ...],
-    run_key: str | None = None,
-    case_key: str | None = None,
-    packs: tuple = (),
-    prices=None,
-    *,
-    jobs: int | None = None,
-    partitions: int | None = None,
-    spill: Path | None = None,
-    since_ns: int | None = None,
-    until_ns: int | None = None,
-    case_class: str | None = None,
-    tables: Collection[str] | None = None,
-    digests: bool = True,
-    pool=None,
-):
-    """In process (`partitions` 0) or in N partitions; None (auto): partitioned when the input
-    is big or is a dataset with prebuilt runs, else in process. `tables`: the per-run tables
-    the command reads (see `analyze_paths`; None: all); `digests`: the input files are
-    hashed (their SHA-256 in the log); `pool`: the workers `_early_pool` started."""
+def _analyze(paths: tuple[Path, ...], **options: Any):
+    """`analyze_paths` of `paths` with `options` (its keywords; `pool`: the workers
+    `_early_pool` started), reporting its stages unless --quiet; InputError when `paths` is
+    empty or holds no trace file."""
     from analyzer.engine import analyze_paths
 
     if not paths:
         raise InputError("no input: give at least one trace file or folder")
-    analysis = analyze_paths(
-        list(paths),
-        partitions=partitions,
-        jobs=jobs,
-        spill=spill,
-        run_key=run_key,
-        case_key=case_key,
-        packs=packs,
-        prices=prices,
-        since_ns=since_ns,
-        until_ns=until_ns,
-        progress=_progress(),
-        case_class=case_class,
-        tables=tables,
-        digests=digests,
-        pool=pool,
-    )
+    analysis = analyze_paths(list(paths), progress=_progress(), **options)
     _require_traces(analysis.ingested.log)
     return analysis
 
@@ -326,16 +323,6 @@ def _quarantine_lines(log, limit: int = 10) -> list[str]:
     return lines
 
 
-def _jobs_option(func: Callable) -> Callable:
-    return click.option(
-        "--jobs",
-        "-j",
-        type=click.IntRange(min=1),
-        default=None,
-        help="Processes to parse and analyze with (default: the CPUs this process may use).",
-    )(func)
-
-
 def _time_ns(value: str | None, option: str) -> int | None:
     """An ISO 8601 time (a date, or date and time; UTC unless an offset is given) in ns."""
     if value is None:
@@ -361,11 +348,9 @@ def _time_ns(value: str | None, option: str) -> int | None:
     type=click.Path(path_type=Path),
     help="Dataset folder: a new one, or an existing dataset to append the new files to.",
 )
-@_jobs_option
-@_quiet_option
-@_RULES
-@_ALLOW_PLUGINS
-@_PRICES
+@_JOBS
+@_QUIET_OPTION
+@_CHECKS
 @_CASE_CLASS
 def ingest(
     paths: tuple[Path, ...],
@@ -454,16 +439,15 @@ def _fmt_int(value: int | None) -> str:
 
 
 @main.command()
-@_quiet_option
+@_QUIET_OPTION
 @_PATHS
-@_RUN_KEY
-@_CASE_KEY
+@_KEYS
 @click.option(
     "--format", "fmt", type=click.Choice(["table", "jsonl"]), default="table", show_default=True
 )
 def runs(paths: tuple[Path, ...], run_key: str | None, case_key: str | None, fmt: str) -> None:
     """List every reconstructed run, one line each."""
-    analysis = _analyze(paths, run_key, case_key)
+    analysis = _analyze(paths, run_key=run_key, case_key=case_key)
     frame = analysis.runs.runs
     if fmt == "jsonl":
         cols = [
@@ -505,19 +489,13 @@ def runs(paths: tuple[Path, ...], run_key: str | None, case_key: str | None, fmt
 
 @main.command()
 @click.argument("run_id", metavar="RUN_OR_CASE")
-@_quiet_option
+@_QUIET_OPTION
 @_PATHS
-@_RUN_KEY
-@_CASE_KEY
-@_RULES
-@_ALLOW_PLUGINS
-@_PRICES
-@_LABELS
+@_ANALYSIS
 @click.option(
     "--width", default=60, show_default=True, help="Characters kept of arguments and results."
 )
-@_REDACT
-@_REDACT_SALT
+@_REDACTION
 def show(
     run_id: str,
     paths: tuple[Path, ...],
@@ -540,13 +518,9 @@ def show(
     from analyzer.pricing import load_prices
 
     packs = tuple(load_packs(rule_packs, allow_plugins=allow_plugins)) if rule_packs else ()
-    labels = None
-    if labels_file is not None:
-        from analyzer.metrics.labels import load_labels
-
-        labels = load_labels(labels_file)
+    labels = _labels(labels_file)
     prices = load_prices(prices_file)
-    analysis = _analyze(paths, run_key, case_key, packs, prices)
+    analysis = _analyze(paths, run_key=run_key, case_key=case_key, packs=packs, prices=prices)
     matches = _runs_named(analysis.runs.runs, run_id)  # before --redact hashes the case ids
     analysis, _, _ = _redacted(analysis, redact, redact_salt)
     runs = analysis.runs.runs
@@ -755,17 +729,14 @@ _MERGE_REASONS = {
     "events": "one span per event of the call",
     "overlap": "another instrumentation recorded the same call within its time",
 }
+#: `analyzer.checks.base.SEVERITIES`, spelled here for --fail-on's choices: that module imports
+#: polars, which this one does not at start (`quiet_blas` runs first).
 _SEVERITIES = ("critical", "high", "medium", "low")
 
 
 @main.command()
 @_PATHS
-@_RUN_KEY
-@_CASE_KEY
-@_RULES
-@_ALLOW_PLUGINS
-@_PRICES
-@_LABELS
+@_ANALYSIS
 @_CASE_CLASS
 @click.option(
     "--out",
@@ -823,8 +794,8 @@ _SEVERITIES = ("critical", "high", "medium", "low")
     help="Exit 1 when a rule applied to no run or judged none, or its filter or tools name "
     "something no trace holds (summary.json: checks.unchecked).",
 )
-@_jobs_option
-@_quiet_option
+@_JOBS
+@_QUIET_OPTION
 @click.option(
     "--partitions",
     default="auto",
@@ -860,8 +831,7 @@ _SEVERITIES = ("critical", "high", "medium", "low")
     help="Spark master of --engine spark (local[N], spark://HOST:PORT, yarn, sc://HOST for "
     "Spark Connect). Default: $SPARK_REMOTE, else local[*].",
 )
-@_REDACT
-@_REDACT_SALT
+@_REDACTION
 def report(
     paths: tuple[Path, ...],
     run_key: str | None,
@@ -918,25 +888,19 @@ def report(
         check_folder(out)
     packs = _packs(rule_packs, allow_plugins)
     prices = load_prices(prices_file)
-    labels = None
-    if labels_file is not None:
-        from analyzer.metrics.labels import load_labels
-
-        labels = load_labels(labels_file)  # before the traces: a bad file fails fast
-    since_ns, until_ns = _time_ns(since, "--since"), _time_ns(until, "--until")
+    labels = _labels(labels_file)  # before the traces: a bad file fails fast
+    common = {
+        "run_key": run_key,
+        "case_key": case_key,
+        "packs": packs,
+        "prices": prices,
+        "since_ns": _time_ns(since, "--since"),
+        "until_ns": _time_ns(until, "--until"),
+    }
     if engine == "spark":
         from analyzer.spark import analyze_spark
 
-        analysis = analyze_spark(
-            list(paths),
-            master=spark_master,
-            run_key=run_key,
-            case_key=case_key,
-            packs=packs,
-            prices=prices,
-            since_ns=since_ns,
-            until_ns=until_ns,
-        )
+        analysis = analyze_spark(list(paths), master=spark_master, **common)
     else:
         # the summary, printed or as JSON, reads no runs, steps or coverage: not written then;
         # the input files' digests are read by the manifest of --out alone
@@ -946,15 +910,10 @@ def report(
         )
         analysis = _analyze(
             paths,
-            run_key,
-            case_key,
-            packs,
-            prices,
+            **common,
             jobs=jobs,
             partitions=parts,
             spill=spill,
-            since_ns=since_ns,
-            until_ns=until_ns,
             case_class=case_class,
             tables=None if reads_tables else (),
             digests=out is not None,
@@ -1117,12 +1076,7 @@ def rules_check(packs: tuple[Path, ...], allow_plugins: bool) -> None:
 @main.command()
 @click.argument("baseline", type=click.Path(path_type=Path))
 @click.argument("candidate", type=click.Path(path_type=Path))
-@_RUN_KEY
-@_CASE_KEY
-@_RULES
-@_ALLOW_PLUGINS
-@_PRICES
-@_LABELS
+@_ANALYSIS
 @click.option(
     "--gate",
     "gate_file",
@@ -1175,11 +1129,7 @@ def diff(
     gate = load_gate(gate_file) if gate_file is not None else None
     packs = _packs(rule_packs, allow_plugins)
     prices = load_prices(prices_file)
-    labels = None
-    if labels_file is not None:
-        from analyzer.metrics.labels import load_labels
-
-        labels = load_labels(labels_file)
+    labels = _labels(labels_file)
     sides = [
         load_side(
             path, packs=packs, prices=prices, run_key=run_key, case_key=case_key, labels=labels

@@ -301,3 +301,10 @@ def test_the_program_freezes_what_its_command_left_and_exits_with_its_code(monke
 
     (script,) = entry_points(group="console_scripts", name="agenttrace")
     assert script.value == "analyzer.cli:run"
+
+
+def test_the_fail_on_choices_are_the_severities_of_the_checks() -> None:
+    from analyzer.checks.base import SEVERITIES
+    from analyzer.cli import _SEVERITIES
+
+    assert _SEVERITIES == SEVERITIES
