@@ -51,6 +51,7 @@ from analyzer.partition import (
     STEP_BATCH,
     PartialResult,
     PartitionOptions,
+    analyze_partition,
     by_run,
     fill_log,
     merge_partials,
@@ -199,14 +200,6 @@ def _line_ranges(path: Path, jobs: int) -> list[tuple[int, int]] | None:
         return None
 
 
-def _hash_ranged(units: list[_Unit], digests: dict[str, str]) -> None:
-    """The SHA-256 of each file read in ranges whose units are ``hashed``, into `digests` (by
-    path): taken here while the processes read the ranges."""
-    for path, group in itertools.groupby(units, lambda u: u.path):
-        if any(u.kind == "range" and u.hashed for u in group):
-            digests[path] = sha256_of(Path(path))
-
-
 def _shifted(entries: list[dict[str, Any]], lines: int) -> list[dict[str, Any]]:
     """Quarantine or warning entries of a range read with its lines numbered from 1, their
     positions ("line 12", "line 12 span 3", "line 12, span S") moved on by `lines`."""
@@ -222,8 +215,7 @@ _LINE = re.compile(r"^line (\d+)")
 def _log_state(log: FileLog) -> dict[str, Any]:
     data = dataclasses.asdict(log)
     for name in ("quarantine", "warnings"):
-        if name in data:
-            data[name] = [q.as_dict() for q in getattr(log, name)]
+        data[name] = [q.as_dict() for q in getattr(log, name)]
     return data
 
 
@@ -232,8 +224,7 @@ def _add_log(into: FileLog, part: dict[str, Any], whole: bool) -> None:
     for name in ("records", "spans_read", "records_quarantined", "spans_quarantined"):
         setattr(into, name, getattr(into, name) + part[name])
     into.quarantine.extend(QuarantineEntry(**q) for q in part["quarantine"])
-    if "warnings" in part and hasattr(into, "warnings"):
-        into.warnings.extend(QuarantineEntry(**q) for q in part["warnings"])
+    into.warnings.extend(QuarantineEntry(**q) for q in part["warnings"])
     if whole:
         into.format, into.size, into.sha256 = part["format"], part["size"], part["sha256"]
 
@@ -273,16 +264,13 @@ def _spill_unit(unit: _Unit, spill: str, partitions: int, run_key: str | None) -
     batches = [shared_resources(batch) for batch in _read_unit(unit, log, cursor)]
     table = pa.Table.from_batches(batches, schema=SHARED_SCHEMA)
     del batches
-    _write_partitions(table, Path(spill) / "in", unit.index, partitions)
-    if run_key is not None and table.num_rows:
-        _run_key_candidates(table, run_key).write_ipc(Path(spill) / "keys" / f"u{unit.index:06d}")
-    return _log_state(log) | {"lines": cursor[0] - 1}
-
-
-def _write_partitions(table: pa.Table, folder: Path, unit: int, partitions: int) -> None:
     if table.num_rows:
         pid = partition_ids(table.column("trace_id"), partitions)
-        _write_by_partition(table, pid, folder, f"u{unit:06d}.arrow")
+        _write_by_partition(table, pid, Path(spill) / "in", f"u{unit.index:06d}.arrow")
+        if run_key is not None:
+            keys = _run_key_candidates(table, run_key)
+            keys.write_ipc(Path(spill) / "keys" / f"u{unit.index:06d}")
+    return _log_state(log) | {"lines": cursor[0] - 1}
 
 
 def _write_by_partition(table: pa.Table, pid: pa.Array, folder: Path, name: str) -> None:
@@ -302,11 +290,6 @@ def _write_by_partition(table: pa.Table, pid: pa.Array, folder: Path, name: str)
 def _write_ipc(table: pa.Table, path: Path) -> None:
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
-
-
-def _read_partition(folder: str, lines: dict[int, int]) -> pa.Table:
-    """The spans of one spilled partition (`_read_ipc_folder`)."""
-    return _read_ipc_folder(Path(folder), lines)
 
 
 def _read_ipc_folder(folder: Path, lines: dict[int, int] | None = None) -> pa.Table:
@@ -345,22 +328,20 @@ def _best_candidates(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _regroup(
-    source: int, spill: str, partitions: int, targets_file: str | None, lines: dict[int, int]
-) -> None:
+def _regroup(source: int, spill: str, targets: str | None, lines: dict[int, int]) -> None:
     """Move the spans of trace partition `source` to the partitions of their run-key value
-    (its files deleted once read; `lines`: see `_read_ipc_folder`)."""
+    (`targets`: the file of `_run_key_targets`; its files deleted once read; `lines`: see
+    `_read_ipc_folder`)."""
     folder = Path(spill) / "in" / f"p{source:05d}"
     table = _read_ipc_folder(folder, lines)
     shutil.rmtree(folder, ignore_errors=True)  # mapped: readable until `table` goes
     if not table.num_rows:
         return
-    if targets_file is None:
+    if targets is None:
         pid = pa.array([source] * table.num_rows, pa.uint32())
     else:
-        targets = pl.read_ipc(targets_file)
         frame = pl.DataFrame({"trace_id": pl.Series(table.column("trace_id"))}).with_row_index("_r")
-        joined = frame.join(targets, on="trace_id", how="left").sort("_r")
+        joined = frame.join(pl.read_ipc(targets), on="trace_id", how="left").sort("_r")
         pid = joined.select(pl.col("_p").fill_null(source).cast(pl.UInt32)).to_series().to_arrow()
     _write_by_partition(table, pid, Path(spill) / "grouped", f"s{source:05d}.arrow")
 
@@ -375,8 +356,8 @@ def _analyze_spilled(
     to `out`.<table>.arrow (see `spill_tables`); the rest. The partition's span files are
     deleted once read: their page cache is freed for the writes that follow, and the parent does
     not delete them all at the end."""
-    spans = _read_partition(folder, lines)
-    partial = options.analyze(spans)
+    spans = _read_ipc_folder(Path(folder), lines)
+    partial = analyze_partition(spans, options)
     del spans
     shutil.rmtree(folder, ignore_errors=True)
     return spill_facts(spill_tables(partial, out, tables=options.tables), out)
@@ -657,9 +638,7 @@ def analyze_paths(
         since_ns,
         until_ns,
         case_class or DEFAULT_CASE_CLASS,
-        RUN_TABLES
-        if tables is None
-        else tuple(n for n in RUN_TABLES if n == "findings" or n in tables),
+        tuple(n for n in RUN_TABLES if n == "findings" or tables is None or n in tables),
     )
     prebuilt = prebuilt_dataset(files) if run_key is None and case_key is None else None
     if prebuilt is not None and partitions != 0:
@@ -680,29 +659,15 @@ def analyze_paths(
             source = folder / "in"
             if run_key is not None:
                 targets = _run_key_targets(folder, partitions)
-                list(
-                    pool.map(
-                        _regroup,
-                        range(partitions),
-                        [str(folder)] * partitions,
-                        [partitions] * partitions,
-                        [targets] * partitions,
-                        [lines] * partitions,
-                    )
+                regroup = functools.partial(
+                    _regroup, spill=str(folder), targets=targets, lines=lines
                 )
+                list(pool.map(regroup, range(partitions)))
                 source, lines = folder / "grouped", {}
             outs = [str(folder / f"part-{p:05d}") for p in range(partitions)]
-            results = _tracked(
-                progress,
-                pool.map(
-                    _analyze_spilled,
-                    [str(source / f"p{p:05d}") for p in range(partitions)],
-                    outs,
-                    [options] * partitions,
-                    [lines] * partitions,
-                ),
-                partitions,
-            )
+            analyze = functools.partial(_analyze_spilled, options=options, lines=lines)
+            sources = [str(source / f"p{p:05d}") for p in range(partitions)]
+            results = _tracked(progress, pool.map(analyze, sources, outs), partitions)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -739,7 +704,7 @@ def _analyze_in_memory(
     spans, log, skipped = read_spans(list(paths), progress=read, jobs=jobs, digests=digests)
     if progress is not None:
         progress.close()
-    partial = options.reading(log).analyze(spans)
+    partial = analyze_partition(spans, options.reading(log))
     return merge_partials(
         [partial], log, packs=options.packs, prices=options.prices, skipped=skipped
     )
@@ -768,9 +733,8 @@ def _analyze_prebuilt_dataset(
         # kept results are a few small files per part: read on threads (a process takes
         # longer to start)
         with ThreadPoolExecutor(jobs) if kept else _pool(jobs) as pool:
-            run = itertools.repeat(_analyze_prebuilt)
-            futures = list(map(pool.submit, run, parts, outs, itertools.repeat(options)))
-            results = _tracked(progress, (f.result() for f in futures), len(futures))
+            analyze = functools.partial(_analyze_prebuilt, options=options)
+            results = _tracked(progress, pool.map(analyze, parts, outs), len(parts))
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
@@ -883,11 +847,12 @@ def _spill_all(
 
     The ranges are numbered apart because counting the lines before each one would take a read
     of the file in this process, whose CPU the readers of the ranges want."""
-    digests: dict[str, str] = {}
     if progress is not None:
         progress.stage("read", len(units), "files" if len(units) == len(owners) else "pieces")
     futures = [pool.submit(_spill_unit, unit, str(folder), partitions, run_key) for unit in units]
-    _hash_ranged(units, digests)
+    # the files read in ranges are hashed here, while the processes read the ranges
+    hashed = dict.fromkeys(u.path for u in units if u.kind == "range" and u.hashed)
+    digests = {path: sha256_of(Path(path)) for path in hashed}
     lines: dict[int, int] = {}
     read: dict[str, int] = {}  # lines of the ranges of a file read so far
     for unit, owner, future in zip(units, owners, futures, strict=True):
@@ -898,8 +863,7 @@ def _spill_all(
             if before:
                 lines[unit.index] = before
                 for name in ("quarantine", "warnings"):
-                    if name in state:
-                        state[name] = _shifted(state[name], before)
+                    state[name] = _shifted(state[name], before)
         if owner is not None:
             _add_log(owner, state, whole=unit.kind == "file")
         if progress is not None:
@@ -938,8 +902,8 @@ class _IngestPart:
 def _ingest_spilled(
     folder: str,
     known: str | None,
-    out: str,
     name: str,
+    out: str,
     old_parts: list[str],
     options: PartitionOptions | None,
     lines: dict[int, int],
@@ -952,7 +916,7 @@ def _ingest_spilled(
     from analyzer.materialized import keep_results
     from analyzer.prebuilt import build_prebuilt, write_prebuilt
 
-    spans = _read_partition(folder, lines)
+    spans = _read_ipc_folder(Path(folder), lines)
     files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
     log = IngestLog(files=[FileLog(path=f) for f in files])
     # each span's own resource list, as the dataset's parts hold them: decoded once gathered
@@ -989,7 +953,7 @@ def _ingest_spilled(
         counts={f.path: (f.spans_kept, f.duplicates) for f in log.files},
         orphans=count_orphans(pl.concat([old.drop("part"), keys])),
         part=part,
-        warnings={f.path: list(getattr(f, "warnings", [])) for f in log.files},
+        warnings={f.path: list(f.warnings) for f in log.files},
     )
 
 
@@ -1046,7 +1010,7 @@ def ingest_partitioned(
 
         prices = prices if prices is not None else load_prices()
         case_class = case_class or DEFAULT_CASE_CLASS
-        options = PartitionOptions(None, None, tuple(packs), prices, None, None, case_class)
+        options = PartitionOptions(packs=tuple(packs), prices=prices, case_class=case_class)
     jobs = jobs or default_jobs()
     files, skipped = expand_paths(list(paths))
     if partitions is None:  # from the input only, so that any `jobs` writes the same parts;
@@ -1068,35 +1032,26 @@ def ingest_partitioned(
             with _pool(jobs) as pool:
                 lines = _spill_all(pool, units, owners, folder, partitions, None, progress)
                 _changed_files(owners, before, digests or {})
+                write = functools.partial(
+                    _ingest_spilled,
+                    out=str(staging),
+                    old_parts=[str(out / p["path"]) for p in old_parts],
+                    options=options,
+                    lines=lines,
+                )
                 results = _tracked(
                     progress,
                     pool.map(
-                        _ingest_spilled,
+                        write,
                         [str(folder / "in" / f"p{p:05d}") for p in range(partitions)],
                         [known.get(p) for p in range(partitions)],
-                        [str(staging)] * partitions,
                         [f"part-{base + p:05d}.parquet" for p in range(partitions)],
-                        [[str(out / p["path"]) for p in old_parts]] * partitions,
-                        [options] * partitions,
-                        [lines] * partitions,
                     ),
                     partitions,
                 )
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-        partials = [
-            PartialResult(
-                runs=pl.DataFrame(),
-                steps=pl.DataFrame(),
-                findings=None,
-                coverage=None,
-                counts=r.counts,
-                orphans=r.orphans,
-                warnings=r.warnings,
-            )
-            for r in results
-        ]
-        fill_log(log, partials, 0)
+        fill_log(log, results, 0)
         new_parts = [r.part for r in results if r.part is not None]
         commit_parts(staging, out)
         write_manifest(out, manifest, new_parts, log, log.orphans, tool_version=tool_version)

@@ -11,9 +11,9 @@ driver (`analyzer.engine`) decides the partitions and where they run.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
@@ -31,8 +31,6 @@ from analyzer.spans import (
     SPAN_SCHEMA,
     empty_table,
 )
-
-_R = TypeVar("_R")
 
 if TYPE_CHECKING:
     from analyzer.checks import CheckError
@@ -93,34 +91,21 @@ class PartialResult:
     span_runs: pl.DataFrame | None = None
 
 
-def analyze_partition(
-    spans: pa.Table,
-    *,
-    run_key: str | None = None,
-    case_key: str | None = None,
-    packs: Sequence[Pack] = (),
-    prices: PriceTable | None = None,
-    since_ns: int | None = None,
-    until_ns: int | None = None,
-    case_class: str | None = None,
-    formats: Mapping[str, str] | None = None,
-) -> PartialResult:
-    """Analyze the spans of whole runs (not yet de-duplicated): de-duplication, conventions,
-    runs, retries, prices, checks.
+def analyze_partition(spans: pa.Table, options: PartitionOptions) -> PartialResult:
+    """Analyze the spans of whole runs (not yet de-duplicated) with `options`: de-duplication,
+    conventions, runs, retries, prices, checks.
 
     `spans` must hold every span of each run it touches (both copies of a duplicate included):
     all the spans of a small input, a hash partition by trace id (or by run-key value), or one
     Spark group; in `SPAN_SCHEMA` or `SHARED_SCHEMA` (a spilled partition). The result is the
-    whole input's result restricted to these runs; with `case_class`, also the facts a summary
-    with that case class reads (`analyzer.metrics.facts`). `formats` (file -> its format, as
-    read) lets a warning say the line or byte of its span.
+    whole input's result restricted to these runs; with a case class, also the facts a summary
+    with that case class reads (`analyzer.metrics.facts`).
     """
     from analyzer.conventions import normalize
-    from analyzer.pipeline import analyze_runs
     from analyzer.runs import build_runs
 
     files = sorted(set(pc.unique(spans.column("source_file")).to_pylist()) - {None})
-    formats = formats or {}
+    formats = dict(options.formats)
     log = IngestLog(files=[FileLog(path=f, format=formats.get(f, "")) for f in files])
     # `finalize_spans` of the spans, without gathering them: the
     # spans are normalized as read (duplicates included) and only their normalized rows are
@@ -131,21 +116,13 @@ def analyze_partition(
     runset = build_runs(
         spans,
         normalize(spans).gather(pl.Series(order)),
-        run_key=run_key,
-        case_key=case_key,
+        run_key=options.run_key,
+        case_key=options.case_key,
         parents=parents,
         span_rows=order,
         log=log,
     )
-    analysis = analyze_runs(
-        Ingested(spans=empty_table(SPAN_SCHEMA), log=log),
-        runset,
-        packs=packs,
-        prices=prices,
-        since_ns=since_ns,
-        until_ns=until_ns,
-    )
-    return partial_result(analysis, case_class)
+    return prebuilt_partial(runset, None, options, log)
 
 
 def partial_result(analysis: Analysis, case_class: str | None) -> PartialResult:
@@ -164,7 +141,7 @@ def partial_result(analysis: Analysis, case_class: str | None) -> PartialResult:
         errors=list(evaluation.errors) if evaluation is not None else [],
         counts={f.path: (f.spans_kept, f.duplicates) for f in log.files},
         orphans=log.orphans,
-        warnings={f.path: list(getattr(f, "warnings", [])) for f in log.files},
+        warnings={f.path: list(f.warnings) for f in log.files},
         unpriced=unpriced_models(analysis.runs.steps),
         facts=summary_facts(analysis, case_class) if case_class is not None else None,
         messages=analysis.runs.messages,
@@ -379,7 +356,10 @@ def _take_by_run(partials: list[PartialResult], name: str) -> pl.DataFrame | Non
     return by_run(frames)
 
 
-def fill_log(log: IngestLog, partials: list[PartialResult], runs: int) -> None:
+def fill_log(log: IngestLog, partials: Sequence[Any], runs: int) -> None:
+    """Fill in `log` (read counts and quarantine as the readers left them) from what the
+    partitions give (`PartialResult`, or anything with its ``counts``, ``warnings`` and
+    ``orphans``): each file's kept and duplicate spans and warnings, the orphans, and `runs`."""
     kept: dict[str, int] = {}
     dups: dict[str, int] = {}
     warnings: dict[str, list[QuarantineEntry]] = {}
@@ -394,8 +374,7 @@ def fill_log(log: IngestLog, partials: list[PartialResult], runs: int) -> None:
             continue  # read back from a dataset: its counts are those recorded at ingest
         file_log.spans_kept = kept.get(file_log.path, 0)
         file_log.duplicates = dups.get(file_log.path, 0)
-        if warnings.get(file_log.path) and hasattr(file_log, "warnings"):
-            file_log.warnings.extend(warnings[file_log.path])
+        file_log.warnings.extend(warnings.get(file_log.path, []))
     log.orphans = sum(p.orphans for p in partials)
     log.runs = runs
 
@@ -407,7 +386,8 @@ def _empty_partial(packs: Sequence[Pack], prices: PriceTable | None) -> PartialR
     """The result of no spans at all: the frames' schemas for an empty merge."""
     key = (tuple(id(p) for p in packs), id(prices))
     if key not in _EMPTY:
-        _EMPTY[key] = analyze_partition(empty_table(SPAN_SCHEMA), packs=packs, prices=prices)
+        options = PartitionOptions(packs=tuple(packs), prices=prices)
+        _EMPTY[key] = analyze_partition(empty_table(SPAN_SCHEMA), options)
     return _EMPTY[key]
 
 
@@ -439,29 +419,17 @@ RUN_TABLES = ("steps", "runs", "findings", "coverage", "messages")
 class PartitionOptions:
     """The analysis options every partition (or Spark group) is analyzed with; picklable."""
 
-    run_key: str | None
-    case_key: str | None
-    packs: tuple
-    prices: Any
-    since_ns: int | None
-    until_ns: int | None
+    run_key: str | None = None
+    case_key: str | None = None
+    packs: tuple = ()
+    prices: Any = None
+    since_ns: int | None = None
+    until_ns: int | None = None
     case_class: str | None = None  # the facts of each partition are computed for it
     tables: tuple[str, ...] = RUN_TABLES  # those the caller reads: the others are not written
-    formats: tuple[tuple[str, str], ...] = ()  # `analyze_partition`'s, once the files are read
-
-    def analyze(self, spans: pa.Table) -> PartialResult:
-        """`analyze_partition` of `spans` with these options."""
-        return analyze_partition(
-            spans,
-            run_key=self.run_key,
-            case_key=self.case_key,
-            packs=self.packs,
-            prices=self.prices,
-            since_ns=self.since_ns,
-            until_ns=self.until_ns,
-            case_class=self.case_class,
-            formats=dict(self.formats),
-        )
+    #: file -> its format, as read, once the files are read: a warning then says the line or
+    #: byte of its span
+    formats: tuple[tuple[str, str], ...] = ()
 
     def reading(self, log: IngestLog) -> PartitionOptions:
         """These options with the formats of the files `log` read."""
@@ -495,14 +463,17 @@ def write_ipc_batches(table: pa.Table, path: str, compression: str | None = None
 
 
 def prebuilt_partial(
-    runset: RunSet, retries: RetryScan, options: PartitionOptions
+    runset: RunSet,
+    retries: RetryScan | None,
+    options: PartitionOptions,
+    log: IngestLog | None = None,
 ) -> PartialResult:
-    """The PartialResult of runs rebuilt beforehand (and their retries) analyzed with
-    `options`: window, prices, checks."""
+    """The PartialResult of runs already rebuilt (and their retries, when scanned already)
+    analyzed with `options`: window, prices, checks; `log`: the reading of their spans."""
     from analyzer.pipeline import analyze_runs
 
     analysis = analyze_runs(
-        Ingested(spans=empty_table(SPAN_SCHEMA), log=IngestLog()),
+        Ingested(spans=empty_table(SPAN_SCHEMA), log=log if log is not None else IngestLog()),
         runset,
         retries=retries,
         packs=options.packs,

@@ -471,6 +471,7 @@ def _analyze_group(options: PartitionOptions, table: pa.Table) -> pa.Table:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from analyzer.partition import analyze_partition
     from analyzer.spans import SPAN_SCHEMA
 
     out: dict[str, list] = {"part": [], "kind": [], "piece": [], "data": []}
@@ -484,7 +485,7 @@ def _analyze_group(options: PartitionOptions, table: pa.Table) -> pa.Table:
         add(None, "log", 0, data)
     spans = table.filter(pc.invert(is_log))
     if spans.num_rows:
-        partial = options.analyze(spans.select(SPAN_SCHEMA.names).cast(SPAN_SCHEMA))
+        partial = analyze_partition(spans.select(SPAN_SCHEMA.names).cast(SPAN_SCHEMA), options)
         part = spans.column(_PART)[0].as_py()
         for kind in _FRAMES:
             frame = getattr(partial, kind)

@@ -27,7 +27,12 @@ from analyzer.engine import (
 )
 from analyzer.metrics.summary import build_summary
 from analyzer.pack import load_default_pack
-from analyzer.partition import analyze_partition, write_batches, write_ipc_batches
+from analyzer.partition import (
+    PartitionOptions,
+    analyze_partition,
+    write_batches,
+    write_ipc_batches,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_traces"
@@ -251,7 +256,7 @@ def test_analyze_partition_on_one_group_is_the_in_process_run() -> None:
     table = read_traces([SAMPLES / "kyc"]).spans
     trace = table.column("trace_id")[0].as_py()
     group = table.filter(pa.compute.equal(table.column("trace_id"), trace))
-    partial = analyze_partition(group, packs=[load_default_pack()])
+    partial = analyze_partition(group, PartitionOptions(packs=(load_default_pack(),)))
     reference = analyze_paths([SAMPLES / "kyc"], packs=[load_default_pack()])
     runs = reference.runs.runs.filter(reference.runs.runs["trace_id"] == trace)
     assert partial.runs.equals(runs)
