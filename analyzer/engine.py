@@ -229,11 +229,9 @@ def _add_log(into: FileLog, part: dict[str, Any], whole: bool) -> None:
         into.format, into.size, into.sha256 = part["format"], part["size"], part["sha256"]
 
 
-def _read_unit(
-    unit: _Unit, log: FileLog, cursor: list[int] | None = None
-) -> Iterator[pa.RecordBatch]:
-    """The spans of `unit`; a range's lines numbered from ``cursor[0]`` (default 1), and
-    ``cursor[0]`` left at the number of the line after it."""
+def _read_unit(unit: _Unit, log: FileLog, cursor: list[int]) -> Iterator[pa.RecordBatch]:
+    """The spans of `unit`; a range's lines numbered from ``cursor[0]``, and ``cursor[0]`` left
+    at the number of the line after it."""
     if unit.kind == "range":
         from analyzer.ingest.otlp_json import _read_lines
         from analyzer.ingest.reader import cap_values
@@ -241,7 +239,7 @@ def _read_unit(
         log.format = "jsonl"  # warnings name the lines of kept spans
         with open(unit.path, "rb") as fh:
             fh.seek(unit.start)
-            for batch in _read_lines(fh, log, cursor or [1], unit.stop - unit.start):
+            for batch in _read_lines(fh, log, cursor, unit.stop - unit.start):
                 yield cap_values(batch, log)
     elif unit.kind == "file":
         from analyzer.ingest.reader import iter_salvaging, no_digest
@@ -382,7 +380,7 @@ def _analyze_prebuilt(part: PrebuiltPart, out: str, options: PartitionOptions) -
                 .sort("_run", "index", "position")
                 .drop("_run")
             )
-            write_batches(messages, f"{out}.messages.arrow", None)
+            write_batches(messages, f"{out}.messages.arrow")
             kept.messages = messages.clear()
         return kept
     partial = prebuilt_partial(*read_prebuilt(part), options)

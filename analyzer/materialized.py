@@ -168,30 +168,26 @@ def _restricted(
         spill_tables,
     )
     from analyzer.pipeline import Analysis, started_in
+    from analyzer.prebuilt import of_runs
 
     frames = {name: _arrow(folder / f"part.{name}.arrow", read_ipc_file) for name in _TABLES}
-    runs = frames["runs"].filter(started_in(options.since_ns, options.until_ns))
-    if part.superseded:
-        drop = pl.DataFrame({"trace_id": sorted(part.superseded)}, schema={"trace_id": pl.String})
-        runs = runs.join(drop, on="trace_id", how="anti", maintain_order="left")
+    runs = part.current(frames["runs"].filter(started_in(options.since_ns, options.until_ns)))
     ids = runs.select("run_id")
-
-    def kept(frame: pl.DataFrame) -> pl.DataFrame:
-        return frame.join(ids, on="run_id", how="semi", maintain_order="left")
-
     taken = set(ids.get_column("run_id").to_list())
     errors = [CheckError(**e) for e in document["errors"] if e["run_id"] in taken]
     analysis = Analysis(
         ingested=Ingested(spans=empty_table(SPAN_SCHEMA), log=IngestLog(runs=runs.height)),
         runs=RunSet(
             runs=runs,
-            steps=kept(frames["steps"]),
+            steps=of_runs(frames["steps"], ids),
             sources=empty_sources(),
             span_runs=empty_span_runs(),
         ),
         packs=tuple(options.packs),
         evaluation=Evaluation(
-            findings=kept(frames["findings"]), errors=errors, coverage=kept(frames["coverage"])
+            findings=of_runs(frames["findings"], ids),
+            errors=errors,
+            coverage=of_runs(frames["coverage"], ids),
         ),
         prices=options.prices,
     )

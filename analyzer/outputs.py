@@ -94,13 +94,6 @@ def _with_started_at(runs: pa.RecordBatchReader) -> pa.RecordBatchReader:
     )
 
 
-def _label_fields(analysis, labels) -> pl.DataFrame:
-    """Every labelled field of every run, expected against actual (labels.parquet)."""
-    from analyzer.metrics.labels import scored
-
-    return scored(labels, analysis.runs).fields.sort("case_id", "run_id", "field")
-
-
 def _labels_file(labels) -> dict[str, str] | None:
     if labels is None:
         return None
@@ -162,8 +155,11 @@ def write_outputs(
         browser = writers.submit(run_browser, analysis, labels=labels)
         _jsonl(out / "findings.jsonl", findings.iter_rows(named=True))
         if labels is not None:
+            from analyzer.metrics.labels import scored
+
+            fields = scored(labels, analysis.runs).fields.sort("case_id", "run_id", "field")
             with replacing(out / "labels.parquet") as tmp:
-                _label_fields(analysis, labels).write_parquet(tmp)
+                fields.write_parquet(tmp)
         log = analysis.ingested.log
         _jsonl(out / "quarantine.jsonl", (entry.as_dict() for entry in log.quarantine))
         page = render_html(analysis, summary, labels=labels, browser=browser.result)

@@ -217,20 +217,15 @@ class _ReadsSpill(RunTables):
 
     _lazy: _Lazy
 
-    def batches(self, name: str) -> pa.RecordBatchReader:
-        if self._lazy.unread(name):
-            return self._lazy.spill.batches(name)
-        return super().batches(name)
+    def _tables(self, name: str) -> Any:
+        """Where table `name` is read from: the spill while it is only there, else the frame."""
+        return self._lazy.spill if self._lazy.unread(name) else super()
 
-    def select(
-        self,
-        name: str,
-        columns: Sequence[str] | None = None,
-        run_ids: Sequence[str] | None = None,
-    ) -> pl.DataFrame:
-        if self._lazy.unread(name):
-            return self._lazy.spill.select(name, columns, run_ids)
-        return super().select(name, columns, run_ids)
+    def batches(self, name: str) -> pa.RecordBatchReader:
+        return self._tables(name).batches(name)
+
+    def select(self, name: str, *args: Any, **kwargs: Any) -> pl.DataFrame:
+        return self._tables(name).select(name, *args, **kwargs)
 
 
 class SpilledRunSet(_ReadsSpill, RunSet):
@@ -274,7 +269,7 @@ def merge_partials(
 ) -> Analysis:
     """One `Analysis` from the partial results of disjoint partitions (any order).
 
-    The partials' runs, findings and coverage are emptied as they are merged (memory).
+    The partials' per-run tables are emptied as they are merged (memory).
     `log` holds the per-file read counts and quarantine of the whole input (as the readers left
     them); the kept and duplicate counts, orphans and runs are filled in from the partials.
     `spill`, when given, holds the per-run tables (runs, steps, findings, coverage) instead:
@@ -286,8 +281,10 @@ def merge_partials(
 
     partials = list(partials)
 
-    def empty() -> PartialResult:  # the frames of no run (their schemas), made when needed
-        return _empty_partial(packs, prices)
+    def merged(name: str) -> pl.DataFrame:
+        """`_take_by_run` of frame `name`; that of no run (its schema) when no partial has it."""
+        frame = _take_by_run(partials, name)
+        return frame if frame is not None else getattr(_empty_partial(packs, prices), name)
 
     facts = None
     if partials and all(p.facts is not None for p in partials):
@@ -297,18 +294,14 @@ def merge_partials(
         facts = merge_facts(parts)
     runset: RunSet
     if spill is None:
-        runs = _take_by_run(partials, "runs") if partials else empty().runs
-        steps = by_run([p.steps for p in partials] or [empty().steps])
-        messages = _take_by_run(partials, "messages")
-        assert runs is not None and steps is not None
         runset = RunSet(
-            runs=runs,
-            steps=steps,
+            runs=merged("runs"),
+            steps=merged("steps"),
             sources=_concat([p.sources for p in partials], empty_sources()),
             span_runs=_concat([p.span_runs for p in partials], empty_span_runs()),
-            messages=messages if messages is not None else empty_messages(),
+            messages=merged("messages"),
         )
-        count = runs.height
+        count = runset.runs.height
     else:
         assert facts is not None, "a spilled result is merged from its partitions' facts"
         runset = SpilledRunSet(spill)
@@ -320,11 +313,7 @@ def merge_partials(
             (e for p in partials for e in p.errors), key=lambda e: (e.run_id, e.rule_id, e.pack)
         )
         if spill is None:
-            findings = _take_by_run(partials, "findings")
-            coverage = _take_by_run(partials, "coverage")
-            findings = findings if findings is not None else empty().findings
-            coverage = coverage if coverage is not None else empty().coverage
-            assert findings is not None and coverage is not None
+            findings, coverage = merged("findings"), merged("coverage")
             evaluation = Evaluation(findings=findings, errors=errors, coverage=coverage)
         else:
             evaluation = SpilledEvaluation(spill.load("findings"), errors, spill)
@@ -335,7 +324,7 @@ def merge_partials(
         packs=tuple(packs),
         evaluation=evaluation,
         prices=prices,
-        unpriced=_merge_unpriced(unpriced or [empty().unpriced]),
+        unpriced=_merge_unpriced(unpriced or [_empty_partial(packs, prices).unpriced]),
         facts=facts,
     )
 

@@ -33,6 +33,7 @@ from analyzer.runs import RunSet, build_runs, empty_messages
 __all__ = [
     "PrebuiltPart",
     "build_prebuilt",
+    "of_runs",
     "prebuilt_dataset",
     "prebuilt_parts",
     "read_prebuilt",
@@ -53,6 +54,13 @@ class PrebuiltPart:
     results: dict | None = None
     #: the earliest and latest start of its runs (None: not recorded, or no run)
     started_ns: tuple[int, int] | None = None
+
+    def current(self, runs: pl.DataFrame) -> pl.DataFrame:
+        """`runs` (in their order) without those of the traces later parts rebuilt."""
+        if not self.superseded:
+            return runs
+        drop = pl.DataFrame({"trace_id": sorted(self.superseded)}, schema={"trace_id": pl.String})
+        return runs.join(drop, on="trace_id", how="anti", maintain_order="left")
 
     def may_start_in(self, since_ns: int | None, until_ns: int | None) -> bool:
         """False when none of the part's runs started in [since_ns, until_ns)."""
@@ -158,21 +166,15 @@ def read_prebuilt(part: PrebuiltPart) -> tuple[RunSet, RetryScan]:
         _read(path, "retry_unrecorded").get_column("run_id"),
     )
     if part.superseded:
-        drop = pl.DataFrame({"trace_id": sorted(part.superseded)}, schema={"trace_id": pl.String})
-        keep = runset.runs.join(drop, on="trace_id", how="anti").select("run_id")
-
-        def kept(frame: pl.DataFrame) -> pl.DataFrame:
-            return frame.join(keep, on="run_id", how="semi", maintain_order="left")
-
-        runset = RunSet(
-            runs=kept(runset.runs),
-            steps=kept(runset.steps),
-            sources=kept(runset.sources),
-            span_runs=kept(runset.span_runs),
-            messages=kept(runset.messages),
-        )
+        keep = part.current(runset.runs).select("run_id")
+        runset = RunSet(**{t: of_runs(frames[t], keep) for t in _RUNSET_TABLES})
         retries = retries.restrict(keep)
     return runset, retries
+
+
+def of_runs(frame: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """The rows of `frame` (in their order) whose ``run_id`` is one of `runs`'."""
+    return frame.join(runs, on="run_id", how="semi", maintain_order="left")
 
 
 def read_messages(part: PrebuiltPart) -> pl.DataFrame:

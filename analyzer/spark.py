@@ -53,6 +53,8 @@ _LOG, _VALUE, _PART = "_agenttrace_log", "_agenttrace_value", "_agenttrace_part"
 #: summary reads them from the merged result, not from its steps; the prompt messages
 #: report.html shows).
 _FRAMES = ("runs", "steps", "findings", "coverage", "unpriced", "messages")
+#: The other fields of a partial result sent back, pickled.
+_META = ("errors", "counts", "orphans", "warnings")
 #: Spans per Arrow batch handed from a reader to Spark.
 _BATCH_ROWS = 4096
 #: Rows of a result frame per Arrow IPC piece sent back to the driver.
@@ -134,8 +136,10 @@ def analyze_spark(
     given = [paths_or_dataset] if isinstance(paths_or_dataset, str | Path) else paths_or_dataset
     inputs = _plan(list(given))  # before any session: a missing path fails fast
     _require_pyspark()
+    from pyspark.sql import SparkSession
+
     prices = prices if prices is not None else load_prices()
-    own = spark is None and _no_active_session()
+    own = spark is None and SparkSession.getActiveSession() is None
     session = spark if spark is not None else spark_session(master)
     try:
         frame = _spans(session, inputs)
@@ -159,12 +163,6 @@ def _require_pyspark() -> None:
         from analyzer.errors import InputError
 
         raise InputError("the spark engine needs PySpark: pip install 'agenttrace[spark]'") from err
-
-
-def _no_active_session() -> bool:
-    from pyspark.sql import SparkSession
-
-    return SparkSession.getActiveSession() is None
 
 
 # --- reading ----------------------------------------------------------------------------------
@@ -226,6 +224,7 @@ def _spans(session: SparkSession, inputs: _Inputs) -> DataFrame:
     """The span DataFrame of the inputs, with the reading rows (see `_read_file`)."""
     import pyspark.sql.functions as F
 
+    from analyzer.ingest.accounting import FileLog
     from analyzer.ingest.files import DATASET_MANIFEST
 
     remote_files: dict[str, int] = {}  # trace file URI -> its index in log.files
@@ -239,7 +238,7 @@ def _spans(session: SparkSession, inputs: _Inputs) -> DataFrame:
             continue
         for path, length in _remote_listing(session, uri, inputs.skipped):
             remote_files[path] = len(inputs.log.files)
-            inputs.log.files.append(_file_log(path))
+            inputs.log.files.append(FileLog(path=path))
             inputs.estimate += length
     frames = []
     if inputs.files:
@@ -258,12 +257,6 @@ def _spans(session: SparkSession, inputs: _Inputs) -> DataFrame:
     for other in frames[1:]:
         frame = frame.unionByName(other)
     return frame
-
-
-def _file_log(path: str) -> Any:
-    from analyzer.ingest.accounting import FileLog
-
-    return FileLog(path=path)
 
 
 def _remote_text(session: SparkSession, uri: str) -> str | None:
@@ -413,10 +406,12 @@ def _with_parts(frame: DataFrame, run_key: str | None, buckets: int) -> DataFram
     `run_key`), or a hash of it into `buckets` groups. Reading rows get a null group."""
     import pyspark.sql.functions as F
     from pyspark.sql import Window
+    from pyspark.sql.types import StringType, StructField, StructType
 
     key = F.col("trace_id")
     if run_key is not None:
-        frame = frame.mapInArrow(_RunKeyValues(run_key), _value_schema(frame))
+        schema = StructType([*frame.schema.fields, StructField(_VALUE, StringType(), True)])
+        frame = frame.mapInArrow(_RunKeyValues(run_key), schema)
         # the value the trace's runs take: as analyzer.runs._trace_attribute picks it (root
         # spans first, then the earliest start, then the span id)
         order = F.struct(F.col("parent_span_id").isNotNull(), F.col("start_ns"), F.col("span_id"))
@@ -428,12 +423,6 @@ def _with_parts(frame: DataFrame, run_key: str | None, buckets: int) -> DataFram
     part = F.when(F.col(_LOG).isNull(), key)
     columns = [*_span_names(), _LOG]
     return frame.select(*columns, part.alias(_PART))
-
-
-def _value_schema(frame: DataFrame) -> Any:
-    from pyspark.sql.types import StringType, StructField, StructType
-
-    return StructType([*frame.schema.fields, StructField(_VALUE, StringType(), True)])
 
 
 @dataclass(frozen=True)
@@ -495,8 +484,7 @@ def _analyze_group(options: PartitionOptions, table: pa.Table) -> pa.Table:
             starts = range(0, frame.height, _PIECE_ROWS) if frame.height else [0]
             for piece, start in enumerate(starts):
                 add(part, kind, piece, _ipc(frame.slice(start, _PIECE_ROWS)))
-        rest = (partial.errors, partial.counts, partial.orphans, partial.warnings)
-        add(part, "meta", 0, pickle.dumps(rest))
+        add(part, "meta", 0, pickle.dumps({n: getattr(partial, n) for n in _META}))
     types = {"part": pa.string(), "kind": pa.string(), "piece": pa.int32(), "data": pa.binary()}
     return pa.table({name: pa.array(values, types[name]) for name, values in out.items()})
 
@@ -530,19 +518,5 @@ def _collect(rows: Iterator[Any]) -> tuple[list[Any], dict[int, Any]]:
             found = sorted(group.get(kind, []), key=lambda item: item[0])
             parts = [pl.read_ipc(io.BytesIO(data)) for _, data in found]
             frames[kind] = pl.concat(parts, rechunk=False) if parts else None
-        errors, counts, orphans, warnings = pickle.loads(group["meta"][0][1])
-        partials.append(
-            PartialResult(
-                runs=frames["runs"],
-                steps=frames["steps"],
-                findings=frames["findings"],
-                coverage=frames["coverage"],
-                unpriced=frames["unpriced"],
-                messages=frames["messages"],
-                errors=errors,
-                counts=counts,
-                orphans=orphans,
-                warnings=warnings,
-            )
-        )
+        partials.append(PartialResult(**frames, **pickle.loads(group["meta"][0][1])))
     return partials, file_logs
