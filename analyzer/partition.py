@@ -176,50 +176,37 @@ def by_run(frames: Iterable[pl.DataFrame]) -> pl.DataFrame | None:
     return merged.sort("run_id", maintain_order=True)
 
 
-class _Lazy:
-    """Tables of a result's spill, loaded whole when first used as frames (by name); until
-    then read a batch at a time or narrowly from the spill."""
-
-    def __init__(self, spill: Spill, names: Collection[str]) -> None:
-        self.spill = spill
-        self._names = set(names)
-        self._frames: dict[str, pl.DataFrame] = {}
-
-    def frame(self, name: str) -> pl.DataFrame:
-        if name not in self._frames:
-            self._frames[name] = self.spill.load(name)
-        return self._frames[name]
-
-    def set(self, name: str, value: pl.DataFrame) -> None:
-        self._frames[name] = value
-
-    def unread(self, name: str) -> bool:
-        """Whether table `name` is still only in the spill (not loaded, nor set)."""
-        return name in self._names and name not in self._frames
-
-
 class _SpilledFrame:
-    """A frame attribute of an object whose ``_lazy`` reads it from the spill when first used."""
+    """A frame attribute of a `_ReadsSpill`, loaded whole from its spill when first used."""
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
     def __get__(self, obj: Any, owner: type | None = None) -> Any:
-        return self if obj is None else obj._lazy.frame(self.name)
+        if obj is None:
+            return self
+        if self.name not in obj._frames:
+            obj._frames[self.name] = obj._spill.load(self.name)
+        return obj._frames[self.name]
 
     def __set__(self, obj: Any, value: pl.DataFrame) -> None:
-        obj._lazy.set(self.name, value)
+        obj._frames[self.name] = value
 
 
 class _ReadsSpill(RunTables):
-    """`RunTables` whose tables not yet loaded are read from the spill (`Spill`): a batch at
-    a time from their merged files, or narrowly from each partition's."""
+    """`RunTables` whose `_SpilledFrame` tables are in the spill (`Spill`) until first used as
+    frames: till then read a batch at a time from their merged files, or narrowly from each
+    partition's."""
 
-    _lazy: _Lazy
+    def __init__(self, spill: Spill) -> None:
+        self._spill = spill
+        self._frames: dict[str, pl.DataFrame] = {}
 
     def _tables(self, name: str) -> Any:
-        """Where table `name` is read from: the spill while it is only there, else the frame."""
-        return self._lazy.spill if self._lazy.unread(name) else super()
+        """Where table `name` is read from: the spill while it is only there (not loaded, nor
+        set), else the frame."""
+        spilled = isinstance(getattr(type(self), name, None), _SpilledFrame)
+        return self._spill if spilled and name not in self._frames else super()
 
     def batches(self, name: str) -> pa.RecordBatchReader:
         return self._tables(name).batches(name)
@@ -240,7 +227,7 @@ class SpilledRunSet(_ReadsSpill, RunSet):
     messages = _SpilledFrame()  # type: ignore[assignment]
 
     def __init__(self, spill: Spill) -> None:
-        self._lazy = _Lazy(spill, ("runs", "steps", "messages"))
+        super().__init__(spill)
         self.sources = empty_sources()
         self.span_runs = empty_span_runs()
         if "messages" not in spill.kept:
@@ -253,9 +240,9 @@ class SpilledEvaluation(_ReadsSpill, Evaluation):
     coverage = _SpilledFrame()  # type: ignore[assignment]
 
     def __init__(self, findings: pl.DataFrame, errors: list[CheckError], spill: Spill) -> None:
+        super().__init__(spill)
         self.findings = findings
         self.errors = errors
-        self._lazy = _Lazy(spill, ("coverage",))
 
 
 def merge_partials(

@@ -165,7 +165,7 @@ def test_a_partitioned_result_reads_its_tables_in_batches_and_narrowly_unloaded(
         assert got.select(name, run_ids=some).equals(frame.filter(pl.col("run_id").is_in(some)))
         assert got.select(name, columns, []).equals(frame.select(columns[:3]).clear())
         assert pl.from_arrow(got.batches(name).read_all()).equals(frame)
-        assert got._lazy.unread(name)
+        assert name not in got._frames  # still only in the spill
     assert len(list(result.facts.keep.folder.glob("steps.arrow.*"))) == 2
 
 
@@ -565,8 +565,8 @@ def test_summary_of_a_partitioned_analysis_loads_no_whole_run_table(generated: d
     result = analyze_paths([generated["folder"]], partitions=3, jobs=1, packs=packs)
     summary = build_summary(result)
     assert summary == reference
-    assert result.runs._lazy._frames == {}
-    assert result.evaluation._lazy._frames == {}
+    assert result.runs._frames == {}
+    assert result.evaluation._frames == {}
     # the facts keep the columns summary figures read, and no attribute text, one part per
     # partition (read one at a time by the summary)
     runs = result.facts.runs()
@@ -608,7 +608,7 @@ def test_summary_with_another_case_class_reads_the_runs_themselves(generated: di
     other = "gen_ai.agent.name"
     assert result.facts.case_class != other
     assert build_summary(result, case_class=other) == build_summary(reference, case_class=other)
-    assert "runs" in result.runs._lazy._frames  # loaded from the spill for it
+    assert "runs" in result.runs._frames  # loaded from the spill for it
 
 
 def test_partitioned_summary_is_that_of_the_facts_case_class(generated: dict) -> None:
@@ -621,7 +621,7 @@ def test_partitioned_summary_is_that_of_the_facts_case_class(generated: dict) ->
     left = build_summary(reference, case_class="service.name")
     assert build_summary(result, case_class="service.name") == left
     assert left["metrics"]["breakdowns"]["case_class"]  # groups by the service name
-    assert result.runs._lazy._frames == {}
+    assert result.runs._frames == {}
 
 
 def test_partitioned_summary_without_packs_is_the_in_process_one(generated: dict) -> None:
