@@ -54,7 +54,6 @@ _PRICES = click.option(
 )
 _CASE_CLASS = click.option(
     "--case-class",
-    "case_class",
     metavar="ATTR",
     default="app.case_type",
     show_default=True,
@@ -92,7 +91,6 @@ _JOBS = click.option(
     "--jobs",
     "-j",
     type=click.IntRange(min=1),
-    default=None,
     help="Processes to parse and analyze with (default: the CPUs this process may use).",
 )
 
@@ -343,7 +341,6 @@ def _time_ns(value: str | None, option: str) -> int | None:
 @_PATHS
 @click.option(
     "--out",
-    "out",
     required=True,
     type=click.Path(path_type=Path),
     help="Dataset folder: a new one, or an existing dataset to append the new files to.",
@@ -740,7 +737,6 @@ _SEVERITIES = ("critical", "high", "medium", "low")
 @_CASE_CLASS
 @click.option(
     "--out",
-    "out",
     type=click.Path(path_type=Path),
     help="Folder for summary.json, findings, runs/steps Parquet, quarantine, report.html, "
     "manifest.",
@@ -808,7 +804,6 @@ _SEVERITIES = ("critical", "high", "medium", "low")
 @click.option(
     "--spill",
     type=click.Path(path_type=Path, file_okay=False),
-    default=None,
     help="Folder for the partitions' temporary files (default: the system temporary folder).",
 )
 @click.option(
@@ -1093,7 +1088,6 @@ def rules_check(packs: tuple[Path, ...], allow_plugins: bool) -> None:
 )
 @click.option(
     "--out",
-    "out",
     type=click.Path(path_type=Path),
     help="Folder for diff.json, diff.md and diff.html.",
 )
