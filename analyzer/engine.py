@@ -920,7 +920,7 @@ def _ingest_spilled(
     # each span's own resource list, as the dataset's parts hold them: decoded once gathered
     spans = plain_resources(finalize_spans(spans, log).spans)
     # the dataset's spans in this partition, with the index of the old part holding each
-    old = pl.read_ipc(known) if known is not None else known_spans(Path(out), [], with_part=True)
+    old = pl.read_ipc(known) if known is not None else known_spans(Path(out), [])
     if old.height and spans.num_rows:
         spans = drop_known(spans, old, log)
     keys = pl.from_arrow(spans.select(["trace_id", "span_id", "parent_span_id"]))
@@ -1022,7 +1022,7 @@ def ingest_partitioned(
         folder = new_spill_folder(spill)
         try:
             (folder / "keys").mkdir()
-            known = _spill_known(known_spans(out, old_parts, with_part=True), folder, partitions)
+            known = _spill_known(known_spans(out, old_parts), folder, partitions)
             log = IngestLog()
             before = {str(f): _file_identity(f) for f in files if not f.is_dir()}
             units, owners = _plan_units(files, log, jobs)

@@ -74,10 +74,15 @@ class FileLog:
         """Note something kept but altered or suspect; `spans` is how many spans it concerns."""
         self.warnings.append(QuarantineEntry(self.path, position, reason, excerpt(raw), spans))
 
-    def quarantine_record(self, position: str, reason: str, raw: bytes | str | None) -> None:
-        """Reject a whole record that could not be parsed (its spans are not counted)."""
+    def quarantine_record(
+        self, position: str, reason: str, raw: bytes | str | None, *, lost: int = 0
+    ) -> None:
+        """Reject a whole record that could not be read (its spans are not counted), or whose
+        reading broke off: `lost` of its spans, counted in ``spans_read`` but not kept, are
+        quarantined with it."""
         self.records_quarantined += 1
-        self.quarantine.append(QuarantineEntry(self.path, position, reason, excerpt(raw)))
+        self.spans_quarantined += lost
+        self.quarantine.append(QuarantineEntry(self.path, position, reason, excerpt(raw), lost))
 
     def quarantine_span(self, position: str, reason: str, raw: bytes | str | None) -> None:
         """Reject one span that was read (and counted in ``spans_read``)."""

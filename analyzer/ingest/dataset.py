@@ -387,20 +387,15 @@ def _fsync_tree(path: Path) -> None:
 _KEYS = {"trace_id": pl.String, "span_id": pl.String, "parent_span_id": pl.String}
 
 
-def known_spans(folder: Path, parts: list[dict], *, with_part: bool = False) -> pl.DataFrame:
-    """trace_id, span_id, parent_span_id of every span already in the dataset (and, with
-    `with_part`, ``part``: the index in `parts` of the part holding it)."""
+def known_spans(folder: Path, parts: list[dict]) -> pl.DataFrame:
+    """trace_id, span_id, parent_span_id of every span already in the dataset, and ``part``:
+    the index in `parts` of the part holding it."""
     frames = []
     for index, part in enumerate(parts):
-        table = pq.read_table(folder / part["path"], columns=list(_KEYS))
-        frame = pl.from_arrow(table)
+        frame = pl.from_arrow(pq.read_table(folder / part["path"], columns=list(_KEYS)))
         assert isinstance(frame, pl.DataFrame)
-        if with_part:
-            frame = frame.with_columns(part=pl.lit(index, pl.UInt32))
-        frames.append(frame)
-    if not frames:
-        return pl.DataFrame(schema=_KEYS | ({"part": pl.UInt32} if with_part else {}))
-    return pl.concat(frames)
+        frames.append(frame.with_columns(part=pl.lit(index, pl.UInt32)))
+    return pl.concat(frames) if frames else pl.DataFrame(schema=_KEYS | {"part": pl.UInt32})
 
 
 def drop_known(spans: pa.Table, known: pl.DataFrame, log: IngestLog) -> pa.Table:

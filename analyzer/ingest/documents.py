@@ -36,7 +36,6 @@ get ``source_pos=0`` when the file is one document, their start line when concat
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -453,15 +452,15 @@ def read_json_document(data: bytes, log: FileLog) -> Iterator[pa.RecordBatch]:
         except RecursionError:
             # Nested too deep for a helper that walks the whole value (an any-agent
             # final_output, Langfuse metadata...): the spans it counted but did not keep are lost.
-            log.records += 1
-            log.quarantine_record(
-                f"line {line}", f"unreadable value: {nesting_reason(value=value)}", _raw(value)
-            )
             kept = len(reader.builder) + sum(b.num_rows for b in reader.ready) - rows
             lost = log.spans_read - read - kept - (log.spans_quarantined - quarantined)
-            if lost > 0:
-                log.spans_quarantined += lost
-                log.quarantine[-1] = dataclasses.replace(log.quarantine[-1], spans=lost)
+            log.records += 1
+            log.quarantine_record(
+                f"line {line}",
+                f"unreadable value: {nesting_reason(value=value)}",
+                _raw(value),
+                lost=max(0, lost),
+            )
         yield from reader.ready
         reader.ready.clear()
         if len(reader.builder) >= BATCH_SPANS:  # an OTLP request may fill it too

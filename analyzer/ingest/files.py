@@ -50,9 +50,7 @@ AUTO_MIN_BYTES = 512 << 20
 _EXPANSION = {"plain": 1.2, "compressed": 10.0, "dataset": 8.0}
 
 
-def expand_paths(
-    paths: list[str | Path], *, notes: list[str] | None = None
-) -> tuple[list[Path], list[Path]]:
+def expand_paths(paths: list[str | Path]) -> tuple[list[Path], list[Path]]:
     """Files and dataset folders named by `paths`, and the files skipped by name.
 
     Folders are walked recursively in sorted order; inside them, hidden entries are ignored and
@@ -60,16 +58,16 @@ def expand_paths(
     is returned whole, not walked. A folder reached again (a symbolic link to itself or to a
     folder above it) is not walked again, and anything but a regular file (a FIFO, a socket, a
     device, a broken link), named or found in a folder, is skipped unopened (reading a FIFO
-    waits forever): each goes with a note, appended to `notes`, else written on stderr as a
-    warning. Raises InputError for a missing path, when no file is found,
-    for a file or folder inside a dataset (a part is no trace file: its accounting is in the
-    manifest) and for an unfinished dataset (`unfinished_dataset`).
+    waits forever): each goes with a note, written on stderr as a warning (once a process).
+    Raises InputError for a missing path, when no file is found, for a file or folder inside a
+    dataset (a part is no trace file: its accounting is in the manifest) and for an unfinished
+    dataset (`unfinished_dataset`).
     """
     if not paths:
         raise InputError("no input: give at least one trace file or folder")
     found: list[Path] = []
     skipped: list[Path] = []
-    said: list[str] = [] if notes is None else notes
+    notes: list[str] = []
     walked: set[tuple[int, int]] = set()
     for given in paths:
         path = Path(given)
@@ -82,15 +80,14 @@ def expand_paths(
                 f"give the dataset folder {holder} instead"
             )
         if path.is_dir():
-            for child in _walk(path, walked, skipped, said):
+            for child in _walk(path, walked, skipped, notes):
                 (skipped if child.suffix.lower() in NOT_TRACE_SUFFIXES else found).append(child)
-        elif _regular(path, skipped, said):
+        elif _regular(path, skipped, notes):
             found.append(path)
-    if notes is None:
-        for note in said:
-            if note not in _WARNED:  # callers expand the same paths more than once
-                _WARNED.add(note)
-                print(f"warning: {note}", file=sys.stderr)
+    for note in notes:
+        if note not in _WARNED:  # callers expand the same paths more than once
+            _WARNED.add(note)
+            print(f"warning: {note}", file=sys.stderr)
     if not found:
         raise InputError(f"no input: {', '.join(str(p) for p in paths)} holds no file")
     # Keep the order given, drop repeats (a file named twice is read once).

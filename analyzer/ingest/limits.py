@@ -21,12 +21,10 @@ __all__ = [
     "MAX_ATTRIBUTE_BYTES",
     "MAX_NESTING",
     "MAX_RECORD_BYTES",
-    "TRUNCATED_MARK",
     "json_depth",
     "nesting_reason",
     "record_too_long",
     "truncate_text",
-    "truncation_marker",
     "value_depth",
 ]
 
@@ -37,26 +35,19 @@ MAX_ATTRIBUTE_BYTES = 1 << 20
 MAX_RECORD_BYTES = 256 << 20
 #: Nesting levels of JSON always read (objects and arrays; OTLP itself needs about 8).
 MAX_NESTING = 512
-#: What every truncated value ends with (then the sizes, see `truncation_marker`).
-TRUNCATED_MARK = "…[agenttrace: truncated"
 
 _STRINGS = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
 
 
-def truncation_marker(size: int) -> str:
-    """The marker appended to a value of `size` bytes cut at `MAX_ATTRIBUTE_BYTES`."""
-    return f"{TRUNCATED_MARK} from {size:,} bytes to {MAX_ATTRIBUTE_BYTES:,}]"
-
-
 def truncate_text(text: str) -> tuple[str, int]:
-    """`text` cut to `MAX_ATTRIBUTE_BYTES` UTF-8 bytes (never inside a character) and marked,
-    and its original size in bytes; `text` itself when it fits."""
+    """`text`, longer than `MAX_ATTRIBUTE_BYTES` in UTF-8, cut to that many bytes (never inside
+    a character) and marked "…[agenttrace: truncated from 2,000,000 bytes to 1,048,576]"; and
+    its size in bytes."""
     data = text.encode("utf-8", "surrogatepass")
-    if len(data) <= MAX_ATTRIBUTE_BYTES:
-        return text, len(data)
     kept = data[:MAX_ATTRIBUTE_BYTES].decode("utf-8", "ignore")  # drops a cut character only
-    return kept + truncation_marker(len(data)), len(data)
+    marker = f"…[agenttrace: truncated from {len(data):,} bytes to {MAX_ATTRIBUTE_BYTES:,}]"
+    return kept + marker, len(data)
 
 
 def json_depth(data: bytes | bytearray | memoryview | str) -> int:

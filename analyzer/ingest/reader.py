@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -321,11 +320,10 @@ def iter_salvaging(
         reason = f"stream broken after {handed:,} spans: {err}"
     with contextlib.suppress(OSError):
         file_log.sha256 = digest()
-    file_log.quarantine_record(position, reason, _head(path) if position == "file" else b"")
-    lost = file_log.spans_read - handed - file_log.spans_quarantined
-    if lost > 0:
-        file_log.spans_quarantined += lost
-        file_log.quarantine[-1] = dataclasses.replace(file_log.quarantine[-1], spans=lost)
+    lost = max(0, file_log.spans_read - handed - file_log.spans_quarantined)
+    file_log.quarantine_record(
+        position, reason, _head(path) if position == "file" else b"", lost=lost
+    )
 
 
 def _head(path: Path) -> bytes:
