@@ -34,6 +34,7 @@ from analyzer.ingest.sdk_json import (
     SpanError,
     SpanRow,
     as_mapping,
+    as_text,
     kind_name,
     read_id,
     read_time,
@@ -86,12 +87,6 @@ def span_shape(obj: Any) -> str | None:
         # JS spans have OTel attributes, only Zipkin spans have string tags.
         return "js-console" if "attributes" in obj else "zipkin"
     return None
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return ""
-    return value if isinstance(value, str) else str(value)
 
 
 def _hex_id(value: Any, nbytes: int, what: str) -> str | None:
@@ -300,21 +295,18 @@ def langfuse_span_row(obs: Mapping[str, Any], trace_id_fallback: Any = None) -> 
     if span_derived:
         attributes.setdefault(LANGFUSE_PREFIX + "id", str(obs.get("id")))
 
-    level = obs.get("level")
-    message = obs.get("statusMessage")
-    name = obs.get("name")
     return SpanRow(
         trace_id=required(trace_id, "traceId"),
         span_id=required(span_id, "id"),
         parent_span_id=parent_id,
-        name=_text(name),
+        name=as_text(obs.get("name")),
         kind="unspecified",
         start_ns=start_ns,
         end_ns=end_ns,
-        status_code="error" if level == "ERROR" else "unset",
-        status_message=_text(message) or None,
-        scope_name=_text(scope.get("name")) or None,
-        scope_version=_text(scope.get("version")) or None,
+        status_code="error" if obs.get("level") == "ERROR" else "unset",
+        status_message=as_text(obs.get("statusMessage")) or None,
+        scope_name=as_text(scope.get("name")) or None,
+        scope_version=as_text(scope.get("version")) or None,
         attributes=attributes,
         resource=resource,
     )
@@ -353,26 +345,22 @@ def _jaeger_tags(tags: Any) -> dict[str, Any]:
     return out
 
 
-def _status_and_scope(tags: dict[str, Any]) -> tuple[str, str | None, str | None, str | None]:
-    """Pop the status and scope tags out of `tags`: (status, message, scope name, version)."""
-    code = tags.pop("otel.status_code", None)
-    message = tags.pop("otel.status_description", None)
-    error = tags.pop("error", None)
+def _status_and_scope(tags: dict[str, Any]) -> dict[str, Any]:
+    """Pop the status and scope tags out of `tags`: the `SpanRow` fields they give
+    (``status_code``, ``status_message``, ``scope_name``, ``scope_version``)."""
+    code, message, error = (tags.pop(key, None) for key in _STATUS_TAGS)
     status = status_name(code)
     if code is None and error is not None and str(error).lower() not in ("false", "0"):
         status = "error"
         if message is None and isinstance(error, str) and error.lower() not in ("true", ""):
             message = error  # Zipkin puts the error description in the `error` tag
-    scope_name = tags.pop("otel.scope.name", None)
-    scope_version = tags.pop("otel.scope.version", None)
-    library_name = tags.pop("otel.library.name", None)
-    library_version = tags.pop("otel.library.version", None)
-    return (
-        status,
-        _text(message) or None,
-        _text(scope_name or library_name) or None,
-        _text(scope_version or library_version) or None,
-    )
+    name, version, library_name, library_version = (tags.pop(key, None) for key in _SCOPE_TAGS)
+    return {
+        "status_code": status,
+        "status_message": as_text(message) or None,
+        "scope_name": as_text(name or library_name) or None,
+        "scope_version": as_text(version or library_version) or None,
+    }
 
 
 def jaeger_span_row(span: Mapping[str, Any], processes: Mapping[str, Any]) -> SpanRow:
@@ -398,7 +386,7 @@ def jaeger_span_row(span: Mapping[str, Any], processes: Mapping[str, Any]) -> Sp
 
     tags = _jaeger_tags(span.get("tags"))
     kind = kind_name(tags.pop("span.kind", None) or "internal")
-    status, message, scope_name, scope_version = _status_and_scope(tags)
+    status_and_scope = _status_and_scope(tags)
 
     process = as_mapping(processes.get(span.get("processID"))) or as_mapping(span.get("process"))
     resource = _jaeger_tags(process.get("tags"))
@@ -411,20 +399,17 @@ def jaeger_span_row(span: Mapping[str, Any], processes: Mapping[str, Any]) -> Sp
         fields = _jaeger_tags(log.get("fields"))
         name = fields.pop("event", "")
         when = read_time(log.get("timestamp"), f"log {i + 1}", unit_ns=1000)
-        events.append((when, _text(name), fields))
+        events.append((when, as_text(name), fields))
 
     return SpanRow(
         trace_id=trace_id,
         span_id=span_id,
         parent_span_id=parent_id,
-        name=_text(span.get("operationName")),
+        name=as_text(span.get("operationName")),
         kind=kind,
         start_ns=start_ns,
         end_ns=end_ns,
-        status_code=status,
-        status_message=message,
-        scope_name=scope_name,
-        scope_version=scope_version,
+        **status_and_scope,
         attributes=tags,
         resource=resource,
         events=events,
@@ -444,7 +429,7 @@ def zipkin_span_row(span: Mapping[str, Any]) -> SpanRow:
     start_ns, end_ns = _start_end(span, "timestamp")
 
     tags = {str(k): v for k, v in as_mapping(span.get("tags")).items()}
-    status, message, scope_name, scope_version = _status_and_scope(tags)
+    status_and_scope = _status_and_scope(tags)
     # Zipkin has no INTERNAL kind: a span without one is internal.
     kind = kind_name(span.get("kind") or "internal")
 
@@ -457,7 +442,7 @@ def zipkin_span_row(span: Mapping[str, Any]) -> SpanRow:
     events = [
         (
             read_time(a.get("timestamp"), f"annotation {i + 1}", unit_ns=1000),
-            _text(a.get("value")),
+            as_text(a.get("value")),
             {},
         )
         for i, a in enumerate(as_mapping(a) for a in span.get("annotations") or ())
@@ -466,14 +451,11 @@ def zipkin_span_row(span: Mapping[str, Any]) -> SpanRow:
         trace_id=trace_id,
         span_id=span_id,
         parent_span_id=parent_id,
-        name=_text(span.get("name")),
+        name=as_text(span.get("name")),
         kind=kind,
         start_ns=start_ns,
         end_ns=end_ns,
-        status_code=status,
-        status_message=message,
-        scope_name=scope_name,
-        scope_version=scope_version,
+        **status_and_scope,
         attributes=tags,
         resource=resource,
         events=events,
@@ -529,7 +511,7 @@ def js_span_row(span: Mapping[str, Any]) -> SpanRow:
     for i, event in enumerate(span.get("events") or ()):
         event = as_mapping(event)
         when = read_time(event.get("time"), f"event {i + 1} time", unit_ns=unit)
-        events.append((when, _text(event.get("name")), as_mapping(event.get("attributes"))))
+        events.append((when, as_text(event.get("name")), as_mapping(event.get("attributes"))))
     links = []
     for i, link in enumerate(span.get("links") or ()):
         link_context = as_mapping(as_mapping(link).get("context"))
@@ -546,14 +528,14 @@ def js_span_row(span: Mapping[str, Any]) -> SpanRow:
         trace_id=trace_id,
         span_id=span_id,
         parent_span_id=parent_id,
-        name=_text(span.get("name")),
+        name=as_text(span.get("name")),
         kind=kind_name(span.get("kind"), js=True),
         start_ns=start_ns,
         end_ns=end_ns,
         status_code=status_name(status.get("code")),
-        status_message=_text(status.get("message")) or None,
-        scope_name=_text(scope.get("name")) or None,
-        scope_version=_text(scope.get("version")) or None,
+        status_message=as_text(status.get("message")) or None,
+        scope_name=as_text(scope.get("name")) or None,
+        scope_version=as_text(scope.get("version")) or None,
         attributes=dict(as_mapping(span.get("attributes"))),
         resource=_js_resource(span.get("resource")),
         events=events,

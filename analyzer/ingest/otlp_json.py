@@ -163,23 +163,23 @@ def _robust_line(
 ) -> None:
     """One line through the robust path (the caller has counted the record)."""
     if len(line) > limits.MAX_RECORD_BYTES:
-        log.quarantine_record(
-            f"line {line_no}", record_too_long(len(line)), bytes(line[:EXCERPT_BYTES])
-        )
-        return
-    try:
-        obj = _PARSER.decode(line)
-    except msgspec.DecodeError as exc:
-        log.quarantine_record(
-            f"line {line_no}", f"invalid JSON: {exc}", bytes(line[:EXCERPT_BYTES])
-        )
-        return
-    except RecursionError:
-        log.quarantine_record(
-            f"line {line_no}", nesting_reason(text=line), bytes(line[:EXCERPT_BYTES])
-        )
+        obj, reason = None, record_too_long(len(line))
+    else:
+        obj, reason = _decode(line)
+    if reason is not None:
+        log.quarantine_record(f"line {line_no}", reason, bytes(line[:EXCERPT_BYTES]))
         return
     add_request(obj, builder, log, source_pos=line_no, position=f"line {line_no}")
+
+
+def _decode(raw: bytes | memoryview) -> tuple[object, str | None]:
+    """`raw` parsed by the robust path's parser, and None; or None and why it cannot be."""
+    try:
+        return _PARSER.decode(raw), None
+    except msgspec.DecodeError as exc:
+        return None, f"invalid JSON: {exc}"
+    except RecursionError:
+        return None, nesting_reason(text=raw)
 
 
 def _blank(line: bytes | memoryview) -> bool:
@@ -429,13 +429,9 @@ def read_document(data: bytes, log: FileLog) -> Iterator[pa.RecordBatch]:
     """
     log.records += 1
     raw = bytes(data).removeprefix(b"\xef\xbb\xbf")
-    try:
-        obj = _PARSER.decode(raw)
-    except msgspec.DecodeError as exc:
-        log.quarantine_record("document", f"invalid JSON: {exc}", raw)
-        return
-    except RecursionError:
-        log.quarantine_record("document", nesting_reason(text=raw), raw)
+    obj, reason = _decode(raw)
+    if reason is not None:
+        log.quarantine_record("document", reason, raw)
         return
     builder = SpanBatchBuilder()
     add_request(obj, builder, log, source_pos=0, position="document")

@@ -23,6 +23,7 @@ Rules, for both readers:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import msgspec
@@ -40,6 +41,7 @@ __all__ = [
     "INT64",
     "KIND_NAMES",
     "STATUS_NAMES",
+    "add_groups",
     "add_request",
     "dumps",
     "json_slot",
@@ -79,12 +81,17 @@ _VALUE_FIELDS = (
 _SCALARS = ((BOOL, "bool"), (INT64, "int"), (FLOAT, "float"))
 
 
-class _BadSpan(Exception):
-    """A span that cannot be kept; the message is the quarantine reason."""
+class _Unreadable(Exception):
+    """A request or span that cannot be kept; the message says why."""
 
-
-class _BadRecord(Exception):
-    """A record whose structure is not an OTLP request; the message is the reason."""
+    @staticmethod
+    def reason(err: Exception, what: str, value: Any) -> str:
+        """The quarantine reason of a `what` ("request" or "span"), `value`, whose reading
+        raised `err`: an `_Unreadable`, or a RecursionError (nested deeper than can be
+        written as JSON)."""
+        if isinstance(err, RecursionError):
+            return f"unreadable {what}: {nesting_reason(value=value)}"
+        return f"not an OTLP trace request: {err}" if what == "request" else str(err)
 
 
 def dumps(value: Any) -> str:
@@ -160,9 +167,7 @@ def _plain_kvlist(value: Any) -> Any:
         return value
     out: dict[str, Any] = {}
     for item in items:
-        key = item.get("key")
-        key = "" if key is None else key if isinstance(key, str) else dumps(key)
-        out[key] = plain_value(item.get("value"))
+        out[_text(item.get("key"))] = plain_value(item.get("value"))
     return out
 
 
@@ -221,20 +226,16 @@ def typed_value(value: Any) -> tuple[str, Any] | None:
 
 
 def _attributes(items: Any, what: str) -> list[dict[str, Any]]:
-    """OTLP ``[{key, value}]`` as `analyzer.spans.ATTR` rows; raises _BadSpan when malformed."""
-    if items is None:
-        return []
-    if not isinstance(items, list):
-        raise _BadSpan(f"{what} is not a list")
+    """OTLP ``[{key, value}]`` as `analyzer.spans.ATTR` rows; raises _Unreadable when malformed."""
     rows = []
-    for item in items:
+    for item in _typed(items, list, what):
         if not isinstance(item, dict):
-            raise _BadSpan(f"{what} has an entry that is not an object")
+            raise _Unreadable(f"{what} has an entry that is not an object")
         key = item.get("key")
         if key is None:
             key = ""
         elif not isinstance(key, str):
-            raise _BadSpan(f"{what} has a key that is not a string")
+            raise _Unreadable(f"{what} has a key that is not a string")
         typed = typed_value(item.get("value"))
         if typed is None:
             continue
@@ -247,14 +248,19 @@ def _attributes(items: Any, what: str) -> list[dict[str, Any]]:
 # --- spans ------------------------------------------------------------------------------------
 
 
+def _typed(value: Any, kind: type[list] | type[dict], what: str) -> Any:
+    """`value`, a `kind` (list or dict); an empty one for None; else raises _Unreadable."""
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        raise _Unreadable(f"{what} is not {'a list' if kind is list else 'an object'}")
+    return value
+
+
 def _text(value: Any) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else dumps(value)
-
-
-def _optional_text(value: Any) -> str | None:
-    return _text(value) or None
 
 
 def _id(
@@ -266,35 +272,29 @@ def _id(
         out = normalize_id(value, nbytes)
     except ValueError as exc:
         if opaque is None or not isinstance(value, str) or not value.strip():
-            raise _BadSpan(f"bad {what}: {exc}") from None
+            raise _Unreadable(f"bad {what}: {exc}") from None
         opaque.append(what)
         out = opaque_id(value.strip(), nbytes)
     if out is None and required:
-        raise _BadSpan(f"missing {what}")
+        raise _Unreadable(f"missing {what}")
     return out
 
 
 def _time(value: Any, what: str, *, required: bool = False) -> int | None:
     if value is None:
         if required:
-            raise _BadSpan(f"missing {what}")
+            raise _Unreadable(f"missing {what}")
         return None
     coerced = _coerce(INT64, value)
     if coerced is _BAD:
-        raise _BadSpan(f"unreadable {what}: {dumps(value)[:60]}")
+        raise _Unreadable(f"unreadable {what}: {dumps(value)[:60]}")
     return coerced
 
 
-def _list(value: Any, what: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise _BadSpan(f"{what} is not a list")
-    return value
-
-
-def _span_row(span: dict[str, Any], opaque: list[str]) -> dict[str, Any]:
+def _span_row(span: Any, opaque: list[str]) -> dict[str, Any]:
     """The span's row; the names of its ids read as opaque texts are appended to `opaque`."""
+    if not isinstance(span, dict):
+        raise _Unreadable("span is not a JSON object")
     trace_id = _id(_get(span, "traceId", "trace_id"), 16, "traceId", required=True, opaque=opaque)
     span_id = _id(_get(span, "spanId", "span_id"), 8, "spanId", required=True, opaque=opaque)
     parent = _id(_get(span, "parentSpanId", "parent_span_id"), 8, "parentSpanId", opaque=opaque)
@@ -304,15 +304,11 @@ def _span_row(span: dict[str, Any], opaque: list[str]) -> dict[str, Any]:
     end = _time(
         _get(span, "endTimeUnixNano", "end_time_unix_nano"), "endTimeUnixNano", required=True
     )
-    status = span.get("status")
-    if status is None:
-        status = {}
-    elif not isinstance(status, dict):
-        raise _BadSpan("status is not an object")
+    status = _typed(span.get("status"), dict, "status")
     events = []
-    for event in _list(span.get("events"), "events"):
+    for event in _typed(span.get("events"), list, "events"):
         if not isinstance(event, dict):
-            raise _BadSpan("an event is not an object")
+            raise _Unreadable("an event is not an object")
         events.append(
             {
                 "time_ns": _time(_get(event, "timeUnixNano", "time_unix_nano"), "event time"),
@@ -321,9 +317,9 @@ def _span_row(span: dict[str, Any], opaque: list[str]) -> dict[str, Any]:
             }
         )
     links = []
-    for link in _list(span.get("links"), "links"):
+    for link in _typed(span.get("links"), list, "links"):
         if not isinstance(link, dict):
-            raise _BadSpan("a link is not an object")
+            raise _Unreadable("a link is not an object")
         links.append(
             {
                 "trace_id": _id(_get(link, "traceId", "trace_id"), 16, "link traceId"),
@@ -340,7 +336,7 @@ def _span_row(span: dict[str, Any], opaque: list[str]) -> dict[str, Any]:
         "start_ns": start,
         "end_ns": end,
         "status_code": status_name(status.get("code")),
-        "status_message": _optional_text(status.get("message")),
+        "status_message": _text(status.get("message")) or None,
         "attributes": _attributes(span.get("attributes"), "attributes"),
         "events": events,
         "links": links,
@@ -348,56 +344,39 @@ def _span_row(span: dict[str, Any], opaque: list[str]) -> dict[str, Any]:
 
 
 def _scope_groups(
-    obj: dict[str, Any],
+    obj: Any,
 ) -> list[tuple[list[dict[str, Any]], str | None, str | None, list[Any]]]:
-    """(resource attributes, scope name, scope version, spans) per scope; raises _BadRecord."""
-    resource_spans = _get(obj, "resourceSpans", "resource_spans")
-    if resource_spans is None:
-        return []
-    if not isinstance(resource_spans, list):
-        raise _BadRecord("resourceSpans is not a list")
+    """(resource attributes, scope name, scope version, spans) per scope of a request;
+    raises _Unreadable when it is no OTLP trace request."""
+    if not isinstance(obj, dict):
+        raise _Unreadable("not a JSON object")
+    if "resourceSpans" not in obj and "resource_spans" not in obj:
+        raise _Unreadable("no resourceSpans")
     groups = []
-    for rs in resource_spans:
+    for rs in _typed(_get(obj, "resourceSpans", "resource_spans"), list, "resourceSpans"):
         if not isinstance(rs, dict):
-            raise _BadRecord("a resourceSpans entry is not an object")
-        resource = rs.get("resource")
-        if resource is not None and not isinstance(resource, dict):
-            raise _BadRecord("resource is not an object")
-        try:
-            res_attrs = _attributes((resource or {}).get("attributes"), "resource attributes")
-        except _BadSpan as exc:
-            raise _BadRecord(str(exc)) from None
+            raise _Unreadable("a resourceSpans entry is not an object")
+        resource = _typed(rs.get("resource"), dict, "resource")
+        res_attrs = _attributes(resource.get("attributes"), "resource attributes")
         scope_spans = []
         for camel, snake in (
             ("scopeSpans", "scope_spans"),
             ("instrumentationLibrarySpans", "instrumentation_library_spans"),
         ):
-            entries = _get(rs, camel, snake)
-            if entries is None:
-                continue
-            if not isinstance(entries, list):
-                raise _BadRecord(f"{camel} is not a list")
-            scope_spans.extend(entries)
+            scope_spans.extend(_typed(_get(rs, camel, snake), list, camel))
         for ss in scope_spans:
             if not isinstance(ss, dict):
-                raise _BadRecord("a scopeSpans entry is not an object")
+                raise _Unreadable("a scopeSpans entry is not an object")
             scope = ss.get("scope")
             if scope is None:
                 scope = _get(ss, "instrumentationLibrary", "instrumentation_library")
-            if scope is None:
-                scope = {}
-            if not isinstance(scope, dict):
-                raise _BadRecord("scope is not an object")
-            spans = ss.get("spans")
-            if spans is None:
-                spans = []
-            if not isinstance(spans, list):
-                raise _BadRecord("spans is not a list")
+            scope = _typed(scope, dict, "scope")
+            spans = _typed(ss.get("spans"), list, "spans")
             groups.append(
                 (
                     res_attrs,
-                    _optional_text(scope.get("name")),
-                    _optional_text(scope.get("version")),
+                    _text(scope.get("name")) or None,
+                    _text(scope.get("version")) or None,
                     spans,
                 )
             )
@@ -414,54 +393,53 @@ def add_request(
     (the caller counts the record). A record that is not an OTLP trace request is quarantined
     whole; a span that cannot be read is quarantined on its own.
     """
-    if not isinstance(obj, dict):
-        log.quarantine_record(position, "not an OTLP trace request: not a JSON object", _shown(obj))
-        return
-    if _get(obj, "resourceSpans", "resource_spans") is None and not (
-        "resourceSpans" in obj or "resource_spans" in obj
-    ):
-        log.quarantine_record(position, "not an OTLP trace request: no resourceSpans", _shown(obj))
-        return
     try:
         groups = _scope_groups(obj)
-    except _BadRecord as exc:
-        log.quarantine_record(position, f"not an OTLP trace request: {exc}", _shown(obj))
+    except (_Unreadable, RecursionError) as err:
+        log.quarantine_record(position, _Unreadable.reason(err, "request", obj), _shown(obj))
         return
-    except RecursionError:  # resource attributes nested deeper than can be written as JSON
-        log.quarantine_record(
-            position, f"unreadable request: {nesting_reason(value=obj)}", _shown(obj)
-        )
-        return
+
+    def read_span(span: Any, where: str) -> dict[str, Any] | None:
+        opaque: list[str] = []
+        try:
+            row = _span_row(span, opaque)
+        except (_Unreadable, RecursionError) as err:
+            log.quarantine_span(where, _Unreadable.reason(err, "span", span), _shown(span))
+            return None
+        if opaque:
+            log.warn(
+                where, f"{', '.join(opaque)} neither hex nor base64: read as an opaque id (hashed)"
+            )
+        return row
+
+    add_groups(groups, read_span, builder, log, source_pos=source_pos, position=position)
+
+
+def add_groups(
+    groups: list[tuple[list[dict[str, Any]], str | None, str | None, Any]],
+    read_span: Callable[[Any, str], dict[str, Any] | None],
+    builder: SpanBatchBuilder,
+    log: FileLog,
+    *,
+    source_pos: int,
+    position: str,
+) -> None:
+    """Add the spans of a request's `groups` (resource attributes, scope name, scope version,
+    spans) to `builder`, counting each in ``log.spans_read``. ``read_span(span, where)`` gives a
+    span's row (`SpanBatchBuilder.add` fields but scope, resource and source), or None once it
+    has quarantined the span as `where` ("`position` span N", N counted across the request)."""
     number = 0
     for res_attrs, scope_name, scope_version, spans in groups:
         for span in spans:
             number += 1
             log.spans_read += 1
-            where = f"{position} span {number}"
-            if not isinstance(span, dict):
-                log.quarantine_span(where, "span is not a JSON object", dumps(span))
-                continue
-            opaque: list[str] = []
-            try:
-                row = _span_row(span, opaque)
-            except _BadSpan as exc:
-                log.quarantine_span(where, str(exc), _shown(span))
-                continue
-            except RecursionError:  # an attribute nested deeper than can be written as JSON
-                log.quarantine_span(
-                    where, f"unreadable span: {nesting_reason(value=span)}", _shown(span)
+            row = read_span(span, f"{position} span {number}")
+            if row is not None:
+                builder.add(
+                    **row,
+                    scope_name=scope_name,
+                    scope_version=scope_version,
+                    resource_attributes=res_attrs,
+                    source_file=log.path,
+                    source_pos=source_pos,
                 )
-                continue
-            if opaque:
-                log.warn(
-                    where,
-                    f"{', '.join(opaque)} neither hex nor base64: read as an opaque id (hashed)",
-                )
-            builder.add(
-                **row,
-                scope_name=scope_name,
-                scope_version=scope_version,
-                resource_attributes=res_attrs,
-                source_file=log.path,
-                source_pos=source_pos,
-            )

@@ -22,7 +22,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ScopeSpans
 from analyzer.ingest import limits
 from analyzer.ingest.accounting import FileLog
 from analyzer.ingest.limits import record_too_long
-from analyzer.ingest.otlp_objects import dumps
+from analyzer.ingest.otlp_objects import add_groups, dumps
 from analyzer.spans import KINDS, STATUSES, SpanBatchBuilder
 
 __all__ = ["looks_like_frames", "read_frames"]
@@ -206,29 +206,20 @@ def _scope_spans(rs: Any) -> list[Any]:
 def _add_request(req: Any, builder: SpanBatchBuilder, log: FileLog, offset: int) -> None:
     # Legacy groups are decoded here, before any span is counted: a corrupt one raises
     # DecodeError and the frame is quarantined whole, with nothing half-counted.
-    groups = [(rs, _scope_spans(rs)) for rs in req.resource_spans]
-    number = 0
-    for rs, scope_spans in groups:
+    groups = []
+    for rs in req.resource_spans:
         res_attrs = _attrs(rs.resource.attributes)
-        for ss in scope_spans:
-            scope_name = ss.scope.name or None
-            scope_version = ss.scope.version or None
-            for span in ss.spans:
-                number += 1
-                log.spans_read += 1
-                try:
-                    row = _span_row(span)
-                except _BadSpan as exc:
-                    log.quarantine_span(f"byte {offset} span {number}", str(exc), str(span))
-                    continue
-                builder.add(
-                    **row,
-                    scope_name=scope_name,
-                    scope_version=scope_version,
-                    resource_attributes=res_attrs,
-                    source_file=log.path,
-                    source_pos=offset,
-                )
+        for ss in _scope_spans(rs):
+            groups.append((res_attrs, ss.scope.name or None, ss.scope.version or None, ss.spans))
+
+    def read_span(span: Any, where: str) -> dict[str, Any] | None:
+        try:
+            return _span_row(span)
+        except _BadSpan as exc:
+            log.quarantine_span(where, str(exc), str(span))
+            return None
+
+    add_groups(groups, read_span, builder, log, source_pos=offset, position=f"byte {offset}")
 
 
 def _parse(payload: bytes) -> Any:

@@ -8,7 +8,7 @@ integer-nanosecond times, ``parent: {span_id}``) and Phoenix span JSON (plain he
 `analyzer.ingest.dumps`; the dispatch on a whole document in `analyzer.ingest.documents`.
 
 The helpers here (`SpanRow`, `SpanError`, `iso_to_ns`, `time_ns`, `kind_name`, `status_name`,
-`read_id`) are shared by every document reader.
+`read_id`, `as_text`...) are shared by every document reader.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ __all__ = [
     "SpanError",
     "SpanRow",
     "as_mapping",
+    "as_text",
     "iso_to_ns",
     "kind_name",
     "read_id",
@@ -200,6 +201,14 @@ def as_mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
+def as_text(value: Any) -> str:
+    """`value` when it is a string, "" for None, else ``str(value)`` (``as_text(v) or None``
+    gives None for None and "")."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
 # ---------------------------------------------------------------------------------------------
 # The Python-SDK-shaped span
 
@@ -263,25 +272,20 @@ def sdk_span_row(span: Mapping[str, Any]) -> SpanRow:
             )
         )
 
-    name = span.get("name")
     return SpanRow(
         trace_id=trace_id,
         span_id=span_id,
         parent_span_id=parent_id,
-        name=name if isinstance(name, str) else "" if name is None else str(name),
+        name=as_text(span.get("name")),
         kind=kind_name(span.get("kind")),
         start_ns=start_ns,
         end_ns=end_ns,
         status_code=status_code,
         status_message=str(status_message) if status_message else None,
-        scope_name=_opt_str(scope.get("name")),
-        scope_version=_opt_str(scope.get("version")),
+        scope_name=as_text(scope.get("name")) or None,
+        scope_version=as_text(scope.get("version")) or None,
         attributes=attributes,
         resource=resource,
         events=events,
         links=links,
     )
-
-
-def _opt_str(value: Any) -> str | None:
-    return None if value is None or value == "" else str(value)
