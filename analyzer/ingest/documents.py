@@ -446,21 +446,17 @@ def read_json_document(data: bytes, log: FileLog) -> Iterator[pa.RecordBatch]:
         rows = len(reader.builder)  # reader.ready is empty here
         try:
             reader.value(value, line)
-        except TraceFormatError as err:
-            log.records += 1
-            log.quarantine_record(f"line {line}", str(err), _raw(value))
-        except RecursionError:
-            # Nested too deep for a helper that walks the whole value (an any-agent
-            # final_output, Langfuse metadata...): the spans it counted but did not keep are lost.
+        except (TraceFormatError, RecursionError) as err:
+            # Not a trace, or nested too deep for a helper that walks the whole value (an
+            # any-agent final_output, Langfuse metadata...): the spans it counted but did not
+            # keep are lost.
             kept = len(reader.builder) + sum(b.num_rows for b in reader.ready) - rows
             lost = log.spans_read - read - kept - (log.spans_quarantined - quarantined)
+            reason = str(err)
+            if isinstance(err, RecursionError):
+                reason = f"unreadable value: {nesting_reason(value=value)}"
             log.records += 1
-            log.quarantine_record(
-                f"line {line}",
-                f"unreadable value: {nesting_reason(value=value)}",
-                _raw(value),
-                lost=max(0, lost),
-            )
+            log.quarantine_record(f"line {line}", reason, _raw(value), lost=max(0, lost))
         yield from reader.ready
         reader.ready.clear()
         if len(reader.builder) >= BATCH_SPANS:  # an OTLP request may fill it too

@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from analyzer.ingest.ids import normalize_id
+from analyzer.ingest.ids import normalize_id, opaque_id
 from analyzer.ingest.otlp_objects import dumps
 from analyzer.ingest.sdk_json import (
     SpanError,
@@ -249,7 +248,7 @@ def _langfuse_id(value: Any, nbytes: int, what: str) -> tuple[str | None, bool]:
             return out, True
     except ValueError:
         pass
-    return hashlib.sha256(value.encode()).hexdigest()[: 2 * nbytes], True
+    return opaque_id(value, nbytes), True
 
 
 def _langfuse_metadata(value: Any) -> Mapping[str, Any]:

@@ -146,29 +146,21 @@ def status_name(value: Any) -> str:
 # --- attribute values -------------------------------------------------------------------------
 
 
-def _plain_array(value: Any) -> Any:
+def _plain_items(value: Any, kvlist: bool) -> Any:
+    """An ArrayValue as a list, or with `kvlist` a KeyValueList as a dict, of plain values;
+    `value` itself when it is malformed."""
     if not isinstance(value, dict):
         return value
     items = value.get("values")
     if items is None:
-        return []
+        return {} if kvlist else []
     if not isinstance(items, list):
         return value
-    return [plain_value(item) for item in items]
-
-
-def _plain_kvlist(value: Any) -> Any:
-    if not isinstance(value, dict):
+    if not kvlist:
+        return [plain_value(item) for item in items]
+    if not all(isinstance(item, dict) for item in items):
         return value
-    items = value.get("values")
-    if items is None:
-        return {}
-    if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
-        return value
-    out: dict[str, Any] = {}
-    for item in items:
-        out[_text(item.get("key"))] = plain_value(item.get("value"))
-    return out
+    return {_text(item.get("key")): plain_value(item.get("value")) for item in items}
 
 
 def plain_value(value: Any) -> Any:
@@ -182,9 +174,7 @@ def plain_value(value: Any) -> Any:
         if index in (1, 2, 3):
             coerced = _coerce(_SCALARS[index - 1][0], field)
             return field if coerced is _BAD else coerced
-        if index == 5:
-            return _plain_array(field)
-        return _plain_kvlist(field) if index == 6 else field
+        return _plain_items(field, index == 6) if index in (5, 6) else field
     return None
 
 
@@ -196,11 +186,7 @@ def json_slot(index: int, field: Any) -> tuple[str, Any]:
         decoder, slot = _SCALARS[index - 1]
         coerced = _coerce(decoder, field)
         return ("json", dumps(field)) if coerced is _BAD else (slot, coerced)
-    if index == 4:
-        return "json", dumps(field)
-    if index == 5:
-        return "json", dumps(_plain_array(field))
-    return "json", dumps(_plain_kvlist(field))
+    return "json", dumps(field if index == 4 else _plain_items(field, index == 6))
 
 
 def typed_value(value: Any) -> tuple[str, Any] | None:
