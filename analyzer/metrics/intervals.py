@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analyzer.metrics.stats import Z_95, wilson
+from analyzer.metrics.stats import wilson
 
 __all__ = [
     "BOOTSTRAP_RESAMPLES",
@@ -66,20 +66,15 @@ def excludes_zero(lo: float | None, hi: float | None) -> bool | None:
     return lo > 0.0 or hi < 0.0
 
 
-def newcombe_independent(k1: int, n1: int, k2: int, n2: int, z: float = Z_95) -> Interval:
+def newcombe_independent(k1: int, n1: int, k2: int, n2: int) -> Interval:
     """``k1/n1 - k2/n2`` with Newcombe's hybrid score interval (1998, method 10)."""
-    w1, w2 = wilson(k1, n1, z), wilson(k2, n2, z)
+    w1, w2 = wilson(k1, n1), wilson(k2, n2)
     if w1 is None or w2 is None:
         return Interval(None, None, None)
-    p1, p2 = k1 / n1, k2 / n2
-    (l1, u1), (l2, u2) = w1, w2
-    d = p1 - p2
-    lo = d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
-    hi = d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
-    return Interval(d, max(-1.0, lo), min(1.0, hi))
+    return _square_and_add(k1 / n1, w1, k2 / n2, w2, phi=0.0)
 
 
-def newcombe_paired(a: int, b: int, c: int, d: int, z: float = Z_95) -> Interval:
+def newcombe_paired(a: int, b: int, c: int, d: int) -> Interval:
     """``p1 - p2`` over ``n`` pairs with Newcombe's paired interval (1998, method 10).
 
     ``a``: pairs positive on both sides; ``b``: positive on side 1 only; ``c``: on side 2
@@ -90,10 +85,8 @@ def newcombe_paired(a: int, b: int, c: int, d: int, z: float = Z_95) -> Interval
     n = a + b + c + d
     if n == 0:
         return Interval(None, None, None)
-    p1, p2 = (a + b) / n, (a + c) / n
-    w1, w2 = wilson(a + b, n, z), wilson(a + c, n, z)
+    w1, w2 = wilson(a + b, n), wilson(a + c, n)
     assert w1 is not None and w2 is not None
-    (l1, u1), (l2, u2) = w1, w2
     margins = (a + b) * (c + d) * (a + c) * (b + d)
     cross = a * d - b * c
     if margins == 0:
@@ -104,6 +97,15 @@ def newcombe_paired(a: int, b: int, c: int, d: int, z: float = Z_95) -> Interval
         phi = 0.0
     else:
         phi = cross / math.sqrt(margins)
+    return _square_and_add((a + b) / n, w1, (a + c) / n, w2, phi=phi)
+
+
+def _square_and_add(
+    p1: float, w1: tuple[float, float], p2: float, w2: tuple[float, float], *, phi: float
+) -> Interval:
+    """``p1 - p2`` and its interval from the Wilson intervals ``w1``, ``w2`` of the two rates
+    and their correlation ``phi`` (0 for independent rates), clipped to [-1, 1]."""
+    (l1, u1), (l2, u2) = w1, w2
     delta = p1 - p2
     down = (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2
     up = (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2

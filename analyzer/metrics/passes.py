@@ -39,7 +39,6 @@ TOTALS = (
 )
 #: Float columns summed exactly: the cost section reads them.
 SUMS = ("cost_usd", "recorded_cost_usd", "retry_cost_usd")
-_BREAKDOWN_QUANTILES = (0.5, 0.95)
 
 
 #: Runs read at a time: consecutive parts are read together, up to this many runs. Each batch
@@ -413,17 +412,16 @@ class RunFigures:
             "runs": n,
         }
 
-    def _group_quantiles(self, name: str) -> dict[str, dict[int, list[float | None]]]:
-        """Per breakdown metric, each group's `_BREAKDOWN_QUANTILES` (groups without a value
-        left out)."""
+    def _group_quantiles(self, name: str) -> dict[str, dict[int, float | None]]:
+        """Per breakdown column ``{metric}_p50`` (`metrics.BREAKDOWN_QUANTILES`), each group's
+        quantile (groups without a value left out)."""
         run, number = self._members[name]
-        return {
-            metric: {
-                g: [_quantile(values, q) for q in _BREAKDOWN_QUANTILES]
-                for g, values in _by_group(number, self._values[metric][run])
-            }
-            for metric in self.breakdown_metrics
-        }
+        out = {}
+        for metric in self.breakdown_metrics:
+            by_group = dict(_by_group(number, self._values[metric][run]))
+            for q in m.BREAKDOWN_QUANTILES:
+                out[f"{metric}_{m._qname(q)}"] = {g: _quantile(v, q) for g, v in by_group.items()}
+        return out
 
     def breakdown(self, name: str) -> pl.DataFrame:
         """Rows of `metrics.breakdown` for breakdown `name` (its group column ``group``), with
@@ -446,14 +444,11 @@ class RunFigures:
             self._group_sum(name, "cost", g) if not groups[g].get("unpriced_runs") else None
             for g in gids
         ]
-        quantiles = self._group_quantiles(name)
-        none = [None] * len(_BREAKDOWN_QUANTILES)
-        for metric in self.breakdown_metrics:
-            for i, p in enumerate(("p50", "p95")):
-                rows[f"{metric}_{p}"] = [quantiles[metric].get(g, none)[i] for g in gids]
         schema: dict[str, Any] = {"group": dtype, "mean_score": pl.Float64, "_total": pl.Float64}
         schema |= {k: pl.Int64 for k in counts}
-        schema |= {f"{mt}_{p}": pl.Float64 for mt in self.breakdown_metrics for p in ("p50", "p95")}
+        for column, by_group in self._group_quantiles(name).items():
+            rows[column] = [by_group.get(g) for g in gids]
+            schema[column] = pl.Float64
         if self._passed is not None:  # for `with_label_rates`
             for key in ("label_runs", "label_correct_runs"):
                 rows[key] = [groups[g].get(key, 0) for g in gids]
@@ -467,10 +462,7 @@ class RunFigures:
         out = pl.DataFrame(rows, schema=schema)
         out = out.with_columns(total_cost_usd=pl.col("_total").round(12)).drop("_total")
         out = out.with_columns(
-            *m.wilson_columns("passed_runs", "runs", "pass_rate"),
-            pl.when(pl.col("passed_runs") > 0)
-            .then(pl.col("total_cost_usd") / pl.col("passed_runs"))
-            .alias("cost_per_correct_run"),
+            *m.wilson_columns("passed_runs", "runs", "pass_rate"), m.COST_PER_CORRECT
         )
         if self._passed is not None:
             out = with_label_rates(out)
@@ -495,15 +487,8 @@ def with_label_rates(rows: pl.DataFrame) -> pl.DataFrame:
     """Breakdown rows with ``label_runs``, ``label_correct_runs`` and ``_cost`` (the cost of
     their labelled runs, null when one is unpriced): their labelled correct rate with its
     Wilson interval and cost per correct run, ``_cost`` dropped."""
-    ks = rows.get_column("label_correct_runs").to_list()
-    ns = rows.get_column("label_runs").to_list()
-    bounds = [m.wilson(k, n) for k, n in zip(ks, ns, strict=True)]
     return rows.with_columns(
-        label_correct_rate=pl.Series(
-            [k / n if n else None for k, n in zip(ks, ns, strict=True)], dtype=pl.Float64
-        ),
-        label_correct_rate_lo=pl.Series([b[0] if b else None for b in bounds], dtype=pl.Float64),
-        label_correct_rate_hi=pl.Series([b[1] if b else None for b in bounds], dtype=pl.Float64),
+        *m.wilson_columns("label_correct_runs", "label_runs", "label_correct_rate"),
         label_cost_per_correct_run=pl.when(pl.col("label_correct_runs") > 0).then(
             pl.col("_cost") / pl.col("label_correct_runs")
         ),

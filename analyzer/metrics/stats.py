@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from analyzer.pack import Pack
 
 __all__ = [
+    "BREAKDOWN_QUANTILES",
+    "COST_PER_CORRECT",
     "JUDGED",
     "QUANTILES",
     "ROUTING_MIN_RUNS",
@@ -91,6 +93,8 @@ __all__ = [
 Z_95 = 1.959963984540054
 #: The quantiles reported for tails.
 QUANTILES = (0.5, 0.95, 0.99)
+#: The quantiles of each metric in a breakdown row (those of `tails`, without intervals).
+BREAKDOWN_QUANTILES = (0.5, 0.95)
 #: Per-run quantities whose tails are reported (``tokens`` = input + output tokens).
 TAIL_METRICS = ("cost_usd", "tokens", "model_calls", "tool_calls", "duration_s")
 #: Coverage statuses under which a rule judged a run.
@@ -165,17 +169,17 @@ def quantile_interval(n: int, q: float, confidence: float = 0.95) -> tuple[int, 
     return lower, upper
 
 
-def wilson(k: int, n: int, z: float = Z_95) -> tuple[float, float] | None:
-    """Wilson score interval of the rate ``k / n``; None when ``n`` is 0."""
+def wilson(k: int, n: int) -> tuple[float, float] | None:
+    """Wilson score 95 % interval of the rate ``k / n``; None when ``n`` is 0."""
     if n <= 0:
         return None
     if not 0 <= k <= n:
         raise ValueError(f"{k} successes out of {n}")
     p = k / n
-    z2 = z * z
+    z2 = Z_95 * Z_95
     denom = 1.0 + z2 / n
     center = (p + z2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
+    half = Z_95 * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
     # At k = 0 and k = n the bounds are exactly 0 and 1; say so rather than 1 - 1e-16.
     lo = 0.0 if k == 0 else max(0.0, center - half)
     hi = 1.0 if k == n else min(1.0, center + half)
@@ -317,7 +321,6 @@ def tails(
     by: str | Sequence[str] | None = None,
     metrics: Sequence[str] = TAIL_METRICS,
     quantiles: Sequence[float] = QUANTILES,
-    confidence: float = 0.95,
 ) -> pl.DataFrame:
     """Quantiles of per-run metrics with distribution-free intervals, one row per metric.
 
@@ -344,7 +347,7 @@ def tails(
             value.drop_nulls().sort().alias("_sorted"),
             *[value.quantile(q, interpolation="linear").alias(_qname(q)) for q in quantiles],
         )
-        ranks = _rank_table(part.get_column("n").unique().to_list(), quantiles, confidence)
+        ranks = _rank_table(part.get_column("n").unique().to_list(), quantiles)
         part = part.join(ranks, on="n", how="left").with_columns(
             *[
                 pl.col("_sorted")
@@ -360,15 +363,12 @@ def tails(
     return _sorted(pl.concat(parts), [*keys, "_order"]).select(cols)
 
 
-def _rank_table(ns: list[int], quantiles: Sequence[float], confidence: float) -> pl.DataFrame:
+def _rank_table(ns: list[int], quantiles: Sequence[float]) -> pl.DataFrame:
     """Per ``n``: the ranks ``_l_<q>``, ``_u_<q>`` of each `quantile_interval`."""
     schema = {"n": pl.Int64} | {f"_{e}_{_qname(q)}": pl.Int64 for q in quantiles for e in "lu"}
     rows = []
     for n in sorted(ns):
-        ranks = [
-            quantile_interval(int(n), float(q), confidence) if 0 < q < 1 else None
-            for q in quantiles
-        ]
+        ranks = [quantile_interval(int(n), float(q)) if 0 < q < 1 else None for q in quantiles]
         rows.append((n, *[r for rank in ranks for r in (rank or (None, None))]))
     return pl.DataFrame(rows, schema=schema, orient="row")
 
@@ -810,7 +810,7 @@ _COST_AGGS = (
     .alias("total_cost_usd"),
 )
 #: The total cost over the runs that passed (null when none did or the total is unknown).
-_COST_PER_CORRECT = (
+COST_PER_CORRECT = (
     pl.when(pl.col("passed_runs") > 0)
     .then(pl.col("total_cost_usd") / pl.col("passed_runs"))
     .alias("cost_per_correct_run")
@@ -923,14 +923,15 @@ def breakdown(
         (pl.col("findings") > 0).sum().cast(pl.Int64).alias("runs_with_findings"),
         ordered_mean("score").alias("mean_score"),
         *_COST_AGGS,
-        # the quantiles of `tails`, without its intervals
         *[
-            pl.col(f"_m_{metric}").quantile(q, interpolation="linear").alias(f"{metric}_{name}")
+            pl.col(f"_m_{metric}")
+            .quantile(q, interpolation="linear")
+            .alias(f"{metric}_{_qname(q)}")
             for metric in metrics
-            for q, name in ((0.5, "p50"), (0.95, "p95"))
+            for q in BREAKDOWN_QUANTILES
         ],
     )
-    out = out.with_columns(*wilson_columns("passed_runs", "runs", "pass_rate"), _COST_PER_CORRECT)
+    out = out.with_columns(*wilson_columns("passed_runs", "runs", "pass_rate"), COST_PER_CORRECT)
     return _sorted(out, keys).select(*keys, *breakdown_columns(metrics))
 
 
@@ -967,7 +968,7 @@ def breakdown_columns(metrics: Sequence[str] = TAIL_METRICS) -> list[str]:
         "unpriced_runs",
         "total_cost_usd",
         "cost_per_correct_run",
-        *[f"{m}_{p}" for m in metrics for p in ("p50", "p95")],
+        *[f"{m}_{_qname(q)}" for m in metrics for q in BREAKDOWN_QUANTILES],
     ]
 
 

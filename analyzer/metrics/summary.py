@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from analyzer.checks.base import SEVERITIES
 from analyzer.metrics import stats as m
 from analyzer.metrics.facts import facts_of
 from analyzer.metrics.passes import STEP_CAP, TOTALS, RunFigures, StepFigures, with_label_rates
@@ -32,7 +33,6 @@ __all__ = [
 SUMMARY_VERSION = 3
 #: The rate tables listed under ``metrics`` (the rules' reach and reasons are in ``checks``).
 METRIC_RATES = ("rule_rates", "kind_rates", "omission_rates", "rule_coverage")
-SEVERITIES = ("critical", "high", "medium", "low")
 #: Per-run quantities whose tails summary.json reports, in this order.
 SUMMARY_TAILS = (
     "cost_usd",
