@@ -456,60 +456,37 @@ def _rate_indicators(
     findings = side.findings.join(ids, on="run_id", how="semi")
     coverage = side.coverage.join(ids, on="run_id", how="semi")
     per_run = runs.select("run_id", pl.col("run_id").alias("_unit"))
-    schema = {
-        "metric": pl.String,
-        "key": pl.String,
-        "run_id": pl.String,
-        "judged": pl.Int64,
-        "hit": pl.Int64,
-    }
-    parts = [pl.DataFrame(schema=schema)]
+
+    def part(metric: str, frame: pl.DataFrame, key: pl.Expr, judged: str, hit: str) -> pl.DataFrame:
+        """The rows of one rate: its table per run (``_unit``), the columns of key, judged, hit."""
+        return frame.select(
+            pl.lit(metric, pl.String).alias("metric"),
+            key.cast(pl.String).alias("key"),
+            pl.col("_unit").cast(pl.String).alias("run_id"),
+            pl.col(judged).cast(pl.Int64).alias("judged"),
+            pl.col(hit).cast(pl.Int64).alias("hit"),
+        )
+
     om = omission_rates(findings, coverage, required=required, runs=per_run, by="_unit")
-    parts.append(
-        om.select(
-            pl.lit("omission_rate").alias("metric"),
-            pl.col("tool").alias("key"),
-            pl.col("_unit").alias("run_id"),
-            pl.col("required_runs").alias("judged"),
-            pl.col("omitted_runs").alias("hit"),
-        )
-    )
     kr = kind_rates(findings, coverage, rule_kinds=kinds, runs=per_run, by="_unit")
-    parts.append(
-        kr.select(
-            pl.lit("kind_rate").alias("metric"),
-            pl.col("kind").alias("key"),
-            pl.col("_unit").alias("run_id"),
-            pl.col("judged"),
-            pl.col("failed").alias("hit"),
-        )
-    )
     rr = rule_rates(findings, coverage, runs=per_run, by="_unit")
-    parts.append(
-        rr.select(
-            pl.lit("rule_rate").alias("metric"),
-            # a rule id two packs share is named pack/id
-            pl.when(pl.col("pack").n_unique().over("rule_id") > 1)
-            .then(pl.concat_str("pack", pl.lit("/"), "rule_id"))
-            .otherwise("rule_id")
-            .alias("key"),
-            pl.col("_unit").alias("run_id"),
-            pl.col("judged"),
-            pl.col("failed").alias("hit"),
-        )
+    # a rule id two packs share is named pack/id
+    rule_key = (
+        pl.when(pl.col("pack").n_unique().over("rule_id") > 1)
+        .then(pl.concat_str("pack", pl.lit("/"), "rule_id"))
+        .otherwise("rule_id")
     )
+    parts = [
+        part("omission_rate", om, pl.col("tool"), "required_runs", "omitted_runs"),
+        part("kind_rate", kr, pl.col("kind"), "judged", "failed"),
+        part("rule_rate", rr, rule_key, "judged", "failed"),
+    ]
     if side.labelled is not None:
-        labelled = side.labelled.join(ids, on="run_id", how="semi")
-        parts.append(
-            labelled.select(
-                pl.lit("all_fields_correct").alias("metric"),
-                pl.lit(None, pl.String).alias("key"),
-                "run_id",
-                pl.lit(1).alias("judged"),
-                pl.col("passed").cast(pl.Int64).alias("hit"),
-            )
+        labelled = side.labelled.join(ids, on="run_id", how="semi").with_columns(
+            _unit=pl.col("run_id"), judged=pl.lit(1)
         )
-    out = pl.concat([p.cast(schema) for p in parts])  # type: ignore[arg-type]
+        parts.append(part("all_fields_correct", labelled, pl.lit(None), "judged", "passed"))
+    out = pl.concat(parts)
     # A run the rate does not judge is in no denominator (and counts no hit).
     return out.filter(pl.col("judged") > 0).with_columns(pl.col("hit").clip(0, 1))
 
@@ -715,23 +692,18 @@ class _Context:
         b, c = (self.units[s].get_column("_u").max() for s in ("b", "c"))
         return (int(b) + 1 if b is not None else 0, int(c) + 1 if c is not None else 0)
 
-    def boot(
-        self,
-        stat: stats.Statistic,
-        b: tuple[np.ndarray, np.ndarray],
-        c: tuple[np.ndarray, np.ndarray],
-        *,
-        units: tuple[int, int] | None = None,
-    ) -> tuple[float | None, float | None]:
-        if b[0].shape[0] == 0 or c[0].shape[0] == 0:
-            return None, None
+    def intervals(
+        self, tasks: Sequence[stats.Task], units: tuple[int, int] | None = None
+    ) -> list[tuple[float | None, float | None]]:
+        """`intervals.bootstrap_intervals` of ``tasks`` over the resampling units of the diff
+        (`unit_counts`), or over ``units``."""
         return stats.bootstrap_intervals(
-            [(stat, b, c)],
+            tasks,
             units=units if units is not None else self.unit_counts(),
             paired=self.paired,
             resamples=self.resamples,
             seed=self.seed,
-        )[0]
+        )
 
 
 def _point(stat: stats.Statistic, values: np.ndarray) -> float | None:
@@ -739,6 +711,15 @@ def _point(stat: stats.Statistic, values: np.ndarray) -> float | None:
         return None
     out = float(stat(values, np.ones((1, values.shape[0])))[0])
     return None if math.isnan(out) else round(out, 12)
+
+
+def _known(values: np.ndarray) -> int:
+    """How many values are known (not NaN); rows of two columns count by their first."""
+    return int((~np.isnan(values if values.ndim == 1 else values[:, 0])).sum())
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 12)
 
 
 def _delta(b: float | None, c: float | None) -> float | None:
@@ -755,23 +736,23 @@ def _rates(ctx: _Context, ind_b: pl.DataFrame, ind_c: pl.DataFrame) -> list[Metr
     out = []
     for metric, key in keys:
         same = (pl.col("metric") == metric) & pl.col("key").eq_missing(pl.lit(key, pl.String))
-        b = ind_b.filter(same)
-        c = ind_c.filter(same)
+        b, c = ind_b.filter(same), ind_c.filter(same)
+        counts = (
+            int(b.get_column("hit").sum()),
+            b.height,
+            int(c.get_column("hit").sum()),
+            c.height,
+        )
         if ctx.paired and ctx.one_to_one:
             out.append(_paired_rate(ctx, metric, key, b, c))
         elif ctx.paired:
-            out.append(_boot_rate(ctx, metric, key, b, c))
+            out.append(_boot_rate(ctx, metric, key, b, c, counts))
         else:
-            kb, nb = int(b.get_column("hit").sum()), b.height
-            kc, nc = int(c.get_column("hit").sum()), c.height
+            kb, nb, kc, nc = counts
             iv = stats.newcombe_independent(kc, nc, kb, nb)
             method = "Newcombe hybrid score (method 10), independent"
-            out.append(_rate_delta(metric, key, (kb, nb, kc, nc), iv, method))
+            out.append(_rate_delta(metric, key, counts, iv, method))
     return out
-
-
-def _round(x: float | None) -> float | None:
-    return None if x is None else round(x, 12)
 
 
 def _rate_delta(
@@ -819,32 +800,29 @@ def _paired_rate(
 
 
 def _boot_rate(
-    ctx: _Context, metric: str, key: str, b: pl.DataFrame, c: pl.DataFrame
+    ctx: _Context,
+    metric: str,
+    key: str,
+    b: pl.DataFrame,
+    c: pl.DataFrame,
+    counts: tuple[int, int, int, int],
 ) -> MetricDelta:
     """Several runs per case: hits / judged runs, cases resampled (paired bootstrap)."""
 
     def arrays(frame: pl.DataFrame, side: str) -> tuple[np.ndarray, np.ndarray]:
         joined = frame.join(ctx.units[side], on="run_id")
-        values = np.column_stack(
-            [
-                joined.get_column("hit").cast(pl.Float64).to_numpy(),
-                joined.get_column("judged").cast(pl.Float64).to_numpy(),
-            ]
-        ).reshape(-1, 2)
+        values = joined.select(pl.col("hit", "judged").cast(pl.Float64)).to_numpy()
         return values, joined.get_column("_u").to_numpy().astype(np.int64)
 
     xb, xc = arrays(b, "b"), arrays(c, "c")
     vb, vc = _point(stats.weighted_ratio, xb[0]), _point(stats.weighted_ratio, xc[0])
-    lo, hi = ctx.boot(stats.weighted_ratio, xb, xc)
-    counts = (int(b.get_column("hit").sum()), b.height, int(c.get_column("hit").sum()), c.height)
+    lo, hi = (None, None)
+    if len(xb[0]) and len(xc[0]):
+        lo, hi = ctx.intervals([(stats.weighted_ratio, xb, xc)])[0]
     method = "paired bootstrap over cases"
     return MetricDelta(
         metric, key, vb, vc, _delta(vb, vc), lo, hi, method, b.height, c.height, counts
     )
-
-
-def _method(ctx: _Context) -> str:
-    return "paired bootstrap over cases" if ctx.paired else "bootstrap, two samples"
 
 
 #: Scalar metrics: (name, statistic, column(s) of the run values).
@@ -868,37 +846,27 @@ def _scalars(ctx: _Context, values_b: pl.DataFrame, values_c: pl.DataFrame) -> l
     rows = []
     tasks: list[stats.Task] = []
     for name, stat, cols in _SCALARS:
+        judged_only = "passed" in cols
         arrays = {}
         for side, frame in joined.items():
-            judged_only = "passed" in cols
             if judged_only:  # runs neither correct nor wrong (unlabelled) are left out
                 frame = frame.filter(pl.col("passed").is_not_nan())
             x = np.column_stack([frame.get_column(c).to_numpy() for c in cols])
-            x = x[:, 0] if len(cols) == 1 else x
             if (side, judged_only) not in unit_of:
                 unit_of[side, judged_only] = frame.get_column("_u").to_numpy().astype(np.int64)
-            arrays[side] = (x, unit_of[side, judged_only])
+            arrays[side] = (x[:, 0] if len(cols) == 1 else x, unit_of[side, judged_only])
         vb, vc = _point(stat, arrays["b"][0]), _point(stat, arrays["c"][0])
         task = None
         if vb is not None and vc is not None:
             task = len(tasks)
             tasks.append((stat, arrays["b"], arrays["c"]))
-        known = [
-            int((~np.isnan(arrays[s][0] if len(cols) == 1 else arrays[s][0][:, 0])).sum())
-            for s in ("b", "c")
-        ]
-        rows.append((name, vb, vc, task, known))
-    intervals = stats.bootstrap_intervals(
-        tasks,
-        units=ctx.unit_counts(),
-        paired=ctx.paired,
-        resamples=ctx.resamples,
-        seed=ctx.seed,
-    )
+        rows.append((name, vb, vc, task, _known(arrays["b"][0]), _known(arrays["c"][0])))
+    intervals = ctx.intervals(tasks)
+    method = "paired bootstrap over cases" if ctx.paired else "bootstrap, two samples"
     out = []
-    for name, vb, vc, task, known in rows:
+    for name, vb, vc, task, nb, nc in rows:
         lo, hi = intervals[task] if task is not None else (None, None)
-        out.append(MetricDelta(name, None, vb, vc, _delta(vb, vc), lo, hi, _method(ctx), *known))
+        out.append(MetricDelta(name, None, vb, vc, _delta(vb, vc), lo, hi, method, nb, nc))
     return out
 
 
@@ -919,34 +887,31 @@ def _case_values(values: pl.DataFrame, k: int) -> pl.DataFrame:
 
 def _pass_hat_k(ctx: _Context, values_b: pl.DataFrame, values_c: pl.DataFrame) -> list[MetricDelta]:
     """pass^k per k over cases: paired over the shared cases, else each side's own cases."""
+    method = "paired bootstrap over cases" if ctx.paired else "bootstrap over cases, two samples"
+    shared = values_b.join(ctx.units["b"], on="run_id").select("case_id", "_u").unique()
     out = []
     for k in _PASS_KS:
-        vb, vc = _case_values(values_b, k), _case_values(values_c, k)
-        if ctx.paired:
-            cases = values_b.join(ctx.units["b"], on="run_id").select("case_id", "_u").unique()
-            vb = cases.join(vb, on="case_id", how="left")
-            vc = cases.join(vc, on="case_id", how="left")
-        else:
-            vb = vb.sort("case_id").with_row_index("_u")
-            vc = vc.sort("case_id").with_row_index("_u")
         arrays = {}
-        for side, frame in (("b", vb), ("c", vc)):
-            frame = frame.sort("_u")
+        for side, values in (("b", values_b), ("c", values_c)):
+            per_case = _case_values(values, k)
+            if ctx.paired:
+                per_case = shared.join(per_case, on="case_id", how="left")
+            else:
+                per_case = per_case.sort("case_id").with_row_index("_u")
+            per_case = per_case.sort("_u")
             arrays[side] = (
-                frame.get_column("v").fill_null(np.nan).to_numpy().astype(np.float64),
-                frame.get_column("_u").to_numpy().astype(np.int64),
+                per_case.get_column("v").fill_null(np.nan).to_numpy().astype(np.float64),
+                per_case.get_column("_u").to_numpy().astype(np.int64),
             )
-        pb, pc = (_point(stats.weighted_mean, arrays[side][0]) for side in ("b", "c"))
+        (xb, ub), (xc, uc) = arrays["b"], arrays["c"]
+        pb, pc = _point(stats.weighted_mean, xb), _point(stats.weighted_mean, xc)
         if pb is None and pc is None:
             continue
         lo, hi = (None, None)
         if pb is not None and pc is not None:
-            units = (arrays["b"][0].shape[0], arrays["c"][0].shape[0])
-            lo, hi = ctx.boot(stats.weighted_mean, arrays["b"], arrays["c"], units=units)
-        known = [int((~np.isnan(arrays[s][0])).sum()) for s in ("b", "c")]
-        method = (
-            "paired bootstrap over cases" if ctx.paired else "bootstrap over cases, two samples"
-        )
+            task = (stats.weighted_mean, (xb, ub), (xc, uc))
+            lo, hi = ctx.intervals([task], units=(len(xb), len(xc)))[0]
+        known = _known(xb), _known(xc)
         out.append(
             MetricDelta("pass_hat_k", str(k), pb, pc, _delta(pb, pc), lo, hi, method, *known)
         )
