@@ -55,6 +55,7 @@ from analyzer.errors import InputError
 from analyzer.metrics import intervals as stats
 from analyzer.metrics.stats import (
     kind_rates,
+    metric_values,
     omission_rates,
     required_tools_of,
     rule_kinds_of,
@@ -502,22 +503,10 @@ def _run_values(side: Side, runs: pl.DataFrame) -> pl.DataFrame:
     else:
         findings = side.findings.join(runs.select("run_id"), on="run_id", how="semi")
         outcome = run_outcomes(runs, findings).select("run_id", "passed")
-    cols = runs.columns
-
-    def num(name: str) -> pl.Expr:
-        return pl.col(name).cast(pl.Float64) if name in cols else pl.lit(None, pl.Float64)
-
-    tokens = pl.when(num("input_tokens").is_not_null() | num("output_tokens").is_not_null()).then(
-        num("input_tokens").fill_null(0.0) + num("output_tokens").fill_null(0.0)
+    values = metric_values(runs, ("score", "cost_usd", "tokens", "model_calls"))
+    frame = runs.select("run_id", "case_id", *values).join(
+        outcome.select("run_id", pl.col("passed").cast(pl.Float64)), on="run_id", how="left"
     )
-    frame = runs.select(
-        "run_id",
-        "case_id",
-        num("score").alias("score"),
-        num("cost_usd").alias("cost_usd"),
-        tokens.alias("tokens"),
-        num("model_calls").alias("model_calls"),
-    ).join(outcome.select("run_id", pl.col("passed").cast(pl.Float64)), on="run_id", how="left")
     return frame.with_columns(
         pl.col("score", "cost_usd", "tokens", "model_calls", "passed").fill_null(np.nan)
     )

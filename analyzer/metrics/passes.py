@@ -209,7 +209,7 @@ class RunFigures:
         has = set(runs.columns)
         values = [
             v.alias(f"_m_{name}")
-            for name, v in zip(self._names, m._metric_values(runs, self._names), strict=True)
+            for name, v in zip(self._names, m.metric_values(runs, self._names), strict=True)
         ]
         extra = [
             pl.col("findings").fill_null(0)

@@ -67,6 +67,7 @@ __all__ = [
     "breakdown_columns",
     "content_coverage",
     "kind_rates",
+    "metric_values",
     "omission_rates",
     "ordered_mean",
     "ordered_sum",
@@ -285,6 +286,20 @@ def _aggregate(rows: pl.DataFrame, keys: list[str], aggs: list[pl.Expr]) -> pl.D
     return rows.group_by(keys).agg(aggs) if keys else rows.select(aggs)
 
 
+def _runs_where(name: str, where: str | pl.Expr | None = None) -> pl.Expr:
+    """The number of distinct runs (of the rows where ``where`` holds), as column ``name``."""
+    run_ids = pl.col("run_id") if where is None else pl.col("run_id").filter(where)
+    return run_ids.n_unique().cast(pl.Int64).alias(name)
+
+
+def _rate_table(
+    rows: pl.DataFrame, keys: list[str], counts: list[pl.Expr], rate: tuple[str, str, str]
+) -> pl.DataFrame:
+    """The ``counts`` per group of ``keys`` (`_aggregate`) and the Wilson rate ``rate``
+    (successes, trials, name) of two of them, sorted by the keys."""
+    return _sorted(_aggregate(rows, keys, counts).with_columns(wilson_columns(*rate)), keys)
+
+
 def _sorted(frame: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     return frame.sort(list(keys), nulls_last=True) if keys else frame
 
@@ -296,22 +311,20 @@ def _qname(q: float) -> str:
     return f"p{round(q * 100, 6):g}"
 
 
-def _metric_values(runs: pl.DataFrame, metrics: Sequence[str]) -> list[pl.Expr]:
-    """One Float64 column per metric (null where unknown or absent)."""
+def metric_values(runs: pl.DataFrame, metrics: Sequence[str]) -> list[pl.Expr]:
+    """One Float64 column per metric, a run column or ``tokens`` (input + output tokens, null
+    when both are), null where unknown or absent."""
     exprs = []
     for metric in metrics:
-        if metric == "tokens" and "tokens" not in runs.columns:
-            parts = [c for c in ("input_tokens", "output_tokens") if c in runs.columns]
-            if parts:
-                known = pl.any_horizontal([pl.col(c).is_not_null() for c in parts])
-                total = pl.sum_horizontal([pl.col(c).fill_null(0) for c in parts])
-                exprs.append(pl.when(known).then(total).cast(pl.Float64).alias(metric))
-            else:
-                exprs.append(pl.lit(None, pl.Float64).alias(metric))
-        elif metric in runs.columns:
-            exprs.append(pl.col(metric).cast(pl.Float64).alias(metric))
+        parts = [c for c in ("input_tokens", "output_tokens") if c in runs.columns]
+        if metric in runs.columns:
+            value = pl.col(metric)
+        elif metric == "tokens" and parts:
+            known = pl.any_horizontal([pl.col(c).is_not_null() for c in parts])
+            value = pl.when(known).then(pl.sum_horizontal([pl.col(c).fill_null(0) for c in parts]))
         else:
-            exprs.append(pl.lit(None, pl.Float64).alias(metric))
+            value = pl.lit(None)
+        exprs.append(value.cast(pl.Float64).alias(metric))
     return exprs
 
 
@@ -328,7 +341,7 @@ def tails(
     per quantile ``p50``, ``p50_lo``, ``p50_hi`` (likewise p95, p99). Metrics keep the order
     given; ``tokens`` is input + output tokens.
     """
-    columns = _metric_values(runs, metrics)
+    columns = metric_values(runs, metrics)
     values, keys = run_groups(runs, by, columns) if by is not None else (runs.select(columns), [])
     if not keys:  # one group of all runs (none without runs)
         values = values.with_columns(_all=pl.lit(0, pl.Int8))
@@ -408,13 +421,12 @@ def rule_rates(
     rate, rate_lo, rate_hi.
     """
     rows, keys = _with_groups(_judged_rows(_findings(findings), coverage), runs, by)
-    out = rows.group_by([*keys, "pack", "rule_id"]).agg(
-        pl.col("run_id").n_unique().cast(pl.Int64).alias("applied"),
-        pl.col("run_id").filter("_judged").n_unique().cast(pl.Int64).alias("judged"),
-        pl.col("run_id").filter("_hit").n_unique().cast(pl.Int64).alias("failed"),
-    )
-    out = out.with_columns(wilson_columns("failed", "judged", "rate"))
-    return _sorted(out, [*keys, "pack", "rule_id"])
+    counts = [
+        _runs_where("applied"),
+        _runs_where("judged", "_judged"),
+        _runs_where("failed", "_hit"),
+    ]
+    return _rate_table(rows, [*keys, "pack", "rule_id"], counts, ("failed", "judged", "rate"))
 
 
 def kind_rates(
@@ -439,10 +451,7 @@ def kind_rates(
     judged = _judged_rows(findings, coverage).select(*run_rule, "_judged")
     rows, keys = _with_groups(judged, runs, by)  # the runs' groups read once, for every kind
     hits = findings.select(*run_rule, "kind").unique()
-    aggs = [
-        pl.col("run_id").filter("_judged").n_unique().cast(pl.Int64).alias("judged"),
-        pl.col("run_id").filter("_kind_hit").n_unique().cast(pl.Int64).alias("failed"),
-    ]
+    aggs = [_runs_where("judged", "_judged"), _runs_where("failed", "_kind_hit")]
     parts = []
     # Kind by kind: joining each coverage row to every kind its rule can yield at once would
     # multiply the rows.
@@ -495,12 +504,8 @@ def omission_rates(
     )
     rows, keys = _with_groups(rows, runs, by)
     rows = _flagged(rows, omissions.select("run_id", "pack", "rule_id", "tool"), "_omitted")
-    out = rows.group_by([*keys, "tool"]).agg(
-        pl.col("run_id").n_unique().cast(pl.Int64).alias("required_runs"),
-        pl.col("run_id").filter("_omitted").n_unique().cast(pl.Int64).alias("omitted_runs"),
-    )
-    out = out.with_columns(wilson_columns("omitted_runs", "required_runs", "rate"))
-    return _sorted(out, [*keys, "tool"])
+    counts = [_runs_where("required_runs"), _runs_where("omitted_runs", "_omitted")]
+    return _rate_table(rows, [*keys, "tool"], counts, ("omitted_runs", "required_runs", "rate"))
 
 
 def _pairs(
@@ -537,11 +542,7 @@ def rule_coverage(
     rows, keys = _with_groups(coverage.select("run_id", "pack", "rule_id", "status"), runs, by)
     statuses = ("checked", "partial", "not_applicable", "unverifiable", "error")
     out = rows.group_by([*keys, "pack", "rule_id"]).agg(
-        pl.col("run_id").n_unique().cast(pl.Int64).alias("applied"),
-        *[
-            pl.col("run_id").filter(pl.col("status") == s).n_unique().cast(pl.Int64).alias(s)
-            for s in statuses
-        ],
+        _runs_where("applied"), *[_runs_where(s, pl.col("status") == s) for s in statuses]
     )
     out = out.with_columns((pl.col("checked") + pl.col("partial")).alias("judged"))
     out = out.with_columns(wilson_columns("judged", "applied", "judged_rate"))
@@ -557,7 +558,7 @@ def rule_reasons(coverage: pl.DataFrame) -> pl.DataFrame:
     return _sorted(
         coverage.filter(pl.col("status") != "checked")
         .group_by("pack", "rule_id", "status", "reason")
-        .agg(pl.col("run_id").n_unique().cast(pl.Int64).alias("runs")),
+        .agg(_runs_where("runs")),
         ["pack", "rule_id", "status", "reason"],
     )
 
@@ -733,16 +734,8 @@ def content_coverage(runs: pl.DataFrame, *, by: str | Sequence[str] | None = Non
         runs,
         by,
     )
-    out = _aggregate(
-        rows,
-        keys,
-        [
-            pl.col("run_id").n_unique().cast(pl.Int64).alias("runs"),
-            pl.col("run_id").filter("_content").n_unique().cast(pl.Int64).alias("with_content"),
-        ],
-    )
-    out = out.with_columns(wilson_columns("with_content", "runs", "rate"))
-    return _sorted(out, keys)
+    counts = [_runs_where("runs"), _runs_where("with_content", "_content")]
+    return _rate_table(rows, keys, counts, ("with_content", "runs", "rate"))
 
 
 # --- outcomes, cost per correct run, scores ----------------------------------------------------
@@ -948,7 +941,7 @@ def breakdown_runs(
     ``score``."""
     values = [
         value.alias(f"_m_{metric}")
-        for metric, value in zip(metrics, _metric_values(runs, metrics), strict=True)
+        for metric, value in zip(metrics, metric_values(runs, metrics), strict=True)
     ]
     rows = _with_outcomes(runs.select("run_id", _run_cost(runs), *values), findings, at_least)
     lost = lost_points(findings, weights)
