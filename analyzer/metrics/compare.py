@@ -57,6 +57,7 @@ from analyzer.metrics.stats import (
     kind_rates,
     metric_values,
     omission_rates,
+    pass_ratios,
     required_tools_of,
     rule_kinds_of,
     rule_rates,
@@ -223,12 +224,52 @@ def report_side(path: Path, packs: Sequence[Any] = (), labels: Any = None) -> Si
     """A side read back from a report folder (`is_report_dir`); ``labels`` (an
     `analyzer.metrics.labels.LabelSet`) scores its runs for ``all_fields_correct`` (without it, a
     folder written with ``--labels`` keeps the label results it holds, ``labels.parquet``)."""
-    side = _report_side(path, packs)
+    missing = [n for n in ("findings.parquet", "coverage.parquet") if not (path / n).is_file()]
+    if missing:
+        raise InputError(
+            f"{path}: report folder without {', '.join(missing)} (written by `agenttrace report "
+            "--out` from this version on); run the report again"
+        )
+    try:
+        runs = pl.read_parquet(path / "runs.parquet")
+        findings = pl.read_parquet(path / "findings.parquet")
+        coverage = pl.read_parquet(path / "coverage.parquet")
+        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, pl.exceptions.PolarsError) as err:
+        raise InputError(f"{path}: unreadable report folder: {err}") from err
+    used = manifest.get("packs") or []
+    known = _reload_packs(used, packs)
+    summary = path / "summary.json"
+    try:
+        checks = json.loads(summary.read_text(encoding="utf-8")).get("checks") or {}
+    except (OSError, ValueError):
+        checks = {}
+    labelled, labels_sha256 = None, (manifest.get("labels") or {}).get("sha256")
     if labels is not None:
-        steps = _read(path, "steps.parquet")
-        side.labelled = _label_outcomes(labels, side.runs, steps)
-        side.labels_sha256 = labels.sha256
-    return side
+        labelled = _label_outcomes(labels, runs, _read(path, "steps.parquet"))
+        labels_sha256 = labels.sha256
+    elif (path / "labels.parquet").is_file():
+        # a run is correct when every label field it was scored on is right
+        labelled = (
+            _read(path, "labels.parquet")
+            .group_by("run_id")
+            .agg((pl.col("status") == "correct").all().alias("passed"))
+            .sort("run_id")
+        )
+    return Side(
+        source=str(path),
+        kind="report",
+        runs=runs,
+        findings=findings,
+        coverage=coverage,
+        packs=[{"name": p.get("name"), "sha256": p.get("sha256")} for p in used],
+        prices=manifest.get("prices"),
+        required=required_tools_of(known),
+        rule_kinds=rule_kinds_of(known),
+        labelled=labelled,
+        labels_sha256=labels_sha256,
+        unchecked=list(checks.get("unchecked") or []),
+    )
 
 
 def analysis_side(path: Path, analysis: Any, labels: Any = None) -> Side:
@@ -270,53 +311,6 @@ def _read(path: Path, name: str) -> pl.DataFrame:
         return pl.read_parquet(path / name)
     except (OSError, pl.exceptions.PolarsError) as err:
         raise InputError(f"{path}: unreadable {name} in the report folder: {err}") from err
-
-
-def _report_side(path: Path, packs: Sequence[Any]) -> Side:
-    """A side read back from a report folder."""
-    missing = [n for n in ("findings.parquet", "coverage.parquet") if not (path / n).is_file()]
-    if missing:
-        raise InputError(
-            f"{path}: report folder without {', '.join(missing)} (written by `agenttrace report "
-            "--out` from this version on); run the report again"
-        )
-    try:
-        runs = pl.read_parquet(path / "runs.parquet")
-        findings = pl.read_parquet(path / "findings.parquet")
-        coverage = pl.read_parquet(path / "coverage.parquet")
-        manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, pl.exceptions.PolarsError) as err:
-        raise InputError(f"{path}: unreadable report folder: {err}") from err
-    used = manifest.get("packs") or []
-    known = _reload_packs(used, packs)
-    summary = path / "summary.json"
-    try:
-        checks = json.loads(summary.read_text(encoding="utf-8")).get("checks") or {}
-    except (OSError, ValueError):
-        checks = {}
-    labelled = None
-    if (path / "labels.parquet").is_file():
-        # a run is correct when every label field it was scored on is right
-        labelled = (
-            _read(path, "labels.parquet")
-            .group_by("run_id")
-            .agg((pl.col("status") == "correct").all().alias("passed"))
-            .sort("run_id")
-        )
-    return Side(
-        source=str(path),
-        kind="report",
-        runs=runs,
-        findings=findings,
-        coverage=coverage,
-        packs=[{"name": p.get("name"), "sha256": p.get("sha256")} for p in used],
-        prices=manifest.get("prices"),
-        required=required_tools_of(known),
-        rule_kinds=rule_kinds_of(known),
-        labelled=labelled,
-        labels_sha256=(manifest.get("labels") or {}).get("sha256"),
-        unchecked=list(checks.get("unchecked") or []),
-    )
 
 
 def _reload_packs(used: list[dict[str, Any]], given: Sequence[Any]) -> list[Any]:
@@ -864,14 +858,10 @@ def _case_values(values: pl.DataFrame, k: int) -> pl.DataFrame:
     cases = (
         values.filter(pl.col("case_id").is_not_null() & pl.col("passed").is_not_nan())
         .group_by("case_id")
-        .agg(pl.len().alias("n"), pl.col("passed").sum().cast(pl.Int64).alias("c"))
+        .agg(pl.len().cast(pl.Int64).alias("_n"), pl.col("passed").sum().cast(pl.Int64).alias("_c"))
     )
-    return cases.with_columns(
-        v=pl.struct("n", "c").map_elements(
-            lambda r: math.comb(r["c"], k) / math.comb(r["n"], k) if r["n"] >= k else None,
-            return_dtype=pl.Float64,
-        )
-    ).select("case_id", "v")
+    ratios = pass_ratios(cases, [k])
+    return cases.join(ratios, on=["_n", "_c"], how="left").select("case_id", v="_v")
 
 
 def _pass_hat_k(ctx: _Context, values_b: pl.DataFrame, values_c: pl.DataFrame) -> list[MetricDelta]:

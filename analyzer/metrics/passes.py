@@ -148,12 +148,11 @@ class RunFigures:
         *,
         metrics: Sequence[str],
         breakdowns: dict[str, str],
-        breakdown_metrics: Sequence[str] = m.TAIL_METRICS,
         blocking: pl.Series,
         passed: pl.DataFrame | None = None,
     ) -> None:
         self.metrics = list(metrics)
-        self.breakdown_metrics = list(breakdown_metrics)
+        self.breakdown_metrics = list(m.TAIL_METRICS)  # those of `metrics.breakdown`
         self.breakdowns = breakdowns
         self._names = list(dict.fromkeys([*self.metrics, *self.breakdown_metrics]))
         self._blocking = blocking.implode()

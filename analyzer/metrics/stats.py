@@ -72,6 +72,7 @@ __all__ = [
     "ordered_mean",
     "ordered_sum",
     "pass_hat_k",
+    "pass_ratios",
     "quantile",
     "quantile_interval",
     "rate",
@@ -856,18 +857,7 @@ def pass_hat_k(
         pl.len().cast(pl.Int64).alias("_n"),
         pl.col("passed").sum().cast(pl.Int64).alias("_c"),
     )
-    pairs = cases.select("_n", "_c").unique().rows()
-    ratio = pl.DataFrame(
-        [
-            (n, c, k, math.comb(c, k) / math.comb(n, k))
-            for n, c in sorted(pairs)
-            for k in sorted(set(ks))
-            if n >= k
-        ],
-        schema={"_n": pl.Int64, "_c": pl.Int64, "k": pl.Int64, "_v": pl.Float64},
-        orient="row",
-    )
-    per_case = cases.join(ratio, on=["_n", "_c"], how="inner")
+    per_case = cases.join(pass_ratios(cases, ks), on=["_n", "_c"], how="inner")
     out = per_case.group_by([*keys, "k"]).agg(
         pl.len().cast(pl.Int64).alias("cases"),
         pl.col("_n").sum().cast(pl.Int64).alias("trials"),
@@ -881,6 +871,22 @@ def pass_hat_k(
         pl.col("cases", "trials").fill_null(0)
     )
     return _sorted(out, [*keys, "k"]).select(*keys, "k", "cases", "trials", "pass_hat_k")
+
+
+def pass_ratios(cases: pl.DataFrame, ks: Sequence[int]) -> pl.DataFrame:
+    """``_n``, ``_c``, ``k``, ``_v``: pass^k = C(c, k) / C(n, k) for each pair of ``n`` trials
+    and ``c`` passed (columns ``_n``, ``_c`` of ``cases``) and each k of ``ks`` up to ``n``."""
+    pairs = cases.select("_n", "_c").unique().rows()
+    return pl.DataFrame(
+        [
+            (n, c, k, math.comb(c, k) / math.comb(n, k))
+            for n, c in sorted(pairs)
+            for k in sorted(set(ks))
+            if n >= k
+        ],
+        schema={"_n": pl.Int64, "_c": pl.Int64, "k": pl.Int64, "_v": pl.Float64},
+        orient="row",
+    )
 
 
 # --- breakdown ---------------------------------------------------------------------------------

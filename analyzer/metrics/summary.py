@@ -118,14 +118,14 @@ def build_summary(
         from analyzer.metrics.labels import scored as scored_labels
 
         scored = scored_labels(labels, analysis.runs)
+    passed = scored.passed() if scored is not None else None
     if facts.height <= IN_MEMORY_RUNS:
         runs = facts.runs()
-        run_totals, metrics = _metrics(analysis, facts, runs, scored, correct_at)
+        run_totals, metrics = _metrics(analysis, facts, runs, passed, correct_at)
     else:
-        passed = scored.passed() if scored is not None else None
         figures = _figures(analysis, facts, passed, correct_at)
         run_totals = _runs_section_by_parts(figures)
-        metrics = _metrics_by_parts(analysis, facts, figures, scored, correct_at)
+        metrics = _metrics_by_parts(analysis, facts, figures, passed, correct_at)
     by_labels = scored is not None
     metrics["methods"]["correct"] = (
         "a labelled run whose label fields are all right (runs without a label are not judged)"
@@ -257,12 +257,12 @@ def _figures(
 
 
 def _metrics_by_parts(
-    analysis, facts: SummaryFacts, figures: RunFigures, scored, correct_at: str
+    analysis, facts: SummaryFacts, figures: RunFigures, passed: pl.DataFrame | None, correct_at: str
 ) -> dict[str, Any]:
+    """The metrics of the runs read part by part (`_figures`); `passed`: the labels' verdicts."""
     evaluation = analysis.evaluation
     findings = evaluation.findings if evaluation is not None else None
     rates = facts.rates or {}
-    passed = scored.passed() if scored is not None else None
     content = pl.DataFrame(
         {"runs": [figures.runs], "with_content": [figures.count("with_content")]},
         schema={"runs": pl.Int64, "with_content": pl.Int64},
@@ -338,14 +338,13 @@ def _cost_section(
 
 
 def _metrics(
-    analysis, facts: SummaryFacts, runs: pl.DataFrame, scored, correct_at: str
+    analysis, facts: SummaryFacts, runs: pl.DataFrame, passed: pl.DataFrame | None, correct_at: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The runs section (`_runs_section`) and the metrics."""
+    """The runs section (`_runs_section`) and the metrics; `passed`: the labels' verdicts."""
     evaluation = analysis.evaluation
     findings = evaluation.findings if evaluation is not None else None
     weights = m.rule_weights(analysis.packs)
     rates = facts.rates or {}
-    passed = scored.passed() if scored is not None else None
     case_class = facts.case_class
     # what every breakdown adds up, computed once
     per_run = m.breakdown_runs(runs, findings=findings, weights=weights, at_least=correct_at)
