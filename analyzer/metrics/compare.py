@@ -537,10 +537,7 @@ def compare(
         cases = pl.DataFrame({"case_id": shared, "_u": list(range(len(shared)))})
         runs_b = baseline.runs.join(cases, on="case_id", how="inner").sort("run_id")
         runs_c = candidate.runs.join(cases, on="case_id", how="inner").sort("run_id")
-        per_case = pl.concat([runs_b.group_by("_u").len(), runs_c.group_by("_u").len()]).get_column(
-            "len"
-        )
-        one_to_one = bool((per_case == 1).all())
+        one_to_one = all(r.get_column("_u").is_unique().all() for r in (runs_b, runs_c))
     else:
         runs_b, runs_c = (
             side.runs.sort("run_id").with_row_index("_u").with_columns(pl.col("_u").cast(pl.Int64))

@@ -312,9 +312,9 @@ def _qname(q: float) -> str:
     return f"p{round(q * 100, 6):g}"
 
 
-def metric_values(runs: pl.DataFrame, metrics: Sequence[str]) -> list[pl.Expr]:
+def metric_values(runs: pl.DataFrame, metrics: Sequence[str], prefix: str = "") -> list[pl.Expr]:
     """One Float64 column per metric, a run column or ``tokens`` (input + output tokens, null
-    when both are), null where unknown or absent."""
+    when both are), null where unknown or absent; each named ``{prefix}{metric}``."""
     exprs = []
     for metric in metrics:
         parts = [c for c in ("input_tokens", "output_tokens") if c in runs.columns]
@@ -325,7 +325,7 @@ def metric_values(runs: pl.DataFrame, metrics: Sequence[str]) -> list[pl.Expr]:
             value = pl.when(known).then(pl.sum_horizontal([pl.col(c).fill_null(0) for c in parts]))
         else:
             value = pl.lit(None)
-        exprs.append(value.cast(pl.Float64).alias(metric))
+        exprs.append(value.cast(pl.Float64).alias(prefix + metric))
     return exprs
 
 
@@ -742,12 +742,6 @@ def content_coverage(runs: pl.DataFrame, *, by: str | Sequence[str] | None = Non
 # --- outcomes, cost per correct run, scores ----------------------------------------------------
 
 
-def _severity_rank(severity: str) -> int:
-    if severity not in SEVERITIES:
-        raise ValueError(f"unknown severity {severity!r}; expected one of {', '.join(SEVERITIES)}")
-    return SEVERITIES.index(severity)
-
-
 def run_outcomes(
     runs: pl.DataFrame, findings: pl.DataFrame | None, *, at_least: str = "high"
 ) -> pl.DataFrame:
@@ -760,7 +754,9 @@ def _with_outcomes(
     rows: pl.DataFrame, findings: pl.DataFrame | None, at_least: str
 ) -> pl.DataFrame:
     """``rows`` (with run_id) and their run's ``findings``, ``blocking`` and ``passed``."""
-    blocking = list(SEVERITIES[: _severity_rank(at_least) + 1])
+    if at_least not in SEVERITIES:
+        raise ValueError(f"unknown severity {at_least!r}; expected one of {', '.join(SEVERITIES)}")
+    blocking = list(SEVERITIES[: SEVERITIES.index(at_least) + 1])
     counts = (
         _findings(findings)
         .group_by("run_id")
@@ -772,13 +768,6 @@ def _with_outcomes(
     out = rows.join(counts, on="run_id", how="left", maintain_order="left")
     out = out.with_columns(pl.col("findings", "blocking").fill_null(0))
     return out.with_columns(passed=pl.col("blocking") == 0)
-
-
-def _run_cost(runs: pl.DataFrame) -> pl.Expr:
-    """``cost_usd`` as Float64 (null when unknown or not priced)."""
-    if "cost_usd" in runs.columns:
-        return pl.col("cost_usd").cast(pl.Float64)
-    return pl.lit(None, pl.Float64).alias("cost_usd")
 
 
 def ordered_sum(column: str) -> pl.Expr:
@@ -945,11 +934,8 @@ def breakdown_runs(
     """Per run, in the order of `runs`, what a `breakdown` adds up over its groups: ``run_id``,
     ``cost_usd``, each metric as ``_m_<metric>``, ``findings``, ``blocking``, ``passed`` and
     ``score``."""
-    values = [
-        value.alias(f"_m_{metric}")
-        for metric, value in zip(metrics, metric_values(runs, metrics), strict=True)
-    ]
-    rows = _with_outcomes(runs.select("run_id", _run_cost(runs), *values), findings, at_least)
+    values = [*metric_values(runs, ["cost_usd"]), *metric_values(runs, metrics, prefix="_m_")]
+    rows = _with_outcomes(runs.select("run_id", *values), findings, at_least)
     lost = lost_points(findings, weights)
     return rows.join(lost, on="run_id", how="left", maintain_order="left").with_columns(SCORE)
 
