@@ -62,7 +62,7 @@ import polars as pl
 from analyzer import linear_regex
 from analyzer.errors import InputError
 from analyzer.exactjson import loads_exact
-from analyzer.metrics.stats import rate
+from analyzer.metrics.stats import distinct_runs, rate
 from analyzer.resources import schema
 
 __all__ = [
@@ -483,14 +483,7 @@ class LabelScores:
         tools = self.tools
         by_tool = (
             tools.group_by("tool")
-            .agg(
-                pl.col("run_id").n_unique().cast(pl.Int64).alias("expected_runs"),
-                pl.col("run_id")
-                .filter(~pl.col("called"))
-                .n_unique()
-                .cast(pl.Int64)
-                .alias("omitted_runs"),
-            )
+            .agg(distinct_runs("expected_runs"), distinct_runs("omitted_runs", ~pl.col("called")))
             .sort("tool")
         )
         labelled = self.runs.filter("tools_labelled").height

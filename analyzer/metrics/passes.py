@@ -206,16 +206,15 @@ class RunFigures:
     def _prepared(self, runs: pl.DataFrame) -> pl.DataFrame:
         """The part's runs with their metric values (Float64), outcome and score."""
         has = set(runs.columns)
-        values = m.metric_values(runs, self._names, prefix="_m_")
-        extra = [
+        frame = runs.with_columns(
+            *m.metric_values(runs, self._names, prefix="_m_"),
             pl.col("findings").fill_null(0)
             if "findings" in has
             else pl.lit(0, pl.Int64).alias("findings"),
             pl.col("score").fill_null(100.0) if "score" in has else pl.lit(100.0).alias("score"),
             (~pl.col("run_id").is_in(self._blocking)).alias("passed"),
             *m.metric_values(runs, SUMS),
-        ]
-        frame = runs.with_columns(*values, *extra).with_row_index("_r")
+        ).with_row_index("_r")
         self._has_score = self._has_score or "score" in has
         if self._passed is not None:
             frame = frame.join(

@@ -66,6 +66,7 @@ __all__ = [
     "breakdown",
     "breakdown_columns",
     "content_coverage",
+    "distinct_runs",
     "kind_rates",
     "metric_values",
     "omission_rates",
@@ -287,7 +288,7 @@ def _aggregate(rows: pl.DataFrame, keys: list[str], aggs: list[pl.Expr]) -> pl.D
     return rows.group_by(keys).agg(aggs) if keys else rows.select(aggs)
 
 
-def _runs_where(name: str, where: str | pl.Expr | None = None) -> pl.Expr:
+def distinct_runs(name: str, where: str | pl.Expr | None = None) -> pl.Expr:
     """The number of distinct runs (of the rows where ``where`` holds), as column ``name``."""
     run_ids = pl.col("run_id") if where is None else pl.col("run_id").filter(where)
     return run_ids.n_unique().cast(pl.Int64).alias(name)
@@ -423,9 +424,9 @@ def rule_rates(
     """
     rows, keys = _with_groups(_judged_rows(_findings(findings), coverage), runs, by)
     counts = [
-        _runs_where("applied"),
-        _runs_where("judged", "_judged"),
-        _runs_where("failed", "_hit"),
+        distinct_runs("applied"),
+        distinct_runs("judged", "_judged"),
+        distinct_runs("failed", "_hit"),
     ]
     return _rate_table(rows, [*keys, "pack", "rule_id"], counts, ("failed", "judged", "rate"))
 
@@ -452,7 +453,7 @@ def kind_rates(
     judged = _judged_rows(findings, coverage).select(*run_rule, "_judged")
     rows, keys = _with_groups(judged, runs, by)  # the runs' groups read once, for every kind
     hits = findings.select(*run_rule, "kind").unique()
-    aggs = [_runs_where("judged", "_judged"), _runs_where("failed", "_kind_hit")]
+    aggs = [distinct_runs("judged", "_judged"), distinct_runs("failed", "_kind_hit")]
     parts = []
     # Kind by kind: joining each coverage row to every kind its rule can yield at once would
     # multiply the rows.
@@ -505,7 +506,7 @@ def omission_rates(
     )
     rows, keys = _with_groups(rows, runs, by)
     rows = _flagged(rows, omissions.select("run_id", "pack", "rule_id", "tool"), "_omitted")
-    counts = [_runs_where("required_runs"), _runs_where("omitted_runs", "_omitted")]
+    counts = [distinct_runs("required_runs"), distinct_runs("omitted_runs", "_omitted")]
     return _rate_table(rows, [*keys, "tool"], counts, ("omitted_runs", "required_runs", "rate"))
 
 
@@ -543,7 +544,7 @@ def rule_coverage(
     rows, keys = _with_groups(coverage.select("run_id", "pack", "rule_id", "status"), runs, by)
     statuses = ("checked", "partial", "not_applicable", "unverifiable", "error")
     out = rows.group_by([*keys, "pack", "rule_id"]).agg(
-        _runs_where("applied"), *[_runs_where(s, pl.col("status") == s) for s in statuses]
+        distinct_runs("applied"), *[distinct_runs(s, pl.col("status") == s) for s in statuses]
     )
     out = out.with_columns((pl.col("checked") + pl.col("partial")).alias("judged"))
     out = out.with_columns(wilson_columns("judged", "applied", "judged_rate"))
@@ -559,7 +560,7 @@ def rule_reasons(coverage: pl.DataFrame) -> pl.DataFrame:
     return _sorted(
         coverage.filter(pl.col("status") != "checked")
         .group_by("pack", "rule_id", "status", "reason")
-        .agg(_runs_where("runs")),
+        .agg(distinct_runs("runs")),
         ["pack", "rule_id", "status", "reason"],
     )
 
@@ -735,7 +736,7 @@ def content_coverage(runs: pl.DataFrame, *, by: str | Sequence[str] | None = Non
         runs,
         by,
     )
-    counts = [_runs_where("runs"), _runs_where("with_content", "_content")]
+    counts = [distinct_runs("runs"), distinct_runs("with_content", "_content")]
     return _rate_table(rows, keys, counts, ("with_content", "runs", "rate"))
 
 
