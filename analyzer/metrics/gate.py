@@ -180,12 +180,8 @@ def judge(gate: Gate, diff: Diff) -> list[GateCheck]:
             for i, key in enumerate(only):
                 if key not in keys:
                     listing = ", ".join(sorted(str(k) for k in keys if k is not None)) or "none"
-                    problems.append(
-                        (
-                            (metric, "only", i),
-                            f"{metric} has no key {key!r} in this diff (keys: {listing})",
-                        )
-                    )
+                    message = f"{metric} has no key {key!r} in this diff (keys: {listing})"
+                    problems.append(((metric, "only", i), message))
             rows = [r for r in rows if r.key in set(only)]
         bounds = [(name, limit[name]) for name in _ORDER if name in limit]
         significant = bool(limit.get("significant"))
@@ -195,18 +191,9 @@ def judge(gate: Gate, diff: Diff) -> list[GateCheck]:
             checks.extend(_too_few(r, bounds[0], min_n) for r in few)
             rows = [r for r in rows if r not in few]
         if bounds and not rows:
-            checks.append(
-                GateCheck(
-                    metric,
-                    None,
-                    bounds[0][0],
-                    bounds[0][1],
-                    None,
-                    False,
-                    f"{metric}: nothing to judge in this diff"
-                    + (f" with n >= {min_n} on both sides" if min_n else ""),
-                )
-            )
+            with_n = f" with n >= {min_n} on both sides" if min_n else ""
+            message = f"{metric}: nothing to judge in this diff{with_n}"
+            checks.append(_broken(metric, None, *bounds[0], message))
         for row in rows:
             for name, threshold in bounds:
                 checks.append(_check(row, name, threshold, significant=significant))
@@ -218,6 +205,11 @@ def judge(gate: Gate, diff: Diff) -> list[GateCheck]:
             )
     _raise(problems, gate.source, gate.root)
     return [c for c in checks if not c.passed] + [c for c in checks if c.passed]
+
+
+def _broken(metric: str, key: str | None, limit: str, threshold: Any, message: str) -> GateCheck:
+    """A limit broken for want of anything to judge (nothing observed)."""
+    return GateCheck(metric, key, limit, threshold, None, False, message)
 
 
 def _unchecked(diff: Diff) -> GateCheck:
@@ -341,12 +333,10 @@ def _no_regression(
             chosen.append((name, name))
         else:
             listing = ", ".join(sorted(k for k in rules if k is not None)) or "none"
-            problems.append(
-                (
-                    (metric, "no_regression_on", i),
-                    f"{name!r} is neither {AUTOMATIC!r} nor a rule of this diff (rules: {listing})",
-                )
+            message = (
+                f"{name!r} is neither {AUTOMATIC!r} nor a rule of this diff (rules: {listing})"
             )
+            problems.append(((metric, "no_regression_on", i), message))
     out = []
     seen: set[str] = set()
     for rule, why in chosen:
@@ -355,17 +345,8 @@ def _no_regression(
         seen.add(rule)
         row = rules[rule]
         if row.delta is None:
-            out.append(
-                GateCheck(
-                    metric,
-                    rule,
-                    "no_regression_on",
-                    why,
-                    None,
-                    False,
-                    f"rule {rule}: failure rate not measured on both sides",
-                )
-            )
+            message = f"rule {rule}: failure rate not measured on both sides"
+            out.append(_broken(metric, rule, "no_regression_on", why, message))
             continue
         ok = row.delta <= _EPS
         message = (
@@ -377,15 +358,6 @@ def _no_regression(
             message += f" ({_significance(row)})"
         out.append(GateCheck(metric, rule, "no_regression_on", why, row.delta, ok, message))
     if not rules and names:
-        out.append(
-            GateCheck(
-                metric,
-                None,
-                "no_regression_on",
-                AUTOMATIC,
-                None,
-                False,
-                "no rule was applied: no automatic criterion to judge",
-            )
-        )
+        message = "no rule was applied: no automatic criterion to judge"
+        out.append(_broken(metric, None, "no_regression_on", AUTOMATIC, message))
     return out
