@@ -1627,6 +1627,17 @@ def test_trials_pass_hat_k_and_disagreement():
     }
 
 
+@pytest.mark.parametrize("in_memory_runs", [10**9, 0])
+def test_an_unknown_correct_threshold_is_named_on_either_route(
+    default_analysis, monkeypatch, in_memory_runs
+):
+    import analyzer.metrics.summary as summary_module
+
+    monkeypatch.setattr(summary_module, "IN_MEMORY_RUNS", in_memory_runs)
+    with pytest.raises(ValueError, match="unknown severity 'bogus'; expected one of critical"):
+        build_summary(default_analysis, correct_at="bogus")
+
+
 def test_case_class_option_names_another_attribute():
     analysis = analyze_paths([SAMPLES / "support"], packs=(load_default_pack(),))
     summary = build_summary(analysis, case_class="app.refund_policy")

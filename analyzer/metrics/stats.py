@@ -63,6 +63,7 @@ __all__ = [
     "SEVERITY_WEIGHTS",
     "TAIL_METRICS",
     "Z_95",
+    "blocking_severities",
     "breakdown",
     "breakdown_columns",
     "content_coverage",
@@ -751,13 +752,19 @@ def run_outcomes(
     return _with_outcomes(runs.select("run_id"), findings, at_least).sort("run_id")
 
 
+def blocking_severities(at_least: str) -> list[str]:
+    """The severities at or above ``at_least``, those that fail a run; ValueError for a name
+    that is not a severity."""
+    if at_least not in SEVERITIES:
+        raise ValueError(f"unknown severity {at_least!r}; expected one of {', '.join(SEVERITIES)}")
+    return list(SEVERITIES[: SEVERITIES.index(at_least) + 1])
+
+
 def _with_outcomes(
     rows: pl.DataFrame, findings: pl.DataFrame | None, at_least: str
 ) -> pl.DataFrame:
     """``rows`` (with run_id) and their run's ``findings``, ``blocking`` and ``passed``."""
-    if at_least not in SEVERITIES:
-        raise ValueError(f"unknown severity {at_least!r}; expected one of {', '.join(SEVERITIES)}")
-    blocking = list(SEVERITIES[: SEVERITIES.index(at_least) + 1])
+    blocking = blocking_severities(at_least)
     counts = (
         _findings(findings)
         .group_by("run_id")

@@ -119,6 +119,7 @@ def build_summary(
 
         scored = scored_labels(labels, analysis.runs)
     passed = scored.passed() if scored is not None else None
+    m.blocking_severities(correct_at)  # an unknown name fails here, whichever route follows
     if facts.height <= IN_MEMORY_RUNS:
         runs = facts.runs()
         run_totals, metrics = _metrics(analysis, facts, runs, passed, correct_at)
@@ -243,9 +244,9 @@ def _figures(
     evaluation = analysis.evaluation
     blocking = pl.Series("run_id", [], dtype=pl.String)
     if evaluation is not None:
-        ranks = SEVERITIES[: SEVERITIES.index(correct_at) + 1]
+        ranks = m.blocking_severities(correct_at)
         found = evaluation.findings
-        blocking = found.filter(pl.col("severity").is_in(list(ranks))).get_column("run_id").unique()
+        blocking = found.filter(pl.col("severity").is_in(ranks)).get_column("run_id").unique()
     breakdowns = {key: facts.case_class if key == "case_class" else key for key in BREAKDOWNS}
     return RunFigures(
         facts.parts,
