@@ -24,7 +24,7 @@ from analyzer.outputs import write_outputs
 from analyzer.pack import load_default_pack, load_packs
 from analyzer.render.browser import SCRIPT as SCRIPT_TEXT
 from analyzer.render.browser import SCRIPT_HASH
-from analyzer.render.html import _IMPORT, _table, render_html
+from analyzer.render.html import _IMPORT, _sparkline, render_html
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_traces"
@@ -53,7 +53,8 @@ _INLINE = {"a", "b", "i", "span", "code"}
 
 
 class Page(HTMLParser):
-    """Tags with their attributes, and the visible text (style contents left out)."""
+    """Tags with their attributes, and the visible text (style contents left out); `title` is
+    the document's, not an SVG's (a tooltip)."""
 
     def __init__(self, source: str):
         super().__init__(convert_charrefs=True)
@@ -62,6 +63,7 @@ class Page(HTMLParser):
         self._skip = 0
         self.title = ""
         self._in_title = False
+        self._svg = 0
         self.feed(source)
         self.close()
         self.text = re.sub(r"\s+", " ", "".join(self.chunks))
@@ -72,13 +74,15 @@ class Page(HTMLParser):
             self.chunks.append(" ")
         if tag in ("style", "script"):
             self._skip += 1
-        self._in_title = tag == "title"
+        self._svg += tag == "svg"
+        self._in_title = tag == "title" and not self._svg
 
     def handle_endtag(self, tag):
         if tag not in _INLINE:
             self.chunks.append(" ")
         if tag in ("style", "script"):
             self._skip -= 1
+        self._svg -= tag == "svg"
         if tag == "title":
             self._in_title = False
 
@@ -304,28 +308,29 @@ def test_every_link_lands_on_the_page_and_nothing_external(sample):
     assert all(re.fullmatch(r"gt-[a-z-]+(-\d+)?", t) for t in table_ids)
 
 
-def test_same_input_same_bytes_and_nanoplots_do_not_jitter(sample):
-    _, _, page = sample
-    random.seed(1)
+def test_same_input_same_bytes_and_the_cost_tails_hold_sparklines(sample):
+    analysis, _, page = sample
     again = render_html(
         analysis_again := analyze_paths([SAMPLES], packs=(load_default_pack(),)),
         build_summary(analysis_again),
     )
     assert again == page
-    # A nanoplot whose values are all equal is jittered by great-tables with `random`:
-    # seeded inside, so two renders agree whatever the caller's generator did in between,
-    # and the caller's generator is left where it was.
-    columns = {"m": ("M", ["a"]), "c": ("C", [[0.5, 0.5, 0.5]])}
-    random.seed(2)
-    one = _table("t", columns, nanoplot="c")
-    state = random.getstate()
-    random.seed(3)
-    random.random()
-    two = _table("t", columns, nanoplot="c")
-    random.seed(2)
-    _table("t", columns, nanoplot="c")
-    assert random.getstate() == state
-    assert one == two and "<svg" in one
+    # One sparkline per row of the cost tails (each model, then all runs), drawn inline with
+    # its lowest and highest cost on hover, and the same whatever the global generator holds.
+    start = page.index('<div id="gt-cost-tails"')
+    tails = page[start : page.index("</table>", start)]
+    rows = table_rows(page, "gt-cost-tails")
+    assert rows[-1][0] == "all runs"
+    sparks = re.findall(r"<svg [^>]*>(.*?)</svg>", tails, re.DOTALL)
+    assert len(sparks) == len(rows)
+    costs = analysis.runs.runs.get_column("cost_usd")
+    assert (f"{costs.min():.3g}", f"{costs.max():.3g}") == ("9.5e-05", "0.00647")
+    assert "<title>Cost per run, sorted: $0.0000950 lowest, $0.00647 highest</title>" in sparks[-1]
+    points = re.search(r'<polyline points="([^"]+)"', sparks[-1]).group(1).split()
+    assert len(points) == 40  # every run of the 40: fewer than the 60 points sampled
+    assert points[0].startswith("0.0,") and points[-1] == "120.0,2.0"  # the highest at the top
+    random.seed(4)
+    assert _sparkline(costs) == _sparkline(costs.sample(fraction=1.0, shuffle=True, seed=5))
 
 
 def test_a_google_font_import_is_stripped():

@@ -6,7 +6,6 @@ import functools
 import hashlib
 import html
 import math
-import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,7 @@ WORST_RUNS = 10
 FINDINGS_PER_RULE = 50
 #: Steps shown per trajectory.
 STEPS_PER_RUN = 80
-#: Points of each model's cost curve in the tails nanoplots (sorted costs, sampled).
+#: Points of each model's cost curve in the cost tails (sorted costs, sampled).
 _CURVE_POINTS = 60
 
 _DASH = "—"
@@ -207,51 +206,29 @@ _IMPORT = re.compile(r"@import[^;]*;")
 
 def _table(
     table_id: str,
-    columns: Mapping[str, tuple[str, Sequence[Any]]],
+    columns: Mapping[str, tuple[str, Sequence[str]]],
     *,
     title: str | None = None,
-    nanoplot: str | None = None,
     note: str | None = None,
 ) -> str:
     """A great-tables table: ``columns`` maps column -> (fixed label text, cells of escaped
-    HTML); the cells of the column ``nanoplot`` are lists of numbers drawn as a nanoplot (a
-    missing one shown as a dash).
-    """
-    from great_tables import GT, nanoplot_options
+    HTML)."""
+    from great_tables import GT
     from great_tables import html as gt_html
 
     frame = pl.DataFrame(
-        {c: cells for c, (_, cells) in columns.items()},
-        schema={c: pl.List(pl.Float64) if c == nanoplot else pl.String for c in columns},
+        {c: cells for c, (_, cells) in columns.items()}, schema=dict.fromkeys(columns, pl.String)
     )
-    text_cols = [c for c in columns if c != nanoplot]
     gt = GT(frame, id=table_id).cols_label(**{c: gt_html(_e(lb)) for c, (lb, _) in columns.items()})
     if title:
         gt = gt.tab_header(title=gt_html(_e(title)))
-    if text_cols:
-        gt = gt.fmt(_raw, columns=text_cols)
-    if nanoplot is not None:
-        gt = gt.fmt_nanoplot(
-            nanoplot,
-            plot_type="line",
-            options=nanoplot_options(
-                show_data_area=False, data_point_radius=4, data_line_stroke_width=4
-            ),
-        ).sub_missing(columns=nanoplot, missing_text=_DASH)
+    gt = gt.fmt(_raw, columns=list(columns))
     if note:
         gt = gt.tab_source_note(gt_html(_e(note)))
     gt = gt.tab_options(table_font_size="13px", container_width="100%")
-    # great-tables jitters a nanoplot whose values are all equal with `random`: seed it, so the
-    # same input gives the same bytes, and give the caller's generator back untouched.
-    state = random.getstate()
-    random.seed(0)
-    try:
-        out = gt.as_raw_html()
-    finally:
-        random.setstate(state)
     # Recent great-tables versions add no web font by default; strip any that appears so the
     # page never fetches anything when opened.
-    return _IMPORT.sub("", out)
+    return _IMPORT.sub("", gt.as_raw_html())
 
 
 # --- the page ----------------------------------------------------------------------------------
@@ -651,16 +628,29 @@ def _labels(summary: Mapping[str, Any]) -> str:
 # --- cost tails --------------------------------------------------------------------------------
 
 
-def _curve(values: pl.Series) -> list[float] | None:
-    """Sorted values, sampled at evenly spaced ranks when there are many (max included)."""
-    xs = values.drop_nulls().sort()
+def _sparkline(costs: pl.Series) -> str:
+    """A small inline SVG of ``costs`` sorted, as a line over evenly spaced ranks (at most
+    _CURVE_POINTS, the highest included), from 0 at the bottom to the highest at the top; its
+    title, shown on hover, names the lowest and the highest. A dash when there is none."""
+    xs = costs.drop_nulls().sort()
     n = len(xs)
     if n == 0:
-        return None
+        return _DASH
     if n > _CURVE_POINTS:
-        idx = [round(i * (n - 1) / (_CURVE_POINTS - 1)) for i in range(_CURVE_POINTS)]
-        xs = xs.gather(idx)
-    return [float(round(x, 9)) for x in xs.to_list()]
+        xs = xs.gather([round(i * (n - 1) / (_CURVE_POINTS - 1)) for i in range(_CURVE_POINTS)])
+    values = xs.to_list() if n > 1 else xs.to_list() * 2  # one run: a flat line
+    w, h, pad = 120, 30, 2
+    low, high = min(0.0, values[0]), values[-1]
+    heights = [(v - low) / (high - low) if high > low else 0.0 for v in values]
+    step = w / (len(values) - 1)
+    points = " ".join(
+        f"{i * step:.1f},{h - pad - (h - 2 * pad) * y:.1f}" for i, y in enumerate(heights)
+    )
+    tip = f"Cost per run, sorted: {_usd(values[0])} lowest, {_usd(values[-1])} highest"
+    return (
+        f'<svg width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img"><title>{_e(tip)}</title>'
+        f'<polyline points="{points}" fill="none" stroke="#1f4e79" stroke-width="1.5"/></svg>'
+    )
 
 
 def _unpriced(summary: Mapping[str, Any]) -> str:
@@ -699,17 +689,17 @@ def _cost_tails(runs: pl.DataFrame, summary: Mapping[str, Any]) -> str:
     groups, _ = run_groups(runs, "model")
     costs = groups.join(runs.select("run_id", "cost_usd"), on="run_id", how="left")
     rows: list[dict[str, Any]] = []
-    curves: list[list[float] | None] = []
+    curves: list[str] = []
     for row in per_model.iter_rows(named=True):
         model = row["model"]
         mine = costs.filter(
             pl.col("model").is_null() if model is None else pl.col("model") == model
         )
         rows.append({**row, "_label": _t(model, 60) if model is not None else "(no model)"})
-        curves.append(_curve(mine.get_column("cost_usd")))
+        curves.append(_sparkline(mine.get_column("cost_usd")))
     for row in overall.iter_rows(named=True):
         rows.append({**row, "_label": "<b>all runs</b>"})
-        curves.append(_curve(runs.get_column("cost_usd")))
+        curves.append(_sparkline(runs.get_column("cost_usd")))
 
     table = _table(
         "gt-cost-tails",
@@ -721,7 +711,6 @@ def _cost_tails(runs: pl.DataFrame, summary: Mapping[str, Any]) -> str:
             "max": ("Max", [_usd(r["max"]) for r in rows]),
             "curve": ("Cost per run, sorted", curves),
         },
-        nanoplot="curve",
         note=(
             "Quantiles: type 7 (linear); under each, its distribution-free 95% interval "
             "('n too small' when the runs are too few for one). A run that used two models "
