@@ -296,8 +296,7 @@ def render_markdown(diff: Diff, checks: Sequence[GateCheck] | None = None) -> st
 
 # --- HTML ----------------------------------------------------------------------------------------
 
-_CSP = "default-src 'none'; style-src 'unsafe-inline'"
-# report.html's styles (cards, headings, sections), then the diff's tables
+# the diff's tables, after report.html's styles (cards, headings, sections)
 _CSS = """
 table { border-collapse: collapse; font-size: 13px; margin: 8px 0; }
 th, td { border-bottom: 1px solid #e4e4e4; padding: 4px 10px; text-align: left; }
@@ -313,16 +312,25 @@ def _e(text: object) -> str:
     return html.escape(terminal_safe(text), quote=True)
 
 
-def _html_table(header: Sequence[str], rows: Sequence[Sequence[tuple[str, str]]]) -> str:
-    """Cells are (escaped html, class)."""
+def _html_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Cells are texts, escaped here, or (text, class)."""
+
+    def cell(c: object) -> str:
+        text, k = c if isinstance(c, tuple) else (c, "")
+        return f'<td class="{k}">{_e(text)}</td>' if k else f"<td>{_e(text)}</td>"
+
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
-    body = "\n".join(
-        "<tr>"
-        + "".join(f'<td class="{k}">{v}</td>' if k else f"<td>{v}</td>" for v, k in row)
-        + "</tr>"
-        for row in rows
-    )
+    body = "\n".join("<tr>" + "".join(cell(c) for c in row) + "</tr>" for row in rows)
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}\n</tbody>\n</table>"
+
+
+_CASE_HEADER = (
+    "case",
+    "baseline passed",
+    "candidate passed",
+    "candidate findings",
+    "baseline findings",
+)
 
 
 def render_html(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
@@ -330,11 +338,9 @@ def render_html(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
     headline cards, the gate, the metrics, the changed cases and what was compared; every
     text escaped."""
     from analyzer import __version__
-    from analyzer.render.html import _CSS as _REPORT_CSS
-    from analyzer.render.html import _card, _section
+    from analyzer.render.html import _card, _page, _section
 
     b, c = diff.baseline, diff.candidate
-    parts = []
     worse = sum(1 for row in diff.metrics if row.change == "worse")
     better = sum(1 for row in diff.metrics if row.change == "better")
     cards = []
@@ -375,129 +381,80 @@ def render_html(diff: Diff, checks: Sequence[GateCheck] | None = None) -> str:
                 f"cases whose runs passed {how} often on the candidate",
             )
         )
-    parts.append(_section("headline", "Headline", f'<div class="cards">{"".join(cards)}</div>'))
+    sections: list[tuple[str, str, str]] = []  # id, name in the navigation, the section
+
+    def section(sid: str, name: str, body: str, intro: str | None = None, title: str = "") -> None:
+        sections.append((sid, name, _section(sid, title or name, body, intro)))
+
+    section("headline", "Headline", f'<div class="cards">{"".join(cards)}</div>')
     if checks is not None:
-        cls = "passed" if ok else "broken"
-        parts.append(
-            _section(
-                "gate",
-                "Gate",
-                f'<p class="{cls}">Gate {"passed" if ok else "FAILED"}: {broken} of '
-                f"{len(checks)} limits broken.</p>\n"
-                + _html_table(
-                    ["", "limit", "check"],
-                    [
-                        [
-                            ("ok" if ch.passed else "broken", "passed" if ch.passed else "broken"),
-                            (_e(ch.limit), ""),
-                            (_e(ch.message), ""),
-                        ]
-                        for ch in checks
-                    ],
-                ),
-            )
+        rows = [
+            [
+                ("ok" if ch.passed else "broken", "passed" if ch.passed else "broken"),
+                ch.limit,
+                ch.message,
+            ]
+            for ch in checks
+        ]
+        section(
+            "gate",
+            "Gate",
+            f'<p class="{"passed" if ok else "broken"}">Gate {"passed" if ok else "FAILED"}: '
+            f"{broken} of {len(checks)} limits broken.</p>\n"
+            + _html_table(["", "limit", "check"], rows),
         )
-    metric_rows = [
+    rows = [
         [
-            (_e(_label(row)), ""),
-            (_e(value_text(row.metric, row.baseline)), "num"),
-            (_e(value_text(row.metric, row.candidate)), "num"),
-            (_e(delta_text(row.metric, row.delta)), "num"),
-            (_e(interval_text(row)), "num"),
-            (_e(row.change), row.change if row.change in ("better", "worse") else ""),
+            _label(row),
+            (value_text(row.metric, row.baseline), "num"),
+            (value_text(row.metric, row.candidate), "num"),
+            (delta_text(row.metric, row.delta), "num"),
+            (interval_text(row), "num"),
+            (row.change, row.change if row.change in ("better", "worse") else ""),
         ]
         for row in diff.metrics
     ]
-    parts.append(
-        _section(
-            "metrics",
-            "Metrics",
-            _html_table(
-                ["metric", "baseline", "candidate", "delta", "95% CI", "change"], metric_rows
-            ),
-            "Candidate against baseline; a change is better or worse when its 95% interval "
-            "excludes 0.",
-        )
+    section(
+        "metrics",
+        "Metrics",
+        _html_table(["metric", "baseline", "candidate", "delta", "95% CI", "change"], rows),
+        "Candidate against baseline; a change is better or worse when its 95% interval excludes 0.",
     )
     for name, cases in _changed_cases(diff):
         rows = [
             [
-                (_e(case["case_id"]), "mono"),
-                (_e(_runs_passed(case["baseline"])), "num"),
-                (_e(_runs_passed(case["candidate"])), "num"),
-                (_e(", ".join(case["candidate"]["findings"]) or "–"), ""),
-                (_e(", ".join(case["baseline"]["findings"]) or "–"), ""),
+                (case["case_id"], "mono"),
+                (_runs_passed(case["baseline"]), "num"),
+                (_runs_passed(case["candidate"]), "num"),
+                ", ".join(case["candidate"]["findings"]) or "–",
+                ", ".join(case["baseline"]["findings"]) or "–",
             ]
             for case in cases
         ]
-        parts.append(
-            _section(
-                f"cases-{name}",
-                f"{name.capitalize()} cases: {len(cases):,}",
-                _html_table(
-                    [
-                        "case",
-                        "baseline passed",
-                        "candidate passed",
-                        "candidate findings",
-                        "baseline findings",
-                    ],
-                    rows,
-                ),
-                "Runs passed / judged, per case, on each side.",
-            )
+        section(
+            f"cases-{name}",
+            f"{name.capitalize()} cases",
+            _html_table(_CASE_HEADER, rows),
+            "Runs passed / judged, per case, on each side.",
+            title=f"{name.capitalize()} cases: {len(cases):,}",
         )
-    config_rows = [
-        [
-            (_e("source"), ""),
-            (_e(f"{b['source']} ({b['kind']})"), ""),
-            (_e(f"{c['source']} ({c['kind']})"), ""),
-        ],
-        [
-            (_e("runs compared"), ""),
-            (_e(b["runs_compared"]), "num"),
-            (_e(c["runs_compared"]), "num"),
-        ],
+    rows = [
+        ["source", f"{b['source']} ({b['kind']})", f"{c['source']} ({c['kind']})"],
+        ["runs compared", (b["runs_compared"], "num"), (c["runs_compared"], "num")],
     ]
     for part, changed, vb, vc in _config_lines(diff):
-        config_rows.append(
-            [
-                (_e(part + (" (changed)" if changed else "")), "worse" if changed else ""),
-                (_e(vb), ""),
-                (_e(vc), ""),
-            ]
+        rows.append(
+            [(part + (" (changed)" if changed else ""), "worse" if changed else ""), vb, vc]
         )
-    parts.append(
-        _section(
-            "compared",
-            "What was compared",
-            _html_table(["", "baseline", "candidate"], config_rows),
-            _e(_pairing_text(diff)),
-        )
+    section(
+        "compared",
+        "What was compared",
+        _html_table(["", "baseline", "candidate"], rows),
+        _e(_pairing_text(diff)),
     )
-    parts.append(_section("methods", "Methods", f'<p class="muted">{_e(_methods(diff))}</p>'))
-    nav = " · ".join(
-        f'<a href="#{sid}">{_e(title)}</a>'
-        for sid, title in (
-            ("headline", "Headline"),
-            ("gate", "Gate"),
-            ("metrics", "Metrics"),
-            ("cases-regressed", "Regressed cases"),
-            ("cases-fixed", "Fixed cases"),
-            ("compared", "What was compared"),
-            ("methods", "Methods"),
-        )
-        if any(p.startswith(f'<section id="{sid}">') for p in parts)
+    section("methods", "Methods", f'<p class="muted">{_e(_methods(diff))}</p>')
+    byline = (
+        f"agenttrace {_e(__version__)}: baseline {_e(b['source'])} against candidate "
+        f"{_e(c['source'])}"
     )
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        "<title>agenttrace diff</title>\n"
-        f"<style>{_REPORT_CSS}{_CSS}</style>\n</head>\n<body>\n"
-        "<h1>agenttrace diff</h1>\n"
-        f'<p class="muted">agenttrace {_e(__version__)}: baseline {_e(b["source"])} against '
-        f"candidate {_e(c['source'])}</p>\n"
-        f"<nav>{nav}</nav>\n" + "\n".join(parts) + "\n</body>\n</html>\n"
-    )
+    return _page("diff", byline, sections, css=_CSS)

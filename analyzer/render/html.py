@@ -39,7 +39,7 @@ _DASH = "—"
 
 # No network, and no script but the run browser's (allowed by its hash): a payload that
 # escaped the escaping could still neither run nor call home.
-_CSP = f"default-src 'none'; style-src 'unsafe-inline'; script-src '{SCRIPT_HASH}'"
+_CSP = "default-src 'none'; style-src 'unsafe-inline'"
 
 _CSS = """
 body { font-family: system-ui, -apple-system, 'Segoe UI', Roboto, Arial, sans-serif;
@@ -237,10 +237,7 @@ def _table(
 def run_browser(analysis, *, labels=None) -> str:
     """The run browser section of the page (`browser_section`): what `render_html` builds
     unless its caller built it apart, e.g. while the other sections are rendered."""
-    runs = analysis.runs.select("runs", _RANKED)
-    findings = analysis.evaluation.findings if analysis.evaluation is not None else None
-    ranks = _Context(analysis.runs, runs, findings).ranks
-    return browser_section(analysis.runs, findings, ranks, _label_fields(analysis, labels))
+    return _Context(analysis).browser(labels)
 
 
 def render_html(
@@ -260,18 +257,13 @@ def render_html(
     the same bytes. Every text from the traces is escaped. Every section but the run browser
     reads without script.
     """
-    # Every run, but only the columns the page ranks and plots them by; the other columns and
-    # the steps only of the runs it shows (a partitioned result's are read so from its spill).
-    runs = analysis.runs.select("runs", _RANKED)
-    findings = analysis.evaluation.findings if analysis.evaluation is not None else None
-    ctx = _Context(analysis.runs, runs, findings)
-    worst = ctx.worst_runs()
+    ctx = _Context(analysis)
     static = (  # id, name in the navigation, the section ("" when the summary has none)
         ("unchecked", "Unchecked", _unchecked(summary)),
         ("headline", "Headline", _headline(summary)),
         ("browser", "Run browser", None),  # built once the others are
         ("omissions", "Tool omissions", _omissions(summary)),
-        ("cost-tails", "Cost tails", _cost_tails(runs, summary)),
+        ("cost-tails", "Cost tails", _cost_tails(ctx.runs, summary)),
         ("routing", "Cost vs correct rate", _routing(summary)),
         ("breakdowns", "Breakdowns", _breakdowns(summary)),
         ("trials", "Trials", _trials(summary)),
@@ -279,44 +271,44 @@ def render_html(
         ("steps", "Cost per step", _steps(summary)),
         ("tails", "Distributions", _tails(summary)),
         ("labels", "Golden labels", _labels(summary)),
-        ("findings", "Findings by rule", _findings(summary, ctx, worst)),
+        ("findings", "Findings by rule", _findings(summary, ctx)),
         ("coverage", "Rule coverage", _rule_coverage(summary)),
         ("accounting", "Input and checks", _accounting(summary)),
-        ("runs", "Runs cited", _cited_runs(ctx, worst)),
-        ("worst", "Worst runs", _worst(ctx, worst)),
+        ("runs", "Runs cited", _cited_runs(ctx)),
+        ("worst", "Worst runs", _worst(ctx)),
         ("methods", "Methods", _methods(summary)),
     )
-    if browser is None:
-        page = browser_section(analysis.runs, findings, ctx.ranks, _label_fields(analysis, labels))
-    else:
-        page = browser()
+    page = ctx.browser(labels) if browser is None else browser()
     sections = [(sid, name, page if part is None else part) for sid, name, part in static]
-    # Only the sections this summary has (one without metrics has fewer): no dead link.
+    byline = (
+        f"agenttrace {_e(summary.get('agenttrace_version', ''))}, summary version "
+        f"{_e(summary.get('summary_version', ''))}"
+    )
+    return _page("report", byline, sections, css=_BROWSER_CSS, script=True)
+
+
+def _page(what: str, byline: str, sections, *, css: str, script: bool = False) -> str:
+    """A whole page, "agenttrace {what}", in this module's style and `css`: `byline` (escaped
+    HTML) under its heading, then a navigation to the `sections` (id, name in the
+    navigation, escaped HTML; "" for one to leave out) and the sections, and, with `script`,
+    the run browser's script, which the page's Content-Security-Policy allows by its hash."""
+    csp = f"{_CSP}; script-src '{SCRIPT_HASH}'" if script else _CSP
+    # Only the sections there are (a summary without metrics has fewer): no dead link.
     nav = " · ".join(f'<a href="#{sid}">{_e(name)}</a>' for sid, name, part in sections if part)
-    version = _e(summary.get("agenttrace_version", ""))
+    end = f"\n<script>{SCRIPT}</script>" if script else ""
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        "<title>agenttrace report</title>\n"
-        f"<style>{_CSS}{_BROWSER_CSS}</style>\n</head>\n<body>\n"
-        f"<h1>agenttrace report</h1>\n"
-        f'<p class="muted">agenttrace {version}, summary version '
-        f"{_e(summary.get('summary_version', ''))}</p>\n"
+        f"<title>agenttrace {what}</title>\n"
+        f"<style>{_CSS}{css}</style>\n</head>\n<body>\n"
+        f"<h1>agenttrace {what}</h1>\n"
+        f'<p class="muted">{byline}</p>\n'
         f"<nav>{nav}</nav>\n"
         + "\n".join(part for _, _, part in sections if part)
-        + f"\n<script>{SCRIPT}</script>\n</body>\n</html>\n"
+        + f"{end}\n</body>\n</html>\n"
     )
-
-
-def _label_fields(analysis, labels) -> pl.DataFrame | None:
-    """Each labelled run's fields, expected against answered (`LabelScores.fields`)."""
-    if labels is None:
-        return None
-    from analyzer.metrics.labels import scored
-
-    return scored(labels, analysis.runs).fields
 
 
 def _unchecked(summary: Mapping[str, Any]) -> str:
@@ -1390,12 +1382,14 @@ _RANKED = ("run_id", "score", "findings", "cost_usd", "models")
 
 
 class _Context:
-    """The runs, steps and findings the finding and trajectory sections share: `runs` holds
-    every run's `_RANKED` columns; `runset` the rest, read for the runs shown."""
+    """The runs, steps and findings of an analysis the page's sections share: `runs` holds
+    every run's `_RANKED` columns; `runset` the rest, read only for the runs shown (a
+    partitioned result's so from its spill)."""
 
-    def __init__(self, runset: RunTables, runs: pl.DataFrame, findings: pl.DataFrame | None):
-        self.runset = runset
-        self.findings = findings
+    def __init__(self, analysis):
+        self.runset: RunTables = analysis.runs
+        self.runs = runs = self.runset.select("runs", _RANKED)
+        self.findings = analysis.evaluation.findings if analysis.evaluation is not None else None
         order = runs.select(
             "run_id",
             pl.col("score") if "score" in runs.columns else pl.lit(None, pl.Float64).alias("score"),
@@ -1410,8 +1404,20 @@ class _Context:
         """The rows of table `name` ("runs", "steps") of `run_ids`."""
         return self.runset.select(name, run_ids=sorted(run_ids))
 
-    def worst_runs(self) -> list[str]:
-        """Lowest score, then most findings, then run id; only runs with a finding."""
+    def browser(self, labels=None) -> str:
+        """The run browser section (`browser_section`), with each labelled run's fields,
+        expected against answered, when `labels` (as `render_html` takes them) are given."""
+        fields = None
+        if labels is not None:
+            from analyzer.metrics.labels import scored
+
+            fields = scored(labels, self.runset).fields
+        return browser_section(self.runset, self.findings, self.ranks, fields)
+
+    @functools.cached_property
+    def worst(self) -> list[str]:
+        """The runs shown with their trajectory: lowest score, then most findings, then run
+        id; only runs with a finding, at most WORST_RUNS."""
         bad = self.ranks.filter(pl.col("findings") > 0)
         return bad.get_column("run_id").head(WORST_RUNS).to_list()
 
@@ -1449,7 +1455,7 @@ def _run_link(run_id: str) -> str:
     return f'<a href="#{_anchor("run", run_id)}" class="mono">{_t(run_id, 80)}</a>'
 
 
-def _findings(summary: Mapping[str, Any], ctx: _Context, worst: list[str]) -> str:
+def _findings(summary: Mapping[str, Any], ctx: _Context) -> str:
     metrics = summary.get("metrics") or {}
     rates = metrics.get("rule_rates")
     parts = []
@@ -1476,7 +1482,7 @@ def _findings(summary: Mapping[str, Any], ctx: _Context, worst: list[str]) -> st
     shown = ctx.shown_findings
     if not shown:
         parts.append("<p>No finding.</p>")
-    traj = set(worst)
+    traj = set(ctx.worst)
     for n, ((pack, rule_id), rows, total) in enumerate(shown):
         severity = rows[0].get("severity")
         runs = len({r["run_id"] for r in rows})
@@ -1534,8 +1540,8 @@ def _span_links(run_id: str, span_ids: Sequence[str] | None, traj: set[str]) -> 
 # --- runs cited --------------------------------------------------------------------------------
 
 
-def _cited_runs(ctx: _Context, worst: list[str]) -> str:
-    cited = set(worst)
+def _cited_runs(ctx: _Context) -> str:
+    cited = set(ctx.worst)
     for _, rows, _ in ctx.shown_findings:
         cited.update(r["run_id"] for r in rows)
     if not cited:
@@ -1545,7 +1551,7 @@ def _cited_runs(ctx: _Context, worst: list[str]) -> str:
         .join(ctx.ranks.select("run_id", "_rank"), on="run_id", how="left")
         .sort("_rank")
     )
-    traj = set(worst)
+    traj = set(ctx.worst)
     rows = runs.to_dicts()
 
     def run_cell(r: Mapping[str, Any]) -> str:
@@ -1623,7 +1629,8 @@ def _step_row(step: Mapping[str, Any]) -> dict[str, str]:
     }
 
 
-def _worst(ctx: _Context, worst: list[str]) -> str:
+def _worst(ctx: _Context) -> str:
+    worst = ctx.worst
     intro = (
         f"The runs with a finding, at most {WORST_RUNS}, lowest score first (then the most "
         "findings), each with its steps in order: model calls and tool calls, their arguments "
