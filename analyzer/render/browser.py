@@ -41,6 +41,7 @@ __all__ = [
     "STEPS_PER_RUN",
     "TEXT_CAP",
     "browser_section",
+    "ordered_findings",
 ]
 
 #: Runs per detail chunk (decoded together when one of them is opened).
@@ -339,6 +340,14 @@ def _json_rows(frame: pl.DataFrame) -> bytes:
     return frame.write_json().encode("utf-8")
 
 
+def ordered_findings(findings: pl.DataFrame, *first: str) -> pl.DataFrame:
+    """`findings` sorted by the columns `first`, then by kind, tool, argument, span ids (the
+    added column ``_spans``) and detail, nulls last: the order the page lists them in."""
+    return findings.with_columns(_spans=pl.col("span_ids").list.join(" ")).sort(
+        [*first, "kind", "tool", "argument", "_spans", "detail"], nulls_last=True
+    )
+
+
 def _capped(col: str | pl.Expr) -> pl.Expr:
     """A text column cut to TEXT_CAP characters, saying how many more the full text has."""
     return cut_text(pl.col(col) if isinstance(col, str) else col, TEXT_CAP, "steps.parquet")
@@ -357,17 +366,7 @@ def _detail(
     messages (where some run of `steps` has prompt messages)."""
     finding_rows = None
     if findings is not None:
-        ordered = findings.with_columns(pl.col("span_ids").list.join(" ").alias("_spans")).sort(
-            "run_id",
-            "pack",
-            "rule_id",
-            "kind",
-            "tool",
-            "argument",
-            "_spans",
-            "detail",
-            nulls_last=True,
-        )
+        ordered = ordered_findings(findings, "run_id", "pack", "rule_id")
         finding_rows = ordered.group_by("run_id", maintain_order=True).agg(
             pl.struct(
                 pl.col("rule_id").alias("rule"),

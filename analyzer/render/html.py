@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from analyzer.render.browser import CSS as _BROWSER_CSS
-from analyzer.render.browser import SCRIPT, SCRIPT_HASH, browser_section
+from analyzer.render.browser import SCRIPT, SCRIPT_HASH, browser_section, ordered_findings
 from analyzer.textsafe import clip
 
 if TYPE_CHECKING:
@@ -1427,24 +1427,8 @@ class _Context:
         how many it has in all."""
         if self.findings is None or self.findings.is_empty():
             return []
-        rows = (
-            self.findings.join(self.ranks.select("run_id", "_rank"), on="run_id", how="left")
-            .with_columns(_spans=pl.col("span_ids").list.join(" "))
-            .sort(
-                [
-                    "pack",
-                    "rule_id",
-                    "_rank",
-                    "run_id",
-                    "kind",
-                    "tool",
-                    "argument",
-                    "_spans",
-                    "detail",
-                ],
-                nulls_last=True,
-            )
-        )
+        ranked = self.findings.join(self.ranks.select("run_id", "_rank"), on="run_id", how="left")
+        rows = ordered_findings(ranked, "pack", "rule_id", "_rank", "run_id")
         return [
             (key, part.head(FINDINGS_PER_RULE).to_dicts(), part.height)
             for key, part in rows.group_by(["pack", "rule_id"], maintain_order=True)
