@@ -570,7 +570,7 @@ def _markup(n: int, blocks: str) -> str:
     e = html.escape
     heads = "".join(
         f'<th data-key="{key}" title="sort"><span>{e(label)}</span>'
-        f'<span class="ab-dir">{" ▲" if key == "rank" else ""}</span></th>'
+        '<span class="ab-dir"></span></th>'
         for key, label in _HEADS
     )
     selects = "".join(

@@ -61,11 +61,10 @@ def write_junit(analysis, path: Path) -> None:
         .sort("pack", "rule_id", "case_id", "run_id")
     )
     findings: dict[tuple[str, str, str], list[dict]] = defaultdict(list)
+    errors = {}
     if evaluation is not None:
         for f in evaluation.findings.iter_rows(named=True):
             findings[f["pack"], f["rule_id"], f["run_id"]].append(f)
-    errors = {}
-    if evaluation is not None:
         errors = {(e.pack, e.rule_id, e.run_id): e for e in evaluation.errors}
 
     suites: dict[tuple[str, str], list[str]] = {}

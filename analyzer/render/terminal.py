@@ -167,10 +167,9 @@ def _metrics_lines(summary: dict[str, Any]) -> list[str]:
     cost = metrics["cost"]
     tail = next((t for t in metrics["tails"] if t["metric"] == "cost_usd"), None)
     lines = [""]
-    retry = _usd(cost["retry_cost_usd"]) if cost["retry_cost_usd"] is not None else "unknown"
     lines.append(
         f"cost     {_usd(cost['total_usd'])} over {cost['priced_runs']:,} priced runs "
-        f"({cost['unpriced_runs']:,} unpriced); retries {retry}"
+        f"({cost['unpriced_runs']:,} unpriced); retries {_usd(cost['retry_cost_usd'])}"
     )
     for model in cost["unpriced_models"][:3]:
         lines.append(
