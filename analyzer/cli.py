@@ -954,7 +954,7 @@ def report(
     else:
         from analyzer.render.terminal import terminal_summary
 
-        for line in terminal_summary(analysis, summary, color=sys.stdout.isatty()):
+        for line in terminal_summary(summary, color=sys.stdout.isatty()):
             click.echo(line)
         _where(
             analysis, verbose, paths, rule_packs, prices_file, labels_file, redaction is not None

@@ -613,8 +613,8 @@ def test_labels_decide_correct_runs_and_pass_hat_k(kyc_summary):
 
 
 def test_terminal_shows_label_accuracy(kyc_summary):
-    analysis, summary = kyc_summary
-    lines = terminal_summary(analysis, summary)
+    _, summary = kyc_summary
+    lines = terminal_summary(summary)
     start = lines.index(next(line for line in lines if line.startswith("labels ")))
     assert lines[start:] == [
         "labels   16 cases, 16 runs matched (0 cases without a run, 0 runs without a label)",

@@ -1696,8 +1696,8 @@ def test_json_output_is_the_summary(tmp_path):
 # --- terminal -----------------------------------------------------------------------------------
 
 
-def test_terminal_headline_figures(kyc_analysis, kyc_summary):
-    lines = terminal_summary(kyc_analysis, kyc_summary)
+def test_terminal_headline_figures(kyc_summary):
+    lines = terminal_summary(kyc_summary)
     assert all(len(line) <= 100 for line in lines)
     assert not any("\x1b" in line for line in lines)
     start = lines.index(next(line for line in lines if line.startswith("cost ")))
@@ -1717,13 +1717,13 @@ def test_terminal_headline_figures(kyc_analysis, kyc_summary):
     ]
 
 
-def test_terminal_shows_trials_only_when_cases_repeat(default_analysis, default_summary):
-    lines = terminal_summary(default_analysis, default_summary)
+def test_terminal_shows_trials_only_when_cases_repeat(default_summary):
+    lines = terminal_summary(default_summary)
     assert not any(line.startswith("trials") for line in lines)
     analysis = analyze_paths(
         [SAMPLES / "support"], case_key="app.refund_policy", packs=(load_default_pack(),)
     )
-    lines = terminal_summary(analysis, build_summary(analysis))
+    lines = terminal_summary(build_summary(analysis))
     trials = [line for line in lines if line.startswith("trials") or "disagree" in line]
     assert trials == [
         "trials   2 cases with 2+ runs (12 runs); pass^1 0.944 (2 cases), pass^2 0.889 (2 cases), "
@@ -1734,9 +1734,9 @@ def test_terminal_shows_trials_only_when_cases_repeat(default_analysis, default_
     assert all(len(line) <= 100 for line in lines)
 
 
-def test_terminal_colour_only_on_request(kyc_analysis, kyc_summary):
-    plain = terminal_summary(kyc_analysis, kyc_summary)
-    coloured = terminal_summary(kyc_analysis, kyc_summary, color=True)
+def test_terminal_colour_only_on_request(kyc_summary):
+    plain = terminal_summary(kyc_summary)
+    coloured = terminal_summary(kyc_summary, color=True)
     assert any("\x1b[" in line for line in coloured)
     strip = [
         line.replace("\x1b[1m", "")
@@ -1806,7 +1806,7 @@ def test_unpriced_model_is_listed_and_its_cost_is_never_zero(tmp_path):
         "p95": 0.0007849, "p95_lo": None, "p95_hi": None,
         "p99": 0.00079634, "p99_lo": None, "p99_hi": None,
     }  # fmt: skip
-    lines = terminal_summary(analysis, summary)
+    lines = terminal_summary(summary)
     assert (
         "  unpriced gpt-4o-mini-2024-07-18: no price, 26 calls, 7,124 in / 475 out tokens" in lines
     )

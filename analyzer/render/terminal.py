@@ -16,7 +16,7 @@ _RED, _YELLOW, _BOLD, _RESET = "\x1b[31m", "\x1b[33m", "\x1b[1m", "\x1b[0m"
 _WRONG_SHOWN = 20
 
 
-def terminal_summary(analysis, summary: dict[str, Any], *, color: bool = False) -> list[str]:
+def terminal_summary(summary: dict[str, Any], *, color: bool = False) -> list[str]:
     """Lines (at most 100 columns) summing up the ingest, the runs, the findings and metrics.
 
     ``color`` adds ANSI colours (pass it only when printing to a terminal): section names in
