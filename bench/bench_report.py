@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = f"{rs[0]['runs']:,}" if "runs" in rs[0] else ""
         found = f"{rs[0]['findings']:,}" if "findings" in rs[0] else ""
         print(
-            f"| {METHODS[method]} | {wall:.1f} | {cpu:.1f} | {rss:.0f} | {ratio} | {runs} "
+            f"| {METHODS[method]} | {wall:.2f} | {cpu:.2f} | {rss:.0f} | {ratio} | {runs} "
             f"| {found} |"
         )
     if results.get("core-json"):

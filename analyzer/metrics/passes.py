@@ -61,8 +61,9 @@ class ExactSum:
         array = np.asarray(values, dtype=np.float64)
         terms = [*self._parts, *array[np.isfinite(array)].tolist()]
         parts: list[float] = []
-        while rest := math.fsum([*terms, *(-p for p in parts)]):  # -0.0 and 0.0: nothing left
+        while rest := math.fsum(terms):  # -0.0 and 0.0: nothing left
             parts.append(rest)
+            terms.append(-rest)
         self._parts = parts
 
     def total(self) -> float:
