@@ -185,7 +185,7 @@ def _name_event_tools(frame: pl.DataFrame, parents: pa.Array) -> pl.DataFrame:
         return frame
     names = pa.array(frame.get_column("named_tool").is_not_null().to_arrow())
     namer = pl.Series(nearest_marked_ancestor(parents, names), dtype=pl.Int64)
-    inherited = frame.get_column("named_tool").gather(namer.fill_null(0)).set(namer.is_null(), None)
+    inherited = frame.get_column("named_tool").gather(namer)  # a null row gathers null
     return frame.with_columns(
         tool_name=pl.when(unnamed).then(pl.coalesce(inherited, "tool_name")).otherwise("tool_name")
     )
@@ -256,9 +256,7 @@ def merge_same_calls(frame: pl.DataFrame, parents: pa.Array) -> pl.DataFrame:
     judged = frame.with_columns(role=pl.when(event_members).then(pl.lit("other")).otherwise("role"))
     marked = pa.array(judged.get_column("role").is_in(["agent", *_STEP_ROLES]).to_arrow())
     nearest = pl.Series(nearest_marked_ancestor(parents, marked), dtype=pl.Int64)
-    nearest_role = (
-        judged.get_column("role").gather(nearest.fill_null(0)).set(nearest.is_null(), None)
-    )
+    nearest_role = judged.get_column("role").gather(nearest)
     role = judged.get_column("role")
     is_step = role.is_in(_STEP_ROLES)
     # only the spans that can pair are read further: most traces have none

@@ -162,12 +162,7 @@ class Redactor:
 
     def json_text(self, value: str | None) -> str | None:
         """JSON text with each value replaced by its token, keys kept; other text as `text`."""
-        if not value:
-            return value
-        try:
-            parsed = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            return self.text(value)
+        parsed = _loads(value)
         if not isinstance(parsed, dict | list):
             return self.text(value)
         for leaf in _leaves(parsed):  # the whole text is also a token where it is shown whole
@@ -207,6 +202,18 @@ class Redactor:
             out = _READ_AS.sub(lambda m: f"(read as {self.token(m.group(1))})", out)
             out = _NUMBER_OR_WORDING.sub(number, out)
         return out
+
+
+#: What `_loads` gives for no text, or text that is not JSON.
+_NOT_JSON = object()
+
+
+def _loads(text: str | None) -> Any:
+    """`text` parsed as JSON, else `_NOT_JSON`."""
+    try:
+        return orjson.loads(text) if text else _NOT_JSON
+    except orjson.JSONDecodeError:
+        return _NOT_JSON
 
 
 def _as_quoted(text: str) -> str:
@@ -275,13 +282,8 @@ def _redact_steps(steps: pl.DataFrame, r: Redactor) -> pl.DataFrame:
 
 def _attributes_json(text: str | None, r: Redactor) -> str | None:
     """A run's attributes (a JSON object) with the values of content keys tokenized."""
-    if not text:
-        return text
-    try:
-        attrs = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return r.text(text)
-    if not isinstance(attrs, dict):
+    attrs = _loads(text)
+    if not isinstance(attrs, dict):  # JSON or not: as any other text
         return r.json_text(text)
     out = {k: v if k in REDACT_KEPT_KEYS else r._walk(v) for k, v in attrs.items()}
     return json.dumps(out, ensure_ascii=False, sort_keys=True)
@@ -290,11 +292,8 @@ def _attributes_json(text: str | None, r: Redactor) -> str | None:
 def _tool_definitions(text: str | None, r: Redactor) -> str | None:
     """A recorded tool definition (JSON) with its descriptions, titles, enums, examples and
     defaults hashed; names (of tools and arguments), types and the structure kept."""
-    if not text:
-        return text
-    try:
-        parsed = orjson.loads(text)
-    except orjson.JSONDecodeError:
+    parsed = _loads(text)
+    if parsed is _NOT_JSON:
         return r.text(text)
 
     def walk(value: Any, key: str | None) -> Any:

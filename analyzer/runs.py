@@ -46,7 +46,7 @@ import pyarrow.compute as pc
 from analyzer.calls import mark_requested_tools, merge_same_calls
 from analyzer.conventions.semconv import OUTPUT_TOOL_NAMES, OUTPUT_TOOL_PREFIXES
 from analyzer.ingest.accounting import IngestLog
-from analyzer.spans import attribute_lists, is_shared, shared_resources
+from analyzer.spans import attribute_lists, shared_resources
 from analyzer.spantree import nearest_marked_ancestor, parent_index, roots, topmost
 
 __all__ = [
@@ -315,11 +315,9 @@ def _trace_attribute(spans: pa.Table, key: str) -> pl.DataFrame:
 def _span_attribute(spans: pa.Table, key: str) -> pl.Series:
     """The value of attribute `key` on each span as text, else on its resource, else null."""
     own = _list_attribute(spans.column("attributes").combine_chunks(), key)
-    if is_shared(spans):  # read once per resource
-        shared = shared_resources(spans).column("resource_attributes").chunk(0)
-        of_resource = _list_attribute(shared.dictionary, key).gather(pl.Series(shared.indices))
-    else:
-        of_resource = _list_attribute(spans.column("resource_attributes").combine_chunks(), key)
+    # read once per resource (plain resource lists are one a span)
+    shared = shared_resources(spans).column("resource_attributes").chunk(0)
+    of_resource = _list_attribute(shared.dictionary, key).gather(pl.Series(shared.indices))
     return pl.select(pl.coalesce(own, of_resource)).to_series().alias("_value")
 
 
