@@ -637,11 +637,9 @@ def unflatten(entries: Iterable[tuple[str, str]], prefix: str) -> list[Any]:
         path = key[len(prefix) :].split(".")
         node = root
         for seg in path[:-1]:
-            nxt = node.get(seg)
-            if not isinstance(nxt, dict):
-                nxt = {}
-                node[seg] = nxt
-            node = nxt
+            if not isinstance(node.get(seg), dict):
+                node[seg] = {}
+            node = node[seg]
         node[path[-1]] = value
     tree = _listify(root)
     return tree if isinstance(tree, list) else []

@@ -54,10 +54,8 @@ NORMALIZED_SCHEMA = pa.schema(
         # the tokens were filled in by the exporting backend (Langfuse's usage details), not
         # recorded by the span's instrumentation: they tell no two spans' calls apart
         ("backend_usage", pa.bool_()),
-        (
-            "recorded_cost_usd",
-            pa.float64(),
-        ),  # a cost the span itself carries; never summed with ours
+        # a cost the span itself carries; never summed with ours
+        ("recorded_cost_usd", pa.float64()),
         ("tool_name", pa.string()),
         ("named_tool", pa.string()),  # the tool an attribute names on the span, whatever its role
         ("tool_call_id", pa.string()),
