@@ -254,10 +254,10 @@ def merge_same_calls(frame: pl.DataFrame, parents: pa.Array) -> pl.DataFrame:
     # members of an event group are not calls of their own when nesting is judged
     event_members = pl.col("_i").cast(pl.Int64).is_in(events.get_column("_i").implode())
     judged = frame.with_columns(role=pl.when(event_members).then(pl.lit("other")).otherwise("role"))
-    marked = pa.array(judged.get_column("role").is_in(["agent", *_STEP_ROLES]).to_arrow())
-    nearest = pl.Series(nearest_marked_ancestor(parents, marked), dtype=pl.Int64)
-    nearest_role = judged.get_column("role").gather(nearest)
     role = judged.get_column("role")
+    marked = pa.array(role.is_in(["agent", *_STEP_ROLES]).to_arrow())
+    nearest = pl.Series(nearest_marked_ancestor(parents, marked), dtype=pl.Int64)
+    nearest_role = role.gather(nearest)
     is_step = role.is_in(_STEP_ROLES)
     # only the spans that can pair are read further: most traces have none
     inner = is_step & (nearest_role == role).fill_null(False)

@@ -332,12 +332,10 @@ def _run_content(runset) -> dict[str, str]:
         bucket = parts.setdefault(run_id, [])
         bucket.extend(t for t in (arguments, result, output_text) if t)
         bucket.extend(c["arguments"] for c in calls or () if c["arguments"])
-    for run_id, answer in runset.runs.select("run_id", "answer").iter_rows():
-        if answer:
-            parts.setdefault(run_id, []).append(answer)
-    for run_id, text in runset.sources.select("run_id", "text").iter_rows():
-        if text:
-            parts.setdefault(run_id, []).append(text)
+    for texts in (runset.runs.select("run_id", "answer"), runset.sources.select("run_id", "text")):
+        for run_id, text in texts.iter_rows():
+            if text:
+                parts.setdefault(run_id, []).append(text)
     return {k: "\n".join(v) for k, v in parts.items()}
 
 

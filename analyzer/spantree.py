@@ -23,9 +23,8 @@ def parent_index(frame: pl.DataFrame) -> pa.Array:
     )
     ids = ids.unique(subset=["trace_id", "parent_span_id"], keep="first")
     joined = frame.select("_i", "trace_id", "parent_span_id").join(
-        ids, on=["trace_id", "parent_span_id"], how="left"
+        ids, on=["trace_id", "parent_span_id"], how="left", maintain_order="left"
     )
-    joined = joined.sort("_i")
     return joined.get_column("_p").cast(pl.Int64).to_arrow()
 
 
@@ -54,7 +53,6 @@ def topmost(nearest: pa.Array, marked: pa.Array) -> pa.Array:
     for _ in range(MAX_DEPTH_DOUBLINGS):
         up = pc.take(nearest, pc.fill_null(top, 0))
         move = pc.and_(pc.is_valid(top), pc.is_valid(up))
-        move = pc.fill_null(move, False)
         if not pc.any(move).as_py():
             break
         top = pc.if_else(move, up, top)
