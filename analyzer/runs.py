@@ -302,14 +302,15 @@ def _trace_attribute(spans: pa.Table, key: str) -> pl.DataFrame:
     values = _span_attribute(spans, key)
     frame = pl.from_arrow(spans.select(["trace_id", "parent_span_id", "start_ns", "span_id"]))
     assert isinstance(frame, pl.DataFrame)
-    frame = frame.with_columns(_value=values)
-    return (
-        frame.filter(pl.col("_value").is_not_null())
-        .sort(["trace_id", pl.col("parent_span_id").is_not_null(), "start_ns", "span_id"])
-        .group_by("trace_id", maintain_order=True)
-        .first()
-        .select("trace_id", "_value")
-    )
+    frame = frame.with_columns(_value=values).filter(pl.col("_value").is_not_null())
+    return _root_first(frame, "trace_id").select("trace_id", "_value")
+
+
+def _root_first(frame: pl.DataFrame, by: str) -> pl.DataFrame:
+    """Per value of `by`, one span of `frame`: a root first, then the earliest, then the
+    lowest span id."""
+    order = [by, pl.col("parent_span_id").is_not_null(), "start_ns", "span_id"]
+    return frame.sort(order).group_by(by, maintain_order=True).first()
 
 
 def _span_attribute(spans: pa.Table, key: str) -> pl.Series:
@@ -962,13 +963,8 @@ def _run_attributes(
     frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame, span_rows: pa.Array | None
 ) -> pl.DataFrame:
     """run_id -> attributes (JSON object: resource attributes overlaid by the root span's)."""
-    roots = (
-        frame.select("run_id", "parent_span_id", "start_ns", "span_id", "_i")
-        .sort("run_id", pl.col("parent_span_id").is_not_null(), "start_ns", "span_id")
-        .group_by("run_id", maintain_order=True)
-        .first()
-        .select("run_id", "_i")
-    )
+    members = frame.select("run_id", "parent_span_id", "start_ns", "span_id", "_i")
+    roots = _root_first(members, "run_id").select("run_id", "_i")
     top = runs.select("run_id", "agent_span_id").join(
         frame.select(pl.col("span_id").alias("agent_span_id"), "run_id", pl.col("_i").alias("_ai")),
         on=["run_id", "agent_span_id"],
