@@ -447,9 +447,7 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
         how="left",
     )
     executed = executed.with_columns(
-        arguments=pl.coalesce("arguments", "_req_args"),
-        executed=pl.lit(True),
-        _req_pos=pl.lit(None, dtype=pl.Int64),
+        arguments=pl.coalesce("arguments", "_req_args"), executed=pl.lit(True)
     ).drop("_req_args")
 
     unmatched = requests.join(pairs.select("_r"), on="_r", how="anti")
@@ -467,11 +465,8 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
         pl.col("_req_pos").cast(pl.Int64),
         pl.lit("tool_call").alias("role"),
     )
-    models = model.with_columns(
-        requested_by=pl.lit(None, dtype=pl.String),
-        executed=pl.lit(True),
-        _req_pos=pl.lit(None, dtype=pl.Int64),
-    )
+    models = model.with_columns(executed=pl.lit(True))
+    # a column a part lacks (a model call's requested_by, _req_pos) is null in its rows
     steps = pl.concat([models, executed, synthetic], how="diagonal_relaxed").select(
         "role", "_req_pos", *(c for c in _STEP_COLUMNS if c not in ("index", "kind", "name"))
     )
