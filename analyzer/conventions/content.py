@@ -300,7 +300,7 @@ def _lc_unwrap(d: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     return d, None
 
 
-def _message(d: dict[str, Any], default_role: str | None, out: list[Message]) -> None:
+def _message(d: dict[str, Any], out: list[Message]) -> None:
     event = _kind(d.get(sc.EVENT_NAME_FIELD))
     if event == sc.EVENT_CHOICE:
         return  # a model output, not an input message
@@ -315,7 +315,7 @@ def _message(d: dict[str, Any], default_role: str | None, out: list[Message]) ->
     if mtype == "function_call_output" and "role" not in d:
         out.append(("tool", result_text(d.get("output")), _str_or_none(d.get("call_id")), None))
         return
-    role = _role(d.get("role") or lc_role or sc.MESSAGE_EVENT_ROLES.get(event or ""), default_role)
+    role = _role(d.get("role") or lc_role or sc.MESSAGE_EVENT_ROLES.get(event or ""), "user")
     acc = _Parts()
     if "parts" in d:
         _read_parts(d.get("parts"), acc)
@@ -337,24 +337,23 @@ def _system_from(value: Any, out: list[Message]) -> None:
         _emit("system", acc, out)
 
 
-def _collect_messages(
-    value: Any, default_role: str | None, out: list[Message], depth: int = 0
-) -> None:
+def _collect_messages(value: Any, out: list[Message], depth: int = 0) -> None:
+    """The messages of `value` (a role-less text or value is the user's)."""
     if value is None or depth > 8:
         return
     if isinstance(value, str):
         if value.strip():
-            out.append((default_role, value, None, None))
+            out.append(("user", value, None, None))
         return
     if isinstance(value, list):
         for item in value:
             if isinstance(item, dict):
-                _message(item, default_role, out)
+                _message(item, out)
             else:  # read as a value; a nested list one level deeper
-                _collect_messages(item, default_role, out, depth + isinstance(item, list))
+                _collect_messages(item, out, depth + isinstance(item, list))
         return
     if not isinstance(value, dict):
-        out.append((default_role, to_text(value), None, None))
+        out.append(("user", to_text(value), None, None))
         return
     d = value
     # a request body: (its system instructions, its messages)
@@ -367,18 +366,18 @@ def _collect_messages(
     elif isinstance(d.get("new_message"), dict):  # ADK runner input
         system, messages = None, [d["new_message"]]
     elif "role" in d or "parts" in d or "content" in d or sc.EVENT_NAME_FIELD in d or "lc" in d:
-        _message(d, default_role, out)
+        _message(d, out)
         return
     elif "prompt" in d or "system" in d:  # Vercel ai.prompt, Claude Agent SDK inputs
         system, messages = d.get("system"), d.get("prompt")
     elif "input" in d and len(d) <= 3:  # Responses API body / LangChain {"input": ...}
         system, messages = d.get("instructions"), d["input"]
     else:
-        out.append((default_role, to_text(d), None, None))
+        out.append(("user", to_text(d), None, None))
         return
     if system is not None:
         _system_from(system, out)
-    _collect_messages(messages, default_role, out, depth + 1)
+    _collect_messages(messages, out, depth + 1)
 
 
 def parse_system_instructions(value: Any) -> list[Message]:
@@ -388,7 +387,7 @@ def parse_system_instructions(value: Any) -> list[Message]:
     return out
 
 
-def parse_messages(value: Any, default_role: str | None = "user") -> list[Message]:
+def parse_messages(value: Any) -> list[Message]:
     """Input messages from a decoded value of any known shape (strings become one message).
 
     Roles are canonical (system, user, assistant, tool). Tool results become role ``tool``
@@ -396,7 +395,7 @@ def parse_messages(value: Any, default_role: str | None = "user") -> list[Messag
     as JSON content. Reasoning parts are dropped; messages with no content are dropped.
     """
     out: list[Message] = []
-    _collect_messages(load_json(value), default_role, out)
+    _collect_messages(load_json(value), out)
     return [m for m in out if m[1] is not None or m[2] is not None]
 
 
