@@ -15,6 +15,7 @@ import click
 
 from analyzer import __version__
 from analyzer.errors import AgentTraceError, InputError
+from analyzer.jsonpath import key_path
 from analyzer.textsafe import clip, json_safe, terminal_lines, terminal_safe
 from analyzer.workers import quiet_blas
 
@@ -27,9 +28,22 @@ _PATHS = click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 _RUN_KEY = click.option(
     "--run-key", metavar="ATTR", help="Group spans into runs by this attribute instead of by trace."
 )
+
+
+def _attribute_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An attribute name the analysis can read: no quote, no backslash (as in a rule pack)."""
+    if value is not None:
+        try:
+            key_path(value)
+        except ValueError as err:
+            raise click.BadParameter(str(err)) from None
+    return value
+
+
 _CASE_KEY = click.option(
     "--case-key",
     metavar="ATTR",
+    callback=_attribute_name,
     help="Attribute holding the case id (default: app.case_id, case_id).",
 )
 _ALLOW_PLUGINS = click.option(
@@ -55,6 +69,7 @@ _PRICES = click.option(
 _CASE_CLASS = click.option(
     "--case-class",
     metavar="ATTR",
+    callback=_attribute_name,
     default="app.case_type",
     show_default=True,
     help="Run attribute holding the case class, for the case_class breakdown.",

@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 from analyzer.calls import mark_requested_tools, merge_same_calls
 from analyzer.conventions.semconv import OUTPUT_TOOL_NAMES, OUTPUT_TOOL_PREFIXES
 from analyzer.ingest.accounting import IngestLog
+from analyzer.jsonpath import key_path
 from analyzer.spans import attribute_lists, shared_resources
 from analyzer.spantree import nearest_marked_ancestor, parent_index, roots, topmost
 
@@ -1100,7 +1101,7 @@ def _case_id(attributes: pl.Series, case_key: str | None) -> pl.Series:
         named = attributes.str.contains(json.dumps(key, ensure_ascii=False) + ": ", literal=True)
         rows = (named & found.is_null()).arg_true()
         if len(rows):
-            values = attributes.gather(rows).str.json_path_match(f"$['{key}']")
+            values = attributes.gather(rows).str.json_path_match(key_path(key))
             found = found.scatter(rows, values)
     return found.alias("case_id")
 

@@ -202,3 +202,31 @@ def test_usage_errors_exit_2(here: Path):
     code, _, stderr = run("report", "trace.jsonl", "--fail-on", "urgent")
     assert code == 2
     assert "Invalid value for '--fail-on': 'urgent' is not one of" in stderr
+
+
+@pytest.mark.parametrize(
+    ("option", "name"),
+    [
+        ("--case-key", "o'k"),
+        ("--case-class", "a''b"),
+        ("--case-class", "a\\"),
+        ("--case-key", "\\"),
+    ],
+)
+def test_an_attribute_name_with_a_quote_or_backslash_is_refused_up_front(
+    here: Path, option: str, name: str
+):
+    # such a name cannot be put in the JSON path the attributes are read with; it stopped the
+    # analysis with an internal error (exit 3) once a run held it
+    (here / "quoted.jsonl").write_text(
+        TRACE_LINE.replace(
+            '"attributes":[',
+            '"attributes":[{"key":' + json.dumps(name) + ',"value":{"stringValue":"c1"}},',
+        )
+    )
+    code, stdout, stderr = run("report", "quoted.jsonl", option, name)
+    assert (code, stdout) == (2, "")
+    assert (
+        f"Invalid value for '{option}': attribute name {name!r} holds a quote or a backslash"
+        in (stderr)
+    )

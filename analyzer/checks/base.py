@@ -44,6 +44,7 @@ import orjson
 import polars as pl
 import pyarrow as pa
 
+from analyzer.jsonpath import key_path
 from analyzer.runs import ANSWER_CAP, position_in_run
 
 if TYPE_CHECKING:
@@ -198,8 +199,7 @@ class When:
         """A boolean expression over the runs frame, true for the runs selected."""
         cond = pl.lit(True)
         for key, values in self.attributes:
-            # Keys are validated to hold no quote, so the bracket path cannot be broken out of.
-            found = pl.col("attributes").str.json_path_match(f"$['{key}']")
+            found = pl.col("attributes").str.json_path_match(key_path(key))  # keys validated
             cond = cond & found.is_in(list(values)).fill_null(False)
         if self.agents:
             cond = cond & pl.col("agent").is_in(list(self.agents)).fill_null(False)

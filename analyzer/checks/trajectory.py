@@ -24,6 +24,7 @@ from analyzer.checks.base import (
     quote_expr,
 )
 from analyzer.exactjson import loads_exact
+from analyzer.jsonpath import key_path
 
 __all__ = ["Trajectory", "same_value"]
 
@@ -325,7 +326,7 @@ class Trajectory(Check):
                 continue
             # Each value is extracted once (a JSON parse per call), then compared.
             rows = rows.with_columns(
-                pl.col("arguments").str.json_path_match(f"$['{key}']").alias(f"_v{i}")
+                pl.col("arguments").str.json_path_match(key_path(key)).alias(f"_v{i}")
                 for i, key in enumerate(expected)
             )
             settled = pl.lit(True)

@@ -49,6 +49,7 @@ import polars as pl
 
 from analyzer.checks import FINDING_SCHEMA
 from analyzer.checks.base import SEVERITIES
+from analyzer.jsonpath import key_path
 from analyzer.scores import SCORE, SEVERITY_WEIGHTS, lost_points, rule_weights, run_scores
 
 if TYPE_CHECKING:
@@ -256,8 +257,7 @@ def _group_expr(runs: pl.DataFrame, name: str) -> pl.Expr:
     if column is not None and column in runs.columns:
         return pl.col(column).alias(name)
     if "attributes" in runs.columns:
-        key = name.replace("\\", "\\\\").replace("'", "\\'")
-        return pl.col("attributes").str.json_path_match(f"$['{key}']").alias(name)
+        return pl.col("attributes").str.json_path_match(key_path(name)).alias(name)
     raise ValueError(f"runs have no column or attribute {name!r}")
 
 
@@ -602,7 +602,7 @@ def rule_reach(runs: pl.DataFrame, packs: Sequence[Pack]) -> pl.DataFrame:
             add("rule", "", every, every & chosen)
             for key, values in when.attributes if when is not None else ():
                 quoted = json.dumps(key, ensure_ascii=False) + ": "
-                value = attributes.str.json_path_match(f"$['{key}']")
+                value = attributes.str.json_path_match(key_path(key))
                 has = attributes.str.contains(quoted, literal=True)
                 add("attribute", key, has, value.is_in(list(values)).fill_null(False))
             if when is not None and when.agents:
