@@ -510,12 +510,9 @@ _JSON_TYPES = {
 
 
 def _schema_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
-    out: list[tuple[tuple[str | int, ...], str]] = []
     validator = _validator(tuple(rule_types().values()))
     errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path])
-    for err in errors:
-        out.extend(_explain(err, data))
-    return out
+    return [problem for err in errors for problem in _explain(err, data)]
 
 
 def _explain(err: ValidationError, data: Any) -> list[tuple[tuple[str | int, ...], str]]:

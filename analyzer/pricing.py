@@ -292,19 +292,19 @@ def _semantic_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...]
                 out.append((("models", i, field), "not a number (.nan)"))
         pattern = entry.get("match")
         if isinstance(pattern, str) and pattern:
-            patterns.append((i, pattern))
-    if patterns and _regex_problem(*(p for _, p in patterns)):  # one query when all compile
+            patterns.append((i, f"(?i){pattern}"))  # as matching reads it
+    if patterns and rust_regex_error(*(p for _, p in patterns)):  # one query when all compile
         for i, pattern in patterns:
-            problem = _regex_problem(pattern)
+            problem = rust_regex_error(pattern)
             if problem:
                 out.append((("models", i, "match"), f"not a valid pattern: {problem}"))
     return out
 
 
-def _regex_problem(*patterns: str) -> str | None:
-    """Why polars (Rust regex) refuses one of ``patterns``, or None."""
+def rust_regex_error(*patterns: str) -> str | None:
+    """Why polars (Rust regex syntax) refuses one of ``patterns``, or None."""
     try:
-        pl.select(pl.lit("").str.contains(f"(?i){p}").alias(str(i)) for i, p in enumerate(patterns))
+        pl.select(pl.lit("").str.contains(p).alias(str(i)) for i, p in enumerate(patterns))
     except pl.exceptions.PolarsError as err:
         lines = [ln.strip() for ln in str(err).splitlines() if ln.strip().startswith("error:")]
         return lines[0].removeprefix("error:").strip() if lines else str(err).splitlines()[0]
@@ -314,14 +314,10 @@ def _regex_problem(*patterns: str) -> str | None:
 def _kind(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a text"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
+    kinds = (("a number", int | float), ("a text", str), ("a list", list), ("a mapping", dict))
+    for name, t in kinds:
+        if isinstance(value, t):
+            return name
     return "null" if value is None else type(value).__name__
 
 

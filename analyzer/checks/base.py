@@ -45,6 +45,7 @@ import polars as pl
 import pyarrow as pa
 
 from analyzer.jsonpath import key_path
+from analyzer.pricing import rust_regex_error
 from analyzer.runs import ANSWER_CAP, position_in_run
 
 if TYPE_CHECKING:
@@ -746,16 +747,6 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """'; did you mean X?' when a choice is close to ``word``, else ''."""
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
     return f"; did you mean {close[0]}?" if close else ""
-
-
-def rust_regex_error(pattern: str) -> str | None:
-    """Why ``pattern`` is not a valid pattern for polars (Rust regex syntax), or None."""
-    try:
-        pl.select(pl.lit("").str.contains(pattern))
-    except pl.exceptions.ComputeError as err:
-        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip().startswith("error:")]
-        return lines[0].removeprefix("error:").strip() if lines else str(err).splitlines()[0]
-    return None
 
 
 def patterns_ok(env: LoadEnv, key: str, patterns: Iterable[Any], consequence: str) -> bool:

@@ -70,38 +70,26 @@ class ForbiddenText(Check):
         answers = with_decoded_answers(ctx.mark_answers())
         parts = []
         for pos, pattern in enumerate(self.patterns):
-            raw = pl.col("text").str.count_matches(pattern)
             # an escape hides the text from the raw answer: its decoded values are read then
-            in_raw = raw > 0
+            in_raw = pl.col("text").str.count_matches(pattern) > 0
+            read = pl.when(in_raw).then(pl.col("text")).otherwise(pl.col("decoded"))
             found = answers.select(
                 "run_id",
                 "answer_span_id",
-                pl.when(in_raw)
-                .then(raw)
-                .otherwise(pl.col("decoded").str.count_matches(pattern).fill_null(0))
-                .alias("_n"),
-                pl.when(in_raw)
-                .then(pl.col("text").str.extract(pattern, 0))
-                .otherwise(pl.col("decoded").str.extract(pattern, 0))
-                .alias("_first"),
+                read.str.count_matches(pattern).fill_null(0).alias("_n"),
+                read.str.extract(pattern, 0).alias("_first"),
             ).filter(pl.col("_n") > 0)
             times = pl.format(
                 "{} {}",
                 "_n",
                 pl.when(pl.col("_n") == 1).then(pl.lit("time")).otherwise(pl.lit("times")),
             )
-            detail = (
+            first = (
                 pl.when(pl.col("_first") == pattern)
-                .then(pl.format("{} found {} in the answer", pl.lit(quote(pattern)), times))
-                .otherwise(
-                    pl.format(
-                        "{} found {} in the answer, first {}",
-                        pl.lit(quote(pattern)),
-                        times,
-                        quote_expr(pl.col("_first")),
-                    )
-                )
+                .then(pl.lit(""))
+                .otherwise(pl.format(", first {}", quote_expr(pl.col("_first"))))
             )
+            detail = pl.format("{} found {} in the answer{}", pl.lit(quote(pattern)), times, first)
             parts.append(
                 findings(
                     found,

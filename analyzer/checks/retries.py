@@ -329,17 +329,14 @@ def _tool_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     calls = calls.join(canon, on="arguments", how="left", maintain_order="left").with_columns(
         pl.coalesce("_canon", "arguments").alias("_canon")
     )
-    key = ["run_id", "trace_id", "tool_name", "_canon"]
+    key = [*group, "_canon"]
     keyed = calls.filter(pl.col("tool_name").is_not_null() & pl.col("_canon").is_not_null())
-    keyed = keyed.sort([*key, "index"])
     same = pl.all_horizontal([pl.col(k) == _prev(k) for k in key]).fill_null(False)
+    prev_failed = (_prev("status") == "error").fill_null(False)
     found = (
-        keyed.with_columns(
-            _same=same,
-            _prev_failed=(_prev("status") == "error").fill_null(False),
-            _prev_span=_prev("span_id"),
-        )
-        .filter(pl.col("_same") & pl.col("_prev_failed"))
+        keyed.sort([*key, "index"])
+        .with_columns(_prev_span=_prev("span_id"))
+        .filter(same & prev_failed)
         .select(
             "run_id",
             "index",
@@ -352,16 +349,12 @@ def _tool_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     )
     # A failed call and a later call of the same tool, one of them with arguments not recorded:
     # whether the later one repeats the failed one cannot be told.
-    later = calls.select("run_id", "trace_id", "tool_name", "index", "_canon")
+    later = calls.select(*group, "index", "_canon")
     failed = calls.filter(pl.col("status") == "error").select(
-        "run_id",
-        "trace_id",
-        "tool_name",
-        pl.col("index").alias("_f"),
-        pl.col("_canon").alias("_fc"),
+        *group, pl.col("index").alias("_f"), pl.col("_canon").alias("_fc")
     )
     unrecorded = (
-        failed.join(later, on=["run_id", "trace_id", "tool_name"])
+        failed.join(later, on=group)
         .filter(
             (pl.col("index") > pl.col("_f"))
             & (pl.col("_fc").is_null() | pl.col("_canon").is_null())
