@@ -541,14 +541,12 @@ class CheckContext:
         if status not in COVERAGE_STATUSES:
             raise ValueError(f"unknown coverage status {status!r}")
         if isinstance(run_ids, pl.DataFrame):
-            ids = run_ids.get_column("run_id")
-        elif isinstance(run_ids, pl.Series):
-            ids = run_ids
-        else:
-            ids = pl.Series(list(run_ids), dtype=pl.String)
-        if ids.len():
+            run_ids = run_ids.get_column("run_id")
+        if not isinstance(run_ids, pl.Series):
+            run_ids = pl.Series(list(run_ids), dtype=pl.String)
+        if run_ids.len():
             self.marks.append(
-                pl.DataFrame({"run_id": ids.cast(pl.String)}).with_columns(
+                pl.DataFrame({"run_id": run_ids.cast(pl.String)}).with_columns(
                     status=pl.lit(status), reason=pl.lit(reason)
                 )
             )

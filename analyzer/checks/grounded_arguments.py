@@ -260,9 +260,8 @@ class GroundedArguments(Check):
         ).unique()
         checked = leaves.filter("_verifiable").select("run_id").unique()
         for reason, rows in unverifiable.group_by("reason", maintain_order=True):
-            partial = rows.join(checked, on="run_id", how="semi")
             ctx.mark(rows.join(checked, on="run_id", how="anti"), "unverifiable", str(reason[0]))
-            ctx.mark(partial, "partial", str(reason[0]))
+            ctx.mark(rows.join(checked, on="run_id", how="semi"), "partial", str(reason[0]))
 
     def _selected(self) -> pl.Expr:
         if self.arguments:
@@ -454,10 +453,10 @@ def _token_patterns(values: pl.Series, *, case_insensitive: bool) -> pl.DataFram
     """_folded, _pattern: per distinct value, the regular expression of it as a whole token
     (bounded only where its first or last character is a letter or digit)."""
     rows = []
+    flags = "(?i)" if case_insensitive else ""
     for value in values.drop_nulls().unique().to_list():
         before = _BOUND_BEFORE if value[:1].isascii() and value[:1].isalnum() else ""
         after = _BOUND_AFTER if value[-1:].isascii() and value[-1:].isalnum() else ""
-        flags = "(?i)" if case_insensitive else ""
         rows.append((value, f"{flags}{before}{re.escape(value)}{after}"))
     return pl.DataFrame(rows, schema={"_folded": pl.String, "_pattern": pl.String}, orient="row")
 
