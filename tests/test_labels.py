@@ -106,6 +106,17 @@ def test_bad_line_is_refused_with_file_and_line(tmp_path, line, message):
     assert f"{tmp_path}/{message}" in str(err.value)
 
 
+@pytest.mark.parametrize("value", ["NaN", "Infinity"])  # -Infinity: below the minimum
+def test_a_tolerance_that_is_not_a_finite_number_is_refused(tmp_path, value):
+    path = tmp_path / "labels.jsonl"
+    path.write_text(
+        '{"case_id": "c", "fields": {"amount": {"expected": 12, "match": "numeric", '
+        f'"relative_tolerance": {value}}}}}}}\n'
+    )
+    with pytest.raises(InputError, match=r"fields.amount.relative_tolerance: .* is not a finite"):
+        load_labels(path)
+
+
 def test_every_problem_is_reported_at_once(tmp_path):
     path = write(tmp_path, "[1]", {"case_id": ""}, "nope")
     with pytest.raises(InputError) as err:

@@ -205,6 +205,9 @@ def _case(data: dict[str, Any], line: int) -> tuple[CaseLabel, list[str]]:
         )
         if label.match == "numeric" and parse_number(label.expected) is None:
             problems.append(f"fields.{name}.expected: {label.expected!r} is not a number")
+        for key in ("tolerance", "relative_tolerance"):
+            if not getattr(label, key).is_finite():  # the schema's minimum lets NaN through
+                problems.append(f"fields.{name}.{key}: {spec[key]} is not a finite number")
         if label.match == "regex":
             try:
                 linear_regex.compile_linear(str(label.expected))
