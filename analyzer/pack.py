@@ -12,10 +12,11 @@ Options section of the rule type's docstring.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
@@ -512,7 +513,21 @@ _JSON_TYPES = {
 def _schema_problems(data: dict[str, Any]) -> list[tuple[tuple[str | int, ...], str]]:
     validator = _validator(tuple(rule_types().values()))
     errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path])
-    return [problem for err in errors for problem in _explain(err, data)]
+    found = [problem for err in errors for problem in _explain(err, data)]
+    infinite = [(where, f"{number} is not a finite number") for where, number in _non_finite(data)]
+    return found + infinite
+
+
+def _non_finite(node: Any, where: tuple[str | int, ...] = ()) -> Iterator[tuple[tuple, float]]:
+    """Where YAML's ``.nan`` and ``.inf`` stand: they pass every bound of the schema."""
+    if isinstance(node, float) and not math.isfinite(node):
+        yield where, node
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            yield from _non_finite(value, (*where, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _non_finite(value, (*where, i))
 
 
 def _explain(err: ValidationError, data: Any) -> list[tuple[tuple[str | int, ...], str]]:

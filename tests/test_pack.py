@@ -398,8 +398,23 @@ def test_retries_and_argument_schema_options_are_validated(tmp_path, monkeypatch
             "p.yaml:4: extra: unknown key 'extra' (valid keys: description, pack, rules, "
             "tool_specs, tools)",
         ),
+        (
+            "pack: p\nrules:\n  - {id: a, type: budget, max_cost_usd: .nan}\n",
+            "p.yaml:3: rules[0].max_cost_usd (rule a): nan is not a finite number",
+        ),
+        (
+            "pack: p\nrules:\n  - {id: a, type: budget, max_tokens: 10,\n     weight: .inf}\n",
+            "p.yaml:4: rules[0].weight (rule a): inf is not a finite number",
+        ),
     ],
-    ids=["yaml-syntax", "duplicate-key", "not-a-mapping", "unknown-top-level-key"],
+    ids=[
+        "yaml-syntax",
+        "duplicate-key",
+        "not-a-mapping",
+        "unknown-top-level-key",
+        "nan-passes-every-bound",
+        "infinity-too",
+    ],
 )
 def test_document_level_problems(tmp_path, monkeypatch, text, message):
     monkeypatch.chdir(tmp_path)
