@@ -719,16 +719,3 @@ def test_partitioned_labels_summary_is_the_in_process_one(kyc_summary):
     packs = tuple(load_packs([KYC_PACK]))
     analysis = analyze_paths([KYC], partitions=3, jobs=1, packs=packs)
     assert build_summary(analysis, load_labels(KYC_LABELS)) == reference
-
-
-def test_labels_summary_read_part_by_part_is_the_in_memory_one(kyc_summary, monkeypatch):
-    """The label columns of the breakdowns and the labelled cost, from the runs' facts read
-    part by part (`IN_MEMORY_RUNS` exceeded), are those of the in-memory summary."""
-    from analyzer.engine import analyze_paths
-    from analyzer.metrics import summary as summary_module
-
-    _, reference = kyc_summary
-    packs = tuple(load_packs([KYC_PACK]))
-    analysis = analyze_paths([KYC], partitions=3, jobs=1, packs=packs)
-    monkeypatch.setattr(summary_module, "IN_MEMORY_RUNS", 0)
-    assert build_summary(analysis, load_labels(KYC_LABELS)) == reference

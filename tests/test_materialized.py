@@ -341,15 +341,9 @@ def test_the_key_is_the_same_in_another_process() -> None:
 
 
 @pytest.mark.parametrize("since", [None, T0 + 60 * 10**9])
-def test_kept_facts_are_read_part_by_part_above_the_in_memory_size(
-    halves: dict, monkeypatch: pytest.MonkeyPatch, since: int | None
-) -> None:
-    """Above `IN_MEMORY_RUNS` runs, a report from kept results reads each part's facts file
-    when its figures need it, one part at a time, never all runs in one frame: the summary
-    is the one of the spans."""
-    from analyzer.metrics import summary as summary_module
-    from analyzer.metrics.facts import SummaryFacts
-
+def test_kept_facts_are_read_from_the_parts_files(halves: dict, since: int | None) -> None:
+    """A report from kept results reads each part's facts file when the summary needs it:
+    the summary is the one of the spans."""
     dataset = halves["datasets"]["by-file"]
     packs = _packs()
     reference = build_summary(analyze_paths(halves["files"], packs=packs, since_ns=since))
@@ -360,12 +354,6 @@ def test_kept_facts_are_read_part_by_part_above_the_in_memory_size(
     # the last ingest's parts are read from the dataset; the others were restricted (their
     # traces superseded, or cut by the window) and written to the spill
     assert len(kept) == (2 if since is None else 0)
-    monkeypatch.setattr(summary_module, "IN_MEMORY_RUNS", 0)
-
-    def whole(self):
-        raise AssertionError("the whole runs frame was read")
-
-    monkeypatch.setattr(SummaryFacts, "runs", whole)
     assert build_summary(result) == reference
 
 

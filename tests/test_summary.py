@@ -1627,13 +1627,7 @@ def test_trials_pass_hat_k_and_disagreement():
     }
 
 
-@pytest.mark.parametrize("in_memory_runs", [10**9, 0])
-def test_an_unknown_correct_threshold_is_named_on_either_route(
-    default_analysis, monkeypatch, in_memory_runs
-):
-    import analyzer.metrics.summary as summary_module
-
-    monkeypatch.setattr(summary_module, "IN_MEMORY_RUNS", in_memory_runs)
+def test_an_unknown_correct_threshold_is_named(default_analysis):
     with pytest.raises(ValueError, match="unknown severity 'bogus'; expected one of critical"):
         build_summary(default_analysis, correct_at="bogus")
 
@@ -1815,16 +1809,10 @@ def test_unpriced_model_is_listed_and_its_cost_is_never_zero(tmp_path):
 
 
 @pytest.mark.parametrize("pack", ["default", "kyc", "none"])
-def test_summary_read_part_by_part_is_the_in_memory_one(pack, monkeypatch):
-    """Above `IN_MEMORY_RUNS` runs the summary reads the runs' facts part by part, and never
-    the whole runs frame: every figure is the one of the in-memory path
-    (exact sums and means agree to the last rounded digit; quantiles and intervals are the
-    same order statistics). Parts: one per partition of the sample traces, read all together
-    (`passes.BATCH_RUNS`), one at a time, or the first two together and the others alone."""
+def test_summary_of_a_partitioned_analysis_is_the_one_of_one_partition(pack):
+    """The runs' facts of four partitions, read side by side, give every figure of one
+    partition; another case class is read from the runs themselves."""
     from analyzer.engine import analyze_paths
-    from analyzer.metrics import passes
-    from analyzer.metrics import summary as summary_module
-    from analyzer.metrics.facts import SummaryFacts
 
     packs = {
         "default": (load_default_pack(),),
@@ -1834,23 +1822,10 @@ def test_summary_read_part_by_part_is_the_in_memory_one(pack, monkeypatch):
     reference = build_summary(analyze_paths([SAMPLES], packs=packs))
     analysis = analyze_paths([SAMPLES], partitions=4, jobs=1, packs=packs)
     assert analysis.facts is None or len(analysis.facts.parts) == 4
-    monkeypatch.setattr(summary_module, "IN_MEMORY_RUNS", 0)
-
-    def whole(self):
-        raise AssertionError("the whole runs frame was read")
-
-    monkeypatch.setattr(SummaryFacts, "runs", whole)
-    if analysis.facts is not None:
-        heights = [part.height for part in analysis.facts.parts]
-        assert sum(heights) <= passes.BATCH_RUNS
-        for batch_runs in (passes.BATCH_RUNS, 1, heights[0] + heights[1]):
-            monkeypatch.setattr(passes, "BATCH_RUNS", batch_runs)
-            assert build_summary(analysis) == reference
-        other = build_summary(analysis, case_class="service.name")  # from the runs, one part
-        monkeypatch.undo()
-        assert other == build_summary(
-            analyze_paths([SAMPLES], packs=packs), case_class="service.name"
-        )
+    assert build_summary(analysis) == reference
+    assert build_summary(analysis, case_class="service.name") == build_summary(
+        analyze_paths([SAMPLES], packs=packs), case_class="service.name"
+    )
 
 
 def test_sections_computed_side_by_side_are_those_computed_one_by_one(monkeypatch):

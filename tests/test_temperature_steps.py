@@ -254,9 +254,9 @@ def test_a_step_is_a_position_among_model_calls_only(summary):
 
 
 def test_the_last_step_counts_the_later_calls_and_each_run_once(inputs, monkeypatch):
-    from analyzer.metrics import passes
+    from analyzer.metrics import steps as step_module
 
-    monkeypatch.setattr(passes, "STEP_CAP", 1)
+    monkeypatch.setattr(step_module, "STEP_CAP", 1)
     analysis = analyze_paths([inputs["traces"]], packs=inputs["packs"], prices=inputs["prices"])
     steps = build_summary(analysis)["metrics"]["steps"]
     # every call is step 1: m-small's 11 calls come from 7 runs (counted once each)
@@ -264,10 +264,8 @@ def test_the_last_step_counts_the_later_calls_and_each_run_once(inputs, monkeypa
     assert got == [(1, "m-big", 3, 3, 2), (1, "m-small", 11, 7, 5), (1, "m-x", 1, 1, 1)]
 
 
-def test_part_by_part_and_partitioned_summaries_are_the_in_memory_one(inputs, summary, monkeypatch):
+def test_partitioned_summaries_are_the_one_of_one_partition(inputs, summary):
     from analyzer.engine import analyze_paths
-    from analyzer.metrics import passes
-    from analyzer.metrics import summary as summary_module
 
     for jobs in (1, 2):
         analysis = analyze_paths(
@@ -276,11 +274,6 @@ def test_part_by_part_and_partitioned_summaries_are_the_in_memory_one(inputs, su
         )  # fmt: skip
         assert analysis.facts is not None and len(analysis.facts.parts) == 2
         assert build_summary(analysis) == summary
-        monkeypatch.setattr(summary_module, "IN_MEMORY_RUNS", 0)
-        for batch in (passes.BATCH_RUNS, 1, 3):
-            monkeypatch.setattr(passes, "BATCH_RUNS", batch)
-            assert build_summary(analysis) == summary
-        monkeypatch.undo()
 
 
 def test_samples_in_memory_and_partitioned_agree():
@@ -356,7 +349,7 @@ def test_steps_judge_runs_by_the_labels_when_given():
 
 def test_steps_of_runs_with_no_priced_call():
     """Calls with no cost (an unpriced model) still count; no priced call is no error."""
-    from analyzer.metrics.passes import StepFigures
+    from analyzer.metrics.steps import step_rows
 
     frame = pl.DataFrame(
         {
@@ -372,7 +365,7 @@ def test_steps_of_runs_with_no_priced_call():
             "correct": pl.Boolean,
         },
     )
-    rows = StepFigures.of(frame).rows()
+    rows = step_rows(frame)
     assert [(r["step"], r["calls"], r["priced_calls"], r["runs"]) for r in rows] == [
         (1, 2, 0, 2),
         (2, 1, 0, 1),

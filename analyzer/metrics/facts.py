@@ -2,12 +2,12 @@
 
 A summary needs every run, but not every column of it, and it needs the coverage (one row per
 run and rule) only through counts. `summary_facts` keeps just that: the runs without their
-bulky columns (the case-class attribute read out of their attributes first) and the rule,
-kind, tool and coverage counts. A partitioned analysis computes the facts of each partition
-where it is analyzed and merges them (`merge_facts`): the rate counts are added, and the runs
-stay in their parts (`RunsPart`: in memory, or a file read when used), which the summary reads
-one at a time (`analyzer.metrics.passes`). The process that writes the summary never holds all
-the runs.
+bulky columns (the case-class attribute read out of their attributes first; a trial's answer
+and tool sequence only for runs with a case id) and the rule, kind, tool and coverage counts.
+A partitioned analysis computes the facts of each partition where it is analyzed and merges
+them (`merge_facts`): the rate counts are added, and the runs stay in their parts
+(`RunsPart`: in memory, or a file) until the summary reads them side by side into one frame,
+a few hundred bytes per run.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 
 from analyzer.errors import InputError
 from analyzer.metrics import stats as m
-from analyzer.metrics.passes import SUMS, TOTALS
 from analyzer.pricing import model_family
 
 if TYPE_CHECKING:
@@ -31,11 +30,22 @@ if TYPE_CHECKING:
 
 __all__ = ["RATE_TABLES", "RunsPart", "SummaryFacts", "facts_of", "merge_facts", "summary_facts"]
 
+#: Run columns added up for the "runs" section (null when no run has a value).
+TOTALS = (
+    "model_calls",
+    "tool_calls",
+    "unexecuted_tool_calls",
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+)
 #: The run columns summary figures read (besides the case class). The others (attributes,
 #: ids of spans and traces, tool definitions...) are most of a run's row.
 _READ = (
     *TOTALS,
-    *SUMS,
+    "cost_usd",
+    "recorded_cost_usd",
+    "retry_cost_usd",
     "run_id",
     "case_id",
     "agent",
@@ -185,7 +195,7 @@ def summary_facts(analysis: Analysis, case_class: str) -> SummaryFacts:
 def _with_calls(runs: pl.DataFrame, steps: pl.DataFrame | None) -> pl.DataFrame:
     """``runs`` with ``call_models`` and ``call_costs``: the model and the cost (null:
     unpriced) of each of its model calls, in the order of the run's steps (null for a run
-    without model calls). The summary's cost per step reads them (`passes.StepFigures`).
+    without model calls). The summary's cost per step reads them (`steps.step_rows`).
     `steps` are ordered by run and index (`RunSet.steps`), an order each run's lists keep."""
     if steps is None or "kind" not in steps.columns:
         return runs

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from analyzer.checks.base import SEVERITIES
 from analyzer.metrics import stats as m
-from analyzer.metrics.facts import facts_of
-from analyzer.metrics.passes import STEP_CAP, TOTALS, RunFigures, StepFigures, with_label_rates
+from analyzer.metrics.facts import TOTALS, facts_of
+from analyzer.metrics.steps import STEP_CAP, step_rows
 
 if TYPE_CHECKING:
     from analyzer.metrics.facts import SummaryFacts
@@ -21,7 +20,6 @@ __all__ = [
     "BREAKDOWNS",
     "CORRECT_THRESHOLD",
     "DEFAULT_CASE_CLASS",
-    "IN_MEMORY_RUNS",
     "SEVERITIES",
     "SUMMARY_TAILS",
     "SUMMARY_VERSION",
@@ -60,10 +58,6 @@ BREAKDOWNS = (
 #: Without labels, a run is correct when it has no finding at or above this severity (the
 #: default; `build_summary` takes another, the CLI gives --fail-on's).
 CORRECT_THRESHOLD = "high"
-#: Up to this many runs, the summary reads the runs' facts as one frame (polars computes its
-#: figures in one go); above, part by part (`analyzer.metrics.passes`), so that it holds only
-#: a float per run and metric, not the runs. Both give the same figures.
-IN_MEMORY_RUNS = 200_000
 #: Floats are rounded to this many decimals, so the file is the same on every machine.
 _DECIMALS = 9
 
@@ -119,14 +113,8 @@ def build_summary(
 
         scored = scored_labels(labels, analysis.runs)
     passed = scored.passed() if scored is not None else None
-    m.blocking_severities(correct_at)  # an unknown name fails here, whichever route follows
-    if facts.height <= IN_MEMORY_RUNS:
-        runs = facts.runs()
-        run_totals, metrics = _metrics(analysis, facts, runs, passed, correct_at)
-    else:
-        figures = _figures(analysis, facts, passed, correct_at)
-        run_totals = _runs_section_by_parts(figures)
-        metrics = _metrics_by_parts(analysis, facts, figures, passed, correct_at)
+    runs = facts.runs()
+    run_totals, metrics = _metrics(analysis, facts, runs, passed, correct_at)
     by_labels = scored is not None
     metrics["methods"]["correct"] = (
         "a labelled run whose label fields are all right (runs without a label are not judged)"
@@ -153,28 +141,15 @@ def build_summary(
     return _clean(summary)
 
 
-def _runs_section_by_parts(figures: RunFigures) -> dict[str, Any]:
-    return {
-        "count": figures.runs,
-        "with_answer": figures.count("with_answer"),
-        "without_answer": figures.count("without_answer"),
-        "with_content": figures.count("with_content"),
-        **_totals(figures.total),
-        "agents": figures.agents,
-        "models": figures.models,
-    }
-
-
-def _totals(total: Callable[[str], int | None]) -> dict[str, int | None]:
-    """The sums of the run columns `passes.TOTALS`: calls 0 when no run has a value, tokens
-    null."""
-    return {c: (total(c) or 0) if c.endswith("_calls") else total(c) for c in TOTALS}
-
-
 def _runs_section(runs: pl.DataFrame) -> dict[str, Any]:
+    """Run counts, and the sums of the run columns `facts.TOTALS`: calls 0 when no run has a
+    value, tokens null."""
+
     def total(col: str) -> int | None:
         series = runs.get_column(col)
-        return None if series.null_count() == len(series) else int(series.sum())
+        if series.null_count() == len(series):
+            return 0 if col.endswith("_calls") else None
+        return int(series.sum())
 
     by_agent = runs.group_by(pl.col("agent").fill_null("-")).len().sort("agent").iter_rows()
     return {
@@ -182,7 +157,7 @@ def _runs_section(runs: pl.DataFrame) -> dict[str, Any]:
         "with_answer": int(runs.get_column("has_answer").sum()),
         "without_answer": int((~runs.get_column("has_answer")).sum()),
         "with_content": int(runs.get_column("has_content").sum()),
-        **_totals(total),
+        **{col: total(col) for col in TOTALS},
         "agents": {name: n for name, n in by_agent},
         "models": runs.get_column("models").explode().drop_nulls().unique().sort().to_list(),
     }
@@ -235,85 +210,6 @@ def checks_summary(analysis, facts: SummaryFacts) -> dict[str, Any]:
 
 
 # --- metrics -------------------------------------------------------------------------------------
-
-
-def _figures(
-    analysis, facts: SummaryFacts, passed: pl.DataFrame | None, correct_at: str
-) -> RunFigures:
-    """The per-run figures of the facts' runs (read part by part)."""
-    evaluation = analysis.evaluation
-    blocking = pl.Series("run_id", [], dtype=pl.String)
-    if evaluation is not None:
-        ranks = m.blocking_severities(correct_at)
-        found = evaluation.findings
-        blocking = found.filter(pl.col("severity").is_in(ranks)).get_column("run_id").unique()
-    breakdowns = {key: facts.case_class if key == "case_class" else key for key in BREAKDOWNS}
-    return RunFigures(
-        facts.parts,
-        metrics=SUMMARY_TAILS,
-        breakdowns=breakdowns,
-        blocking=blocking,
-        passed=passed,
-    )
-
-
-def _metrics_by_parts(
-    analysis, facts: SummaryFacts, figures: RunFigures, passed: pl.DataFrame | None, correct_at: str
-) -> dict[str, Any]:
-    """The metrics of the runs read part by part (`_figures`); `passed`: the labels' verdicts."""
-    evaluation = analysis.evaluation
-    findings = evaluation.findings if evaluation is not None else None
-    rates = facts.rates or {}
-    content = pl.DataFrame(
-        {"runs": [figures.runs], "with_content": [figures.count("with_content")]},
-        schema={"runs": pl.Int64, "with_content": pl.Int64},
-    ).with_columns(m.wilson_columns("with_content", "runs", "rate"))
-    case_runs = figures.case_runs
-    assert case_runs is not None
-    return {
-        "methods": {**_METHODS, "case_class": f"run attribute {facts.case_class}"},
-        "tails": figures.tails(),
-        "cost": _cost_by_parts(analysis, figures, passed, correct_at),
-        **{name: rates[name].to_dicts() if name in rates else [] for name in METRIC_RATES},
-        "content_coverage": content.to_dicts()[0],
-        "scores": figures.scores(),
-        "trials": _trials(case_runs, findings, passed, correct_at),
-        "breakdowns": {key: figures.breakdown(key).to_dicts() for key in BREAKDOWNS},
-        "temperature": _temperature(rates, case_runs),
-        "steps": figures.steps.rows(),
-    }
-
-
-def _cost_by_parts(
-    analysis, figures: RunFigures, passed: pl.DataFrame | None, correct_at: str
-) -> dict[str, Any]:
-    priced = figures.count("known:cost_usd")
-    if passed is None:
-        judged_runs = figures.runs
-        correct = figures.count("passed")
-        judged_cost = (
-            figures.float_total("cost_usd") if judged_runs and priced == judged_runs else None
-        )
-    else:
-        judged_runs = passed.height
-        correct = int(passed.get_column("passed").sum())
-        judged_cost = figures.labelled_cost(judged_runs)
-    return _cost_section(
-        analysis,
-        passed,
-        correct_at,
-        {
-            "total_usd": figures.float_total("cost_usd"),
-            "recorded_total_usd": figures.float_total("recorded_cost_usd"),
-            "priced_runs": priced,
-            "unpriced_runs": figures.runs - priced,
-            "retry_cost_usd": figures.float_total("retry_cost_usd"),
-            "retry_cost_unknown_runs": figures.runs - figures.count("known:retry_cost_usd"),
-            "judged_runs": judged_runs,
-            "judged_cost_usd": judged_cost,
-            "correct_runs": correct,
-        },
-    )
 
 
 def _cost_section(
@@ -457,7 +353,7 @@ def _trials(runs: pl.DataFrame, findings, judged: pl.DataFrame, correct_at: str)
 
 
 def _steps(runs: pl.DataFrame, judged: pl.DataFrame) -> list[dict[str, Any]]:
-    """Cost versus quality per step (`passes.StepFigures`) of the runs, `judged`: each judged
+    """Cost versus quality per step (`steps.step_rows`) of the runs, `judged`: each judged
     run and whether it passed."""
     if "call_models" not in runs.columns:
         return []
@@ -467,7 +363,7 @@ def _steps(runs: pl.DataFrame, judged: pl.DataFrame) -> list[dict[str, Any]]:
         how="left",
         maintain_order="left",
     )
-    return StepFigures.of(frame).rows()
+    return step_rows(frame)
 
 
 def _temperature(rates: dict[str, pl.DataFrame], runs: pl.DataFrame | None) -> dict[str, Any]:
@@ -547,8 +443,20 @@ def _breakdown(
         rows = rows.join(per_group, on=by, how="left", nulls_equal=True).with_columns(
             pl.col("label_runs", "label_correct_runs").fill_null(0)
         )
-        rows = with_label_rates(rows)
+        rows = _with_label_rates(rows)
     return rows.rename({by: "group"}).to_dicts()
+
+
+def _with_label_rates(rows: pl.DataFrame) -> pl.DataFrame:
+    """Breakdown rows with ``label_runs``, ``label_correct_runs`` and ``_cost`` (the cost of
+    their labelled runs, null when one is unpriced): their labelled correct rate with its
+    Wilson interval and cost per correct run, ``_cost`` dropped."""
+    return rows.with_columns(
+        *m.wilson_columns("label_correct_runs", "label_runs", "label_correct_rate"),
+        label_cost_per_correct_run=pl.when(pl.col("label_correct_runs") > 0).then(
+            pl.col("_cost") / pl.col("label_correct_runs")
+        ),
+    ).drop("_cost")
 
 
 def _clean(value: Any) -> Any:
