@@ -10,13 +10,8 @@ a line gives the same rows (tests/test_reader_properties.py compares the two).
 
 from __future__ import annotations
 
-import contextlib
 import gc
-import io
-import mmap
-import os
 import re
-import stat
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -231,7 +226,7 @@ def _process_lines(
 
 
 def _line_groups(
-    buf: bytes | mmap.mmap,
+    buf: bytes,
     view: memoryview,
     pos: int,
     end: int,
@@ -305,55 +300,13 @@ def _line_blocks(
         yield from _line_groups(block, memoryview(block), 0, end, cursor, last)
 
 
-def _mapped_blocks(
-    mm: mmap.mmap, start: int, stop: int, size: int, cursor: list[int]
-) -> Iterator[tuple[list[int], list[memoryview | bytes]]]:
-    """Like `_line_blocks`, over bytes [start, stop) of a memory-mapped file: no copies."""
-    view = memoryview(mm)
-    pos = start
-    if start == 0 and mm[:3] == b"\xef\xbb\xbf":
-        pos = 3  # a UTF-8 byte order mark
-    while pos < stop:
-        end = min(pos + size, stop)
-        if end < stop:
-            nl = mm.rfind(b"\n", pos, end)
-            if nl < 0:  # a line longer than a block
-                nl = mm.find(b"\n", end, stop)
-            end = stop if nl < 0 else nl + 1
-        yield from _line_groups(mm, view, pos, end, cursor)
-        pos = end
-
-
-def _map(stream: BinaryIO) -> mmap.mmap | None:
-    """A read-only map of the regular file behind `stream`, or None."""
-    try:
-        fd = stream.fileno()
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size == 0:
-            return None
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
-    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
-        return None
-
-
 def _read_lines(
     stream: BinaryIO, log: FileLog, cursor: list[int], limit: int | None, jobs: int = 1
 ) -> Iterator[pa.RecordBatch]:
     """Rows of the lines from the stream's position on (at most `limit` bytes), the first
     numbered ``cursor[0]``; in `SHARED_SCHEMA` or `SPAN_SCHEMA`, batch by batch. Once read,
     ``cursor[0]`` is the number of the line after the last (each newline read counts one)."""
-    mm = _map(stream)
-    if mm is None:
-        yield from _processed(_line_blocks(stream, CHUNK_BYTES, limit, cursor), log, jobs)
-        return
-    start = stream.tell()
-    stop = len(mm) if limit is None else min(len(mm), start + limit)
-    try:
-        yield from _processed(_mapped_blocks(mm, start, stop, CHUNK_BYTES, cursor), log, jobs)
-        stream.seek(stop)
-    finally:
-        with contextlib.suppress(BufferError):  # a view is still held: the map goes with it
-            mm.close()
+    yield from _processed(_line_blocks(stream, CHUNK_BYTES, limit, cursor), log, jobs)
 
 
 def _processed(
