@@ -309,21 +309,13 @@ def _read_ipc_folder(folder: Path, lines: dict[int, int] | None = None) -> pa.Ta
 
 
 def _run_key_candidates(table: pa.Table, run_key: str) -> pl.DataFrame:
-    """Per trace, the span whose `run_key` value `runs` would take (root first, then earliest)."""
-    from analyzer.runs import _span_attribute
+    """Per trace, the span whose `run_key` value `runs` would take (`runs.root_first`)."""
+    from analyzer.runs import root_first, span_attribute
 
     frame = pl.from_arrow(table.select(["trace_id", "parent_span_id", "start_ns", "span_id"]))
     assert isinstance(frame, pl.DataFrame)
-    frame = frame.with_columns(_value=_span_attribute(table, run_key))
-    return _best_candidates(frame.filter(pl.col("_value").is_not_null()))
-
-
-def _best_candidates(frame: pl.DataFrame) -> pl.DataFrame:
-    return (
-        frame.sort(["trace_id", pl.col("parent_span_id").is_not_null(), "start_ns", "span_id"])
-        .group_by("trace_id", maintain_order=True)
-        .first()
-    )
+    frame = frame.with_columns(_value=span_attribute(table, run_key))
+    return root_first(frame.filter(pl.col("_value").is_not_null()), "trace_id")
 
 
 def _regroup(source: int, spill: str, targets: str | None, lines: dict[int, int]) -> None:
@@ -877,7 +869,9 @@ def _run_key_targets(folder: Path, partitions: int) -> str | None:
     files = sorted((folder / "keys").glob("u*"))
     if not files:
         return None
-    best = _best_candidates(pl.concat([pl.read_ipc(f) for f in files]))
+    from analyzer.runs import root_first
+
+    best = root_first(pl.concat([pl.read_ipc(f) for f in files]), "trace_id")
     value_part = pl.Series(partition_ids(best.get_column("_value").to_arrow(), partitions))
     trace_part = pl.Series(partition_ids(best.get_column("trace_id").to_arrow(), partitions))
     moved = best.select("trace_id").with_columns(_p=value_part).filter(value_part != trace_part)

@@ -300,21 +300,21 @@ def _roll_up_resends(frame: pl.DataFrame, parent: pa.Array) -> pl.DataFrame:
 
 def _trace_attribute(spans: pa.Table, key: str) -> pl.DataFrame:
     """trace_id -> the first value of attribute `key` on the trace (root spans first)."""
-    values = _span_attribute(spans, key)
+    values = span_attribute(spans, key)
     frame = pl.from_arrow(spans.select(["trace_id", "parent_span_id", "start_ns", "span_id"]))
     assert isinstance(frame, pl.DataFrame)
     frame = frame.with_columns(_value=values).filter(pl.col("_value").is_not_null())
-    return _root_first(frame, "trace_id").select("trace_id", "_value")
+    return root_first(frame, "trace_id").select("trace_id", "_value")
 
 
-def _root_first(frame: pl.DataFrame, by: str) -> pl.DataFrame:
+def root_first(frame: pl.DataFrame, by: str) -> pl.DataFrame:
     """Per value of `by`, one span of `frame`: a root first, then the earliest, then the
     lowest span id."""
     order = [by, pl.col("parent_span_id").is_not_null(), "start_ns", "span_id"]
     return frame.sort(order).group_by(by, maintain_order=True).first()
 
 
-def _span_attribute(spans: pa.Table, key: str) -> pl.Series:
+def span_attribute(spans: pa.Table, key: str) -> pl.Series:
     """The value of attribute `key` on each span as text, else on its resource, else null."""
     own = _list_attribute(spans.column("attributes").combine_chunks(), key)
     # read once per resource (plain resource lists are one a span)
@@ -960,7 +960,7 @@ def _run_attributes(
 ) -> pl.DataFrame:
     """run_id -> attributes (JSON object: resource attributes overlaid by the root span's)."""
     members = frame.select("run_id", "parent_span_id", "start_ns", "span_id", "_i")
-    roots = _root_first(members, "run_id").select("run_id", "_i")
+    roots = root_first(members, "run_id").select("run_id", "_i")
     top = runs.select("run_id", "agent_span_id").join(
         frame.select(pl.col("span_id").alias("agent_span_id"), "run_id", pl.col("_i").alias("_ai")),
         on=["run_id", "agent_span_id"],

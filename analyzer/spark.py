@@ -434,10 +434,10 @@ class _RunKeyValues:
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
 
-        from analyzer.runs import _span_attribute
+        from analyzer.runs import span_attribute
 
         for batch in batches:
-            values = _span_attribute(pa.Table.from_batches([batch]), self.run_key)
+            values = span_attribute(pa.Table.from_batches([batch]), self.run_key)
             yield batch.append_column(_VALUE, values.to_arrow().cast(pa.string()))
 
 

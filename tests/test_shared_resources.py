@@ -10,7 +10,7 @@ from test_ingest_otlp import S1, S2, span  # the reader tests' span builder
 from analyzer.ingest import limits, otlp_json
 from analyzer.ingest.accounting import FileLog
 from analyzer.ingest.reader import cap_values
-from analyzer.runs import _span_attribute
+from analyzer.runs import span_attribute
 from analyzer.spans import (
     SHARED_SCHEMA,
     SPAN_SCHEMA,
@@ -135,7 +135,7 @@ def test_an_attribute_read_from_shared_resources_is_read_as_from_plain_ones():
         [batch, _native([_block("c", span(attributes=[own]))])], schema=SHARED_SCHEMA
     )
     expected = ["a", "a", None, "b", "own"]
-    assert _span_attribute(batch, "service.name").to_list() == expected
-    assert _span_attribute(plain_resources(shared_resources(batch)), "service.name").to_list() == (
+    assert span_attribute(batch, "service.name").to_list() == expected
+    assert span_attribute(plain_resources(shared_resources(batch)), "service.name").to_list() == (
         expected
     )
