@@ -165,10 +165,9 @@ class Redactor:
         parsed = _loads(value)
         if not isinstance(parsed, dict | list):
             return self.text(value)
-        for leaf in _leaves(parsed):  # the whole text is also a token where it is shown whole
-            self._leaf(leaf)
-        self._quotable(value)
-        return json.dumps(self._walk(parsed), ensure_ascii=False)
+        out = json.dumps(self._walk(parsed), ensure_ascii=False)
+        self._quotable(value)  # the whole text is a token too, where a detail shows it whole
+        return out
 
     def detail(self, detail: str | None, kind: str | None, content: str) -> str | None:
         """A finding's detail with each quoted value found in the run's `content` tokenized
@@ -220,20 +219,6 @@ def _as_quoted(text: str) -> str:
     """`text` as `analyzer.checks.base.quote` shows it, without the quotes."""
     s = text.replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
     return s[:59] + "…" if len(s) > 60 else s
-
-
-def _leaves(value: Any) -> list[Any]:
-    out: list[Any] = []
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        else:
-            out.append(item)
-    return out
 
 
 # --- frames -----------------------------------------------------------------------------------
