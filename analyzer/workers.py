@@ -90,8 +90,8 @@ def quiet_blas() -> None:
 
 #: The settings of polars' and Arrow's jemalloc in a worker, set before it imports them: the
 #: memory freed by one partition is kept for the next instead of handed back to the system and
-#: faulted in again. A worker analyzes partition after partition of about the same size; with
-#: Arrow allocating in its jemalloc (`share_cpus`), about a tenth of a big report's time.
+#: faulted in again, as a worker analyzes partition after partition of about the same size
+#: (Arrow allocating in its jemalloc: `share_cpus`).
 WORKER_ALLOCATORS = {
     "_RJEM_MALLOC_CONF": "dirty_decay_ms:30000,muzzy_decay_ms:30000",
     "JE_ARROW_MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1",

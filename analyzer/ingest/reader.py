@@ -514,7 +514,7 @@ def gather(table: pa.Table, order: pa.Array) -> pa.Table:
     threads = min(pa.cpu_count(), 4)
 
     def take(column: pa.ChunkedArray) -> pa.Array:
-        # from one chunk: Arrow's take across chunks costs a third more (list columns)
+        # from one chunk: Arrow's take across chunks is slower (list columns)
         return pc.take(column.combine_chunks(memory_pool=pool), order, memory_pool=pool)
 
     if threads < 2 or table.num_rows < 100_000:
@@ -535,8 +535,8 @@ def gather(table: pa.Table, order: pa.Array) -> pa.Table:
 def _gather_pool() -> pa.MemoryPool:
     """Arrow's jemalloc pool where it is built in, else the default one.
 
-    In a process that has just parsed (and freed) gigabytes, the default mimalloc pool spends
-    about twice jemalloc's system time on a large gather (faulting in freed pages anew).
+    In a process that has just parsed (and freed) gigabytes, the default mimalloc pool faults
+    the freed pages in anew for a large gather, where jemalloc reuses them.
     """
     try:
         return pa.jemalloc_memory_pool()
