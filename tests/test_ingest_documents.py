@@ -8,6 +8,7 @@ numbers come from.
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 from pathlib import Path
@@ -821,6 +822,40 @@ def test_langfuse_api_observations_with_native_ids():
     # An EVENT has no end: it takes no time (2025-06-01T10:00:03Z = 1748772003 s).
     assert (event["start_ns"], event["end_ns"]) == (1748772003000000000, 1748772003000000000)
     assert attrs(event)["langfuse.metadata.attempt"] == ("int", 2)
+
+
+def test_langfuse_observation_ids_that_are_objects_or_lists_are_quarantined():
+    """An id that is an object or a list cannot say which observations repeat: each such
+    observation is quarantined, the others read once (the trace's copy of "o1" left out)."""
+
+    def observation(id_, name):
+        return {
+            "id": id_,
+            "traceId": "t-1",
+            "type": "SPAN",
+            "name": name,
+            "startTime": "2025-06-01T10:00:00.000Z",
+            "endTime": "2025-06-01T10:00:01.000Z",
+        }
+
+    doc = {
+        "trace": {
+            "id": "t-1",
+            "observations": [
+                observation(["a"], "list id"),
+                observation("o1", "again"),
+                observation("o2", "trace only"),
+            ],
+        },
+        "observations": [observation({"x": 1}, "object id"), observation("o1", "first")],
+    }
+    rows, log = read(data=json.dumps(doc).encode())
+    assert [r["name"] for r in rows] == ["first", "trace only"]
+    assert_accounting(log, records=4, read_=4, span_q=2, record_q=0)
+    assert [(q.position, q.reason) for q in log.quarantine] == [
+        ("span 1", "id: id has type dict"),
+        ("span 3", "id: id has type list"),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -196,9 +196,15 @@ def langfuse_observations(doc: Mapping[str, Any]) -> tuple[list[Any], Any]:
     inner = trace.get("observations")
     observations: list[Any] = list(top) if isinstance(top, list) else []
     if isinstance(inner, list):
-        seen = {o.get("id") for o in observations if isinstance(o, Mapping)}
-        observations += [o for o in inner if not (isinstance(o, Mapping) and o.get("id") in seen)]
+        seen = {_observation_id(o) for o in observations} - {None}
+        observations += [o for o in inner if _observation_id(o) not in seen]
     return observations, trace.get("id")
+
+
+def _observation_id(observation: Any) -> str | int | None:
+    """The id of an observation, None where it has none that can be one (a list, an object)."""
+    value = observation.get("id") if isinstance(observation, Mapping) else None
+    return value if isinstance(value, str | int) else None
 
 
 #: Observation fields that held span data, and the attribute (after the prefix) each becomes.
