@@ -47,6 +47,7 @@ from analyzer.calls import mark_requested_tools, merge_same_calls
 from analyzer.conventions.semconv import OUTPUT_TOOL_NAMES, OUTPUT_TOOL_PREFIXES
 from analyzer.ingest.accounting import IngestLog
 from analyzer.jsonpath import key_path
+from analyzer.scatter import scatter
 from analyzer.spans import attribute_lists, shared_resources
 from analyzer.spantree import nearest_marked_ancestor, parent_index, roots, topmost
 
@@ -340,7 +341,7 @@ def _list_attribute(lists: pa.Array, key: str) -> pl.Series:
     found = pl.DataFrame({"_row": pl.Series(rows), "_v": pl.Series(text)})
     found = found.unique("_row", keep="first")
     values = pl.repeat(None, len(lists), dtype=pl.String, eager=True).alias("_v")
-    return values.scatter(found["_row"], found["_v"]) if found.height else values
+    return scatter(values, found["_row"], found["_v"]) if found.height else values
 
 
 # --- steps -------------------------------------------------------------------------------------
@@ -1052,9 +1053,9 @@ def _attributes_json(picked: pa.Table) -> tuple[pl.Series, pl.Series, pl.Series]
     if odd_rows.len():
         odd = odd_rows.cast(pl.UInt32)
         texts, odd_names, odd_versions = _python_attributes(picked.take(odd.to_arrow()))
-        attributes = attributes.scatter(odd, texts)
-        names = names.scatter(odd, odd_names)
-        versions = versions.scatter(odd, odd_versions)
+        attributes = scatter(attributes, odd, texts)
+        names = scatter(names, odd, odd_names)
+        versions = scatter(versions, odd, odd_versions)
     return attributes, names, versions
 
 
@@ -1102,7 +1103,7 @@ def _case_id(attributes: pl.Series, case_key: str | None) -> pl.Series:
         rows = (named & found.is_null()).arg_true()
         if len(rows):
             values = attributes.gather(rows).str.json_path_match(key_path(key))
-            found = found.scatter(rows, values)
+            found = scatter(found, rows, values)
     return found.alias("case_id")
 
 

@@ -47,6 +47,7 @@ import pyarrow as pa
 from analyzer.jsonpath import key_path
 from analyzer.pricing import rust_regex_error
 from analyzer.runs import ANSWER_CAP, position_in_run
+from analyzer.scatter import scatter
 
 if TYPE_CHECKING:
     from analyzer.runs import RunSet
@@ -682,7 +683,7 @@ def with_decoded_answers(answers: pl.DataFrame) -> pl.DataFrame:
     if len(rows):
         texts = answers.get_column("text").gather(rows)
         strings = pl.Series([_json_strings(t) for t in texts], dtype=pl.String)
-        decoded = decoded.scatter(rows, strings)
+        decoded = scatter(decoded, rows, strings)
     return answers.with_columns(decoded.alias("decoded"))
 
 

@@ -31,6 +31,7 @@ from analyzer.conventions.schema import (
     NORMALIZED_SCHEMA,
     REQUESTED_CALL,
 )
+from analyzer.scatter import scatter
 
 __all__ = ["normalize"]
 
@@ -163,7 +164,7 @@ def _pivot(col: pa.ChunkedArray, n: int) -> tuple[dict[str, pl.Series], pl.DataF
                 dtype = pl.Float64 if numeric else pl.String
                 column = pl.repeat(None, n, dtype=dtype, eager=True).alias(name)
             # a key recorded twice in one span: the last value wins
-            columns[name] = column.scatter(rows, _group_value(group, numeric))
+            columns[name] = scatter(column, rows, _group_value(group, numeric))
     for key in sc.PLACEHOLDER_KEYS & set(columns):
         text = columns[key]
         columns[key] = text.set(text.is_in(list(sc.PLACEHOLDERS)).fill_null(False), None)
@@ -210,7 +211,7 @@ def _events(
             found = found.unique("event", keep="first", maintain_order=True).drop_nulls()
             found = found.unique("row", keep="first", maintain_order=True)
             if found.height:
-                exc_type.scatter(found["row"], found["t"])
+                exc_type = scatter(exc_type, found["row"], found["t"])
         is_content = pc.is_in(names, value_set=pa.array(sorted(sc.CONTENT_EVENTS)))
         if pc.any(is_content).as_py():
             c_rows = pc.add(pc.filter(rows, is_content), off).to_pylist()
@@ -632,7 +633,7 @@ def _patch(series: pl.Series, mask: pl.Series, fn: Any) -> pl.Series:
     if not len(idx):
         return series
     values = [fn(v) for v in series.gather(idx).to_list()]
-    return series.clone().scatter(idx, pl.Series(values, dtype=series.dtype))
+    return scatter(series, idx, values)
 
 
 def _fix_arguments(df: pl.DataFrame, c: _Cols) -> pl.Series:
@@ -846,7 +847,7 @@ def _content(
 
     def scattered(values: list[Any], dtype: pl.DataType, fill: Any = None) -> pl.Series:
         s = pl.repeat(fill, n, dtype=dtype, eager=True)
-        return s.scatter(rows, pl.Series(values, dtype=dtype)) if len(rows) else s
+        return scatter(s, rows, values) if len(rows) else s
 
     def lists(lengths: list[int], values: pa.Array) -> pa.Array:
         return _list_array(scattered(lengths, pl.Int64, 0), values)
