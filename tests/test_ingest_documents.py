@@ -582,8 +582,25 @@ def test_bad_ids_are_quarantined_and_the_rest_kept():
     assert reasons[1] == "span_id missing"
     assert reasons[2].startswith("parent span id:")
     assert reasons[3].startswith("start_time:")
-    assert reasons[4] == "not a span object: JSON int"
+    assert reasons[4] == "not a span object: JSON number"
     assert '"name":"trace id not hex"' in log.quarantine[0].excerpt
+
+
+@pytest.mark.parametrize("document", ["sdk_array.json", "any_agent_small.json"])
+@pytest.mark.parametrize("first", [None, {"name": "no context"}, "text"])
+def test_a_first_span_that_is_no_span_is_quarantined_and_the_others_read(document, first):
+    """A span array is known by its first span of a known shape, not by its first item: one
+    bad span at the head made the whole file "not a trace" and lost the others."""
+    doc = json.loads((DOCS / document).read_bytes())
+    spans = doc if isinstance(doc, list) else doc["spans"]
+    expected, _ = read(DOCS / document)
+    spans.insert(0, first)
+    rows, log = read(data=json.dumps(doc).encode())
+    assert [r["span_id"] for r in rows] == [r["span_id"] for r in expected]
+    n = len(expected)
+    assert_accounting(log, records=n + 1, read_=n, span_q=0, record_q=1)
+    assert log.quarantine[0].position == "span 1"
+    assert log.quarantine[0].reason.startswith("not a span object: JSON ")
 
 
 def test_a_later_value_that_is_no_trace_is_quarantined():

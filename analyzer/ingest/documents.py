@@ -154,6 +154,10 @@ def _keys(obj: Mapping[str, Any]) -> str:
     return f"JSON object with keys [{shown}]" if keys else "empty JSON object"
 
 
+#: JSON's names of the values a parser gives.
+_JSON_TYPES = {type(None): "null", bool: "boolean", int: "number", float: "number", str: "string"}
+
+
 def _describe(value: Any) -> str:
     if isinstance(value, Mapping):
         return _keys(value)
@@ -161,9 +165,15 @@ def _describe(value: Any) -> str:
         if not value:
             return "empty JSON array"
         first = value[0]
-        inner = _keys(first) if isinstance(first, Mapping) else type(first).__name__
+        inner = _keys(first) if isinstance(first, Mapping) else _json_type(first)
         return f"JSON array of {len(value)} items, the first a {inner}"
-    return f"JSON {type(value).__name__}"
+    return _json_type(value)
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, list):
+        return "JSON array"
+    return f"JSON {_JSON_TYPES.get(type(value), type(value).__name__)}"
 
 
 def _is_otlp(obj: Any) -> bool:
@@ -179,7 +189,11 @@ def _is_jaeger_trace(obj: Any) -> bool:
 
 
 def _first_shape(items: Any) -> str | None:
-    return span_shape(items[0]) if isinstance(items, list) and items else None
+    """The shape of the first item of `items` that is a span of a known shape: a first span
+    that cannot be read is quarantined with its reason, not taken for the whole array's."""
+    if not isinstance(items, list):
+        return None
+    return next((shape for item in items if (shape := span_shape(item)) is not None), None)
 
 
 def document_kind(value: Any) -> str:
@@ -216,7 +230,7 @@ def document_kind(value: Any) -> str:
             return "langfuse"
         spans = value.get("spans")
         if isinstance(spans, list):
-            if "final_output" in value and (not spans or span_shape(spans[0]) is not None):
+            if "final_output" in value and (not spans or _first_shape(spans) is not None):
                 return "any-agent"
             if _first_shape(spans) not in (None, "otlp"):
                 return "span-list"
@@ -233,7 +247,7 @@ def document_kind(value: Any) -> str:
         elif _is_jaeger_trace(first):
             return "jaeger"
         else:
-            shape = span_shape(first)
+            shape = _first_shape(value)
             if shape is not None:
                 return "otlp-spans" if shape == "otlp" else "span-list"
     raise TraceFormatError(
