@@ -745,6 +745,18 @@ def run_codes() -> pl.DataType:
     return pl.Categorical(pl.Categories.random()) if hasattr(pl, "Categories") else pl.Categorical
 
 
+def _seconds(ns: pl.Expr) -> pl.Expr:
+    """Whole nanoseconds (not negative) as seconds, the same float on every path.
+
+    Polars divides by multiplying with 1e-9 in some batch shapes, which can move the quotient
+    by its last bit; rounded to 9 decimals it is the same again, as long as a float holds the
+    nanoseconds (2^53 ns, some 104 days). Past that (a span that starts at 0, the epoch), the
+    whole seconds are added to the nanoseconds left, rounded the same way."""
+    rounded = (ns / 1e9).round(9)
+    split = (ns // 1_000_000_000).cast(pl.Float64) + ((ns % 1_000_000_000) / 1e9).round(9)
+    return pl.when(ns < 2**53).then(rounded).otherwise(split)
+
+
 def _top_agent(frame: pl.LazyFrame) -> pl.LazyFrame:
     """The outermost agent span of each run (earliest start among those with no agent above)."""
     agents = frame.filter(pl.col("role") == "agent")
@@ -829,17 +841,14 @@ def _runs(
         temperature=pl.when(pl.col("temperatures").list.len() == 1).then(
             pl.col("temperatures").list.first()
         ),
-        # Rounded to the nanosecond: polars may divide by multiplying with 1e-9 in some batch
-        # shapes, which would make the same run's float differ by its last bit.
-        duration_s=(
+        duration_s=_seconds(
             pl.coalesce(
                 "_agent_ns",
                 pl.when(pl.col("_last_end") >= pl.col("started_ns")).then(
                     pl.col("_last_end") - pl.col("started_ns")
                 ),
             )
-            / 1e9
-        ).round(9),
+        ),
         answer=pl.col("answer").str.slice(0, ANSWER_CAP),
         run_id=pl.col("run_id").cast(pl.String),
     ).collect(engine="in-memory")

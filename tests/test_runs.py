@@ -6,6 +6,7 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pytest
 from factories import TRACE, call, msg, tables
 
 from analyzer.runs import build_runs, sources_before
@@ -537,3 +538,22 @@ def test_primary_model_is_the_one_of_most_tokens():
     assert build_runs(*tables(rows)).runs.row(0, named=True)["primary_model"] == "gpt-4.1"
     one = build_runs(*tables(kyc_rows())).runs.row(0, named=True)
     assert one["primary_model"] == "gpt-4.1"
+
+
+def test_seconds_of_a_duration_do_not_depend_on_how_polars_divides():
+    """Polars divides by 1e9 as a multiplication by 1e-9 in some batch shapes: a run's
+    duration must come out the same either way, also past 2^53 ns (a span stamped at the
+    epoch), where a float no longer holds the nanoseconds."""
+    from analyzer.runs import _seconds
+
+    for ns in [0, 1, 1_500_000_000, 123_456_789_012, 2**53 - 1, 2**53, 1_758_026_593_449_611_237]:
+        got = pl.select(_seconds(pl.lit(ns, pl.Int64))).item()
+        whole, rest = divmod(ns, 1_000_000_000)
+        if ns < 2**53:
+            assert got == round(ns / 1e9, 9) == round(ns * 1e-9, 9)
+        else:
+            assert got == whole + round(rest / 1e9, 9) == whole + round(rest * 1e-9, 9)
+        assert got == pytest.approx(ns / 1e9, rel=1e-15, abs=1e-9)
+    epoch = 1_758_026_593_449_611_237  # a run from 1970 to 2025
+    assert round(epoch / 1e9, 9) != round(epoch * 1e-9, 9)  # the quotient alone would differ
+    assert pl.select(_seconds(pl.lit(None, pl.Int64))).item() is None
