@@ -146,8 +146,7 @@ class SummaryFacts:
         return sum(p.height for p in self.parts)
 
     def runs(self) -> pl.DataFrame:
-        """All the runs, in one frame (the parts read side by side and put together: for small
-        inputs)."""
+        """All the runs, in one frame (the parts read side by side and put together)."""
         from analyzer.workers import default_jobs
 
         with ThreadPoolExecutor(default_jobs(), thread_name_prefix="agenttrace-facts") as pool:

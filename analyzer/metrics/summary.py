@@ -366,7 +366,7 @@ def _steps(runs: pl.DataFrame, judged: pl.DataFrame) -> list[dict[str, Any]]:
     return step_rows(frame)
 
 
-def _temperature(rates: dict[str, pl.DataFrame], runs: pl.DataFrame | None) -> dict[str, Any]:
+def _temperature(rates: dict[str, pl.DataFrame], runs: pl.DataFrame) -> dict[str, Any]:
     """The temperature axis: omission rates per temperature and tool (from the facts' rate
     tables), and trial disagreement per temperature (`runs`: at least those with a case id)."""
     omissions = rates.get("omission_rates_by_temperature")
@@ -376,10 +376,10 @@ def _temperature(rates: dict[str, pl.DataFrame], runs: pl.DataFrame | None) -> d
     }
 
 
-def _disagreement_by_temperature(runs: pl.DataFrame | None) -> list[dict[str, Any]]:
+def _disagreement_by_temperature(runs: pl.DataFrame) -> list[dict[str, Any]]:
     """Per temperature (a run's ``temperature``; null last): the cases with 2+ trials at that
     temperature, and the share of them whose answers, or tool sequences, differ."""
-    if runs is None or "temperature" not in runs.columns:
+    if "temperature" not in runs.columns:
         return []
     per_case = _per_case(runs, "temperature").filter(pl.col("k") >= 2)
     per_temperature = (
