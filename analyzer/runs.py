@@ -60,7 +60,9 @@ __all__ = [
     "build_runs",
     "cut_text",
     "empty_messages",
+    "root_first",
     "sources_before",
+    "span_attribute",
 ]
 
 #: Characters of the answer kept in runs.parquet (the full text stays in the span table).

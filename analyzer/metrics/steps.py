@@ -38,6 +38,7 @@ def step_rows(runs: pl.DataFrame) -> list[dict[str, Any]]:
             pl.int_ranges(1, n + 1, dtype=pl.Int64).alias("step"),
         )
         .explode("model", "cost", "step")
+        # + 0.0: a cost of -0.0 is 0.0, so a p95 never reads "-0.0"
         .with_columns(pl.col("step").clip(upper_bound=STEP_CAP), pl.col("cost") + 0.0)
     )
     # a run's calls at STEP_CAP and later share a group: each run counted once per group
