@@ -1,10 +1,11 @@
 """Mutation fuzzing of `agenttrace report` and `agenttrace ingest` (a tool, not a test: run it
 by hand after a change to a reader, the run model or the engine).
 
-Every case is a trace file of the repository (the samples, the real traces of
-tests/data/real_corpus and the shared folder, the documents of tests/data/documents) mutated at
-random: cut short, bytes overwritten, lines repeated or dropped, or its JSON values replaced by
-values of another type, out of range, repeated or left out. What must hold:
+Every case is a trace file of the repository (the samples, in JSON, protobuf and gzip, the real
+traces of tests/data/real_corpus and the shared folder, the documents of tests/data/documents)
+mutated at random: cut short, bytes overwritten, lines repeated or dropped, or its JSON values
+replaced by values of another type, out of range, repeated or left out (a gzip file's content
+mutated, or its compressed bytes). What must hold:
 
 - ``report``: the command ends with exit code 0, 1 or 2 (never 3, an internal error), its JSON
   is whole and the accounting balances (spans read = kept + quarantined + duplicates);
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gzip
 import json
 import os
 import random
@@ -53,6 +55,8 @@ SPAN_KEYS = [
 def inputs() -> list[Path]:
     """The trace files mutations start from."""
     found = sorted((ROOT / "sample_traces").glob("*/*.jsonl"))[:6]
+    found += sorted((ROOT / "sample_traces").glob("*/*.binpb"))
+    found += sorted((ROOT / "sample_traces").glob("*/*.gz"))
     found += sorted((ROOT / "tests" / "data" / "real_corpus").glob("*.json"))
     found += sorted((ROOT / "tests" / "data" / "documents").glob("*.json"))
     return found + (sorted(SHARED.glob("*.json")) if SHARED.is_dir() else [])
@@ -84,9 +88,10 @@ def mutate_value(value: Any, rate: float, draw: random.Random) -> Any:
     return value
 
 
-def mutate(data: bytes, lines: bool, draw: random.Random) -> bytes:
-    """One mutation of a file's bytes (`lines`: a JSON lines file)."""
-    kind = draw.choice(["cut", "bytes", "json", "json", "json", "lines"])
+def mutate(data: bytes, lines: bool, draw: random.Random, binary: bool = False) -> bytes:
+    """One mutation of a file's bytes (`lines`: a JSON lines file; `binary`: not JSON)."""
+    kinds = ["cut", "bytes"] if binary else ["cut", "bytes", "json", "json", "json", "lines"]
+    kind = draw.choice(kinds)
     if kind == "cut":
         return data[: draw.randrange(len(data))]
     if kind == "bytes":
@@ -97,6 +102,8 @@ def mutate(data: bytes, lines: bool, draw: random.Random) -> bytes:
     if kind == "lines" and lines:
         rows = data.split(b"\n")
         for _ in range(draw.randrange(1, 5)):
+            if not rows:  # every line dropped
+                break
             i = draw.randrange(len(rows))
             op = draw.choice(["repeat", "drop", "cut", "swap"])
             if op == "repeat":
@@ -121,9 +128,18 @@ def mutate(data: bytes, lines: bool, draw: random.Random) -> bytes:
 
 
 def mutated_file(folder: Path, name: str, draw: random.Random) -> Path:
+    """A mutated copy of one of the `inputs`; a gzip file has its content mutated and is
+    compressed again, or has its compressed bytes mutated."""
     source = draw.choice(inputs())
-    path = folder / f"{name}{source.suffix}"
-    path.write_bytes(mutate(source.read_bytes(), source.suffix == ".jsonl", draw))
+    path = folder / (name + "".join(source.suffixes[-2:]))
+    data = source.read_bytes()
+    if source.suffix == ".gz" and draw.random() < 0.8:
+        inner = Path(source.stem).suffix
+        data = gzip.compress(mutate(gzip.decompress(data), inner == ".jsonl", draw), mtime=0)
+    else:
+        binary = source.suffix in (".gz", ".binpb")
+        data = mutate(data, source.suffix == ".jsonl", draw, binary)
+    path.write_bytes(data)
     return path
 
 
