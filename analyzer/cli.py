@@ -547,9 +547,10 @@ def show(
         f"agent    {terminal_safe(run['agent'] or '-')}   "
         f"case {terminal_safe(run['case_id'] or '-')}"
     )
+    temperatures = ", ".join(str(t) for t in run["temperatures"] or [])  # none: no model call
     click.echo(
         f"models   {terminal_safe(', '.join(run['models']) or '-')}   temperature(s) "
-        f"{', '.join(str(t) for t in run['temperatures']) or '-'}   config {run['config_hash']}"
+        f"{temperatures or '-'}   config {run['config_hash']}"
     )
     cost = run.get("cost_usd")
     click.echo(

@@ -143,6 +143,18 @@ def test_show_prints_the_trajectory_without_terminal_escapes(trace_file: Path):
     assert "answer at T+30.0 ms" in out
 
 
+def test_show_of_a_run_without_model_call():
+    # Vercel AI SDK v6 capture: the outer generateText span in a trace of its own, its model
+    # call in another; a run with no model call has no temperature (was an internal error)
+    corpus = (
+        Path(__file__).parent / "data" / "real_corpus" / "Arize-ai__openinference__all-spans.json"
+    )
+    result = run("show", "700d5f98", str(corpus))
+    assert result.exit_code == 0, result.output
+    assert "models   -   temperature(s) -" in result.stdout
+    assert "0 model calls, 0 tool calls, - in / - out tokens" in result.stdout
+
+
 @pytest.mark.parametrize("partitions", ["0", "2"])
 def test_report_hashes_the_input_only_for_the_manifest(
     trace_file: Path, tmp_path: Path, monkeypatch, partitions: str
