@@ -83,7 +83,8 @@ class GroundedArguments(Check):
     of the call's sources: the system and user messages and the tool results available when
     the call started (CONTRACT section 2), e.g. ``account_id 'ACC-778821' appears in no prior
     source``. A value that shows up only in a source read after the call is flagged too (the
-    detail says so). The model's own outputs are not sources: an id it made up does not ground
+    detail says so, and names the call's own result when the value first shows up there,
+    only echoed back). The model's own outputs are not sources: an id it made up does not ground
     itself. Calls the model requested that never ran count.
 
     Text values are grounded when a source contains them, as recorded or with its JSON
@@ -217,6 +218,8 @@ class GroundedArguments(Check):
             .then(pl.col("value"))
             .otherwise(quote_expr(pl.col("value")))
         )
+        # a value first seen in the result of the call that sent it is only echoed back
+        echoed = (pl.col("_later_span") == pl.col("span")).fill_null(False)
         return (
             missing.sort("run_id", "call_no", "leaf_no")
             .select(
@@ -228,11 +231,16 @@ class GroundedArguments(Check):
                     "{} {} appears in no prior source{}",
                     "path",
                     shown,
-                    pl.when(pl.col("_later_ns").is_not_null())
+                    pl.when(echoed)
+                    .then(pl.lit(" (first seen in the call's own result)"))
+                    .when(pl.col("_later_ns").is_not_null())
                     .then(pl.lit(" (first seen after the call)"))
                     .otherwise(pl.lit("")),
                 ).alias("detail"),
-                pl.concat_list("span", "_later_span").list.drop_nulls().alias("span_ids"),
+                pl.when(echoed)
+                .then(pl.concat_list("span"))
+                .otherwise(pl.concat_list("span", "_later_span").list.drop_nulls())
+                .alias("span_ids"),
                 (pl.col("call_no") * 1_000_000 + pl.col("leaf_no")).cast(pl.Int64).alias("_pos"),
             )
             .cast(CHECK_SCHEMA)
