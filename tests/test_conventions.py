@@ -279,6 +279,19 @@ def test_exception_event_or_error_type_marks_the_span_failed():
     assert (ok["status"], ok["error_type"]) == ("ok", None)
 
 
+def test_a_tool_that_returned_an_error_result_failed():
+    # Strands: the tool result's status in gen_ai.tool.status, the span itself ending OK
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "code_interpreter"}
+    failed, succeeded, chat = rows(
+        span("execute_tool a", tool | {"gen_ai.tool.status": "error"}, status="ok"),
+        span("execute_tool b", tool | {"gen_ai.tool.status": "success"}, status="ok"),
+        # near miss: the attribute names a tool's status, not a model call's
+        span("chat m", {"gen_ai.operation.name": "chat", "gen_ai.tool.status": "error"}),
+    )
+    assert (failed["role"], failed["status"], failed["error_type"]) == ("tool_call", "error", None)
+    assert (succeeded["status"], chat["status"]) == ("ok", "unset")
+
+
 # -------------------------------------------------------------------------------------------------
 # OpenTelemetry GenAI, deprecated names and events
 # -------------------------------------------------------------------------------------------------

@@ -797,6 +797,104 @@ def test_js_readable_spans():
     ]
 
 
+#: A CloudWatch aws/spans record, as AgentCore's ADOT writes it (shape of the sideseat files in
+#: tests/data/real_corpus; values made up for the test).
+CLOUDWATCH_RECORD = {
+    "resource": {"attributes": {"service.name": "agent.DEFAULT", "cloud.provider": "aws"}},
+    "scope": {"name": "strands.telemetry.tracer", "version": ""},
+    "traceId": "691c23a8636a7e4512dfd580708d030e",
+    "spanId": "e4b33b81b25786c2",
+    "parentSpanId": "681e3fecf93e4655",
+    "flags": 768,
+    "name": "execute_tool code_interpreter",
+    "kind": "INTERNAL",
+    "startTimeUnixNano": 1763451824927413111,
+    "endTimeUnixNano": 1763451825075026467,
+    "durationNano": 147613356,
+    "attributes": {"gen_ai.tool.name": "code_interpreter", "n": 3, "ok": True, "xs": [1, 2]},
+    "status": {"code": "ERROR", "message": "denied"},
+    "events": [{"timeUnixNano": 1763451825000000000, "name": "exception", "attributes": {}}],
+    "links": [{"traceId": "691b3bf85af1dfe32dc6b67e3a3144d1", "spanId": "bca8952d74e876a5"}],
+}
+
+
+def _check_cloudwatch_row(row: dict) -> None:
+    assert (row["trace_id"], row["span_id"], row["parent_span_id"]) == (
+        "691c23a8636a7e4512dfd580708d030e",
+        "e4b33b81b25786c2",
+        "681e3fecf93e4655",
+    )
+    assert (row["start_ns"], row["end_ns"]) == (1763451824927413111, 1763451825075026467)
+    assert (row["kind"], row["status_code"], row["status_message"]) == (
+        "internal",
+        "error",
+        "denied",
+    )
+    assert (row["scope_name"], row["scope_version"]) == ("strands.telemetry.tracer", None)
+    assert attrs(row) == {
+        "gen_ai.tool.name": ("str", "code_interpreter"),
+        "n": ("int", 3),
+        "ok": ("bool", True),
+        "xs": ("json", "[1,2]"),
+    }
+    assert attrs(row, "resource_attributes") == {
+        "cloud.provider": ("str", "aws"),
+        "service.name": ("str", "agent.DEFAULT"),
+    }
+    assert [(e["time_ns"], e["name"]) for e in row["events"]] == [
+        (1763451825000000000, "exception")
+    ]
+    assert [(k["trace_id"], k["span_id"]) for k in row["links"]] == [
+        ("691b3bf85af1dfe32dc6b67e3a3144d1", "bca8952d74e876a5")
+    ]
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda r: json.dumps(r),  # one record per line (CloudWatch Logs, exported)
+        lambda r: json.dumps([r, r | {"spanId": "e4b33b81b25786c3"}]),  # an array of records
+        lambda r: json.dumps({"timestamp": 1, "message": json.dumps(r)}),  # a log event
+        lambda r: json.dumps([{"@timestamp": "t", "@message": json.dumps(r)}]),  # Logs Insights
+        lambda r: json.dumps([{"timestamp": "t", "raw_otel_json": r}]),  # the record as an object
+        lambda r: json.dumps({"events": [{"message": json.dumps(r)}]}),  # aws logs output
+    ],
+)
+def test_cloudwatch_span_records_alone_in_arrays_or_in_log_events(wrap):
+    rows, log = read(data=wrap(CLOUDWATCH_RECORD).encode())
+    assert log.spans_quarantined == log.records_quarantined == 0
+    _check_cloudwatch_row(rows[0])
+
+
+def test_a_cloudwatch_record_that_cannot_be_read_is_quarantined_and_the_others_kept():
+    bad = CLOUDWATCH_RECORD | {"spanId": "nothex!!", "endTimeUnixNano": "soon"}
+    events = [{"message": json.dumps(r)} for r in (bad, CLOUDWATCH_RECORD)]
+    events.append({"message": "{not json"})  # a log event that carries no span: not a span
+    rows, log = read(data=json.dumps(events).encode())
+    assert_accounting(log, records=3, read_=2, span_q=1, record_q=1)
+    assert [r["span_id"] for r in rows] == ["e4b33b81b25786c2"]
+    reasons = [q.reason for q in log.quarantine]
+    assert reasons[0].startswith("spanId") and reasons[1].startswith("not a span object")
+
+
+def test_the_events_of_an_sdk_span_are_not_taken_for_log_events():
+    # near miss: an SDK span has "events" too; it stays one span, its events its own
+    span = {"context": {"trace_id": "0x" + "1" * 32, "span_id": "0x" + "2" * 16}, "name": "x"}
+    span |= {"start_time": "2026-01-01T00:00:00Z", "end_time": "2026-01-01T00:00:01Z"}
+    span["events"] = [{"name": "e", "timestamp": "2026-01-01T00:00:00Z", "attributes": {}}]
+    assert document_kind(span) == "span:sdk"
+    rows, _ = read(data=json.dumps(span).encode())
+    assert len(rows) == 1 and [e["name"] for e in rows[0]["events"]] == ["e"]
+
+
+def test_a_bare_otlp_span_is_not_taken_for_a_cloudwatch_record():
+    # near miss: OTLP's own span JSON has attributes as a key-value list and no resource
+    bare = {"traceId": "a", "spanId": "b", "startTimeUnixNano": "1", "attributes": []}
+    assert span_shape(bare) == "otlp"
+    assert span_shape(bare | {"attributes": {}}) == span_shape(bare | {"resource": {}})
+    assert span_shape(bare | {"resource": {}}) == "cloudwatch"
+
+
 def test_js_console_exporter_objects():
     rows, log = read(DOCS / "js_console.json")
     assert_accounting(log, records=2, read_=2, span_q=0, record_q=0)
@@ -993,6 +1091,18 @@ def test_tempo_batches():
         ([{"traceId": "a", "spanId": "b", "startTimeUnixNano": "1"}], "otlp-spans"),
         ({"context": {"trace_id": "a", "span_id": "b"}, "name": "x"}, "span:sdk"),
         ({"spanContext": {"traceId": "a"}}, "span:js"),
+        (
+            {"traceId": "a", "spanId": "b", "startTimeUnixNano": 1, "resource": {}},
+            "span:cloudwatch",
+        ),
+        (
+            {
+                "message": json.dumps(
+                    {"traceId": "a", "spanId": "b", "startTimeUnixNano": 1, "resource": {}}
+                )
+            },
+            "span:cloudwatch",
+        ),
     ],
 )
 def test_document_kind(doc, kind):

@@ -113,3 +113,16 @@ def test_merged_spans_are_shown_written_and_warned(tmp_path: Path):
     summary = json.loads((out / "summary.json").read_text())
     reasons = [w["reason"] for w in summary["ingest"]["warnings"]]
     assert any(r.startswith("2 spans record a call another span already records") for r in reasons)
+
+
+def test_cloudwatch_records_keep_the_failed_tool_and_the_agentcore_resource():
+    # Strands on Bedrock AgentCore, read back from CloudWatch: the tool whose session was
+    # refused failed (gen_ai.tool.status), its span status OK; the resource is the runtime's
+    path = CORPUS / "sideseat__sideseat__raw_otel_strands_openai_spans.json"
+    ingested = read_traces([path])
+    runset = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents)
+    tools = runset.steps.filter(runset.steps["kind"] == "tool_call")
+    assert tools.select("tool_name", "status", "span_id").rows() == [
+        ("code_interpreter", "error", "e4b33b81b25786c2")
+    ]
+    assert runset.runs["service_name"].to_list() == ["agent.DEFAULT", "agent.DEFAULT"]

@@ -430,7 +430,8 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
     is_agent = role == sc.AGENT
     logfire = conv == sc.LOGFIRE
 
-    # status: span status, error.type, an exception event, or a Langfuse ERROR level
+    # status: span status, error.type, an exception event, a Langfuse ERROR level, or a tool
+    # that returned an error result (Strands)
     error_type = c.t(sc.ERROR_TYPE)
     status_code = pl.col("status_code").str.to_lowercase()
     failed = (
@@ -438,6 +439,7 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         | error_type.is_not_null()
         | pl.col("_has_exception")
         | (c.t(sc.LANGFUSE_LEVEL).str.to_uppercase() == sc.LANGFUSE_ERROR_LEVEL)
+        | (is_tool & (c.t(sc.GEN_AI_TOOL_STATUS).str.to_lowercase() == "error"))
     )
     status = (
         pl.when(failed)

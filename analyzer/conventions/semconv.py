@@ -53,6 +53,9 @@ GEN_AI_INPUT_MESSAGES = "gen_ai.input.messages"  # v1.37, opt-in, JSON [{role, p
 GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"  # v1.37, opt-in
 GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"  # v1.37, opt-in, JSON [parts]
 GEN_AI_PROMPT_NAME = "gen_ai.prompt.name"
+# Strands Agents (strands/telemetry/tracer.py): "success" | "error", the tool result's status; a
+# tool that returned an error result ends its span with status OK.
+GEN_AI_TOOL_STATUS = "gen_ai.tool.status"
 # Stable general conventions used by GenAI spans.
 ERROR_TYPE = "error.type"  # stable; "Conditionally Required if the operation ended in an error"
 HTTP_REQUEST_RESEND_COUNT = "http.request.resend_count"  # stable HTTP conventions
@@ -650,6 +653,7 @@ NAMING_KEYS = (
     LANGFUSE_TYPE,
     LANGFUSE_MODEL,
     LANGFUSE_LEVEL,
+    GEN_AI_TOOL_STATUS,
     LANGFUSE_USAGE_DETAILS,
     LANGFUSE_COST_DETAILS,
     GEN_AI_AGENT_VERSION,

@@ -15,6 +15,10 @@ Langfuse trace export       ``{"trace": {...}, "observations": [...]}``, either 
                             ``{"data": [observation...]}`` from the observations API
 Phoenix span JSON           ``[{context, span_kind, status_code, ...}]`` or ``{"data": [...]}``
 JS SDK spans                ``ReadableSpan`` JSON (``spanContext``) or console-exporter objects
+CloudWatch span records     ``aws/spans`` records (``traceId``, ``resource``, ``attributes`` as a
+                            map), one per line or in an array, or inside log events
+                            (``{"message": "<record as JSON>", ...}``), as in the
+                            ``{"events": [...]}`` of ``aws logs filter-log-events``
 Jaeger JSON                 ``{"data": [{traceID, spans, processes}]}``, one trace, or a list
 Zipkin v2                   ``[{traceId, id, parentId, timestamp, duration, tags}]``, or a list
                             of such lists (``/api/v2/traces``)
@@ -48,12 +52,14 @@ from analyzer.errors import TraceFormatError
 from analyzer.ingest.accounting import EXCERPT_BYTES, FileLog
 from analyzer.ingest.dumps import (
     add_final_output,
+    cloudwatch_span_row,
     jaeger_span_row,
     js_span_row,
     langfuse_observations,
     langfuse_span_row,
     phoenix_span_row,
     span_shape,
+    unwrap_log_event,
     zipkin_span_row,
 )
 from analyzer.ingest.limits import nesting_reason
@@ -83,6 +89,7 @@ _CONVERTERS: dict[str, Callable[[Mapping[str, Any]], SpanRow]] = {
     "js-console": js_span_row,
     "zipkin": zipkin_span_row,
     "langfuse": langfuse_span_row,
+    "cloudwatch": cloudwatch_span_row,
 }
 
 
@@ -193,7 +200,10 @@ def _first_shape(items: Any) -> str | None:
     that cannot be read is quarantined with its reason, not taken for the whole array's."""
     if not isinstance(items, list):
         return None
-    return next((shape for item in items if (shape := span_shape(item)) is not None), None)
+    return next(
+        (shape for item in items if (shape := span_shape(unwrap_log_event(item))) is not None),
+        None,
+    )
 
 
 def document_kind(value: Any) -> str:
@@ -234,9 +244,11 @@ def document_kind(value: Any) -> str:
                 return "any-agent"
             if _first_shape(spans) not in (None, "otlp"):
                 return "span-list"
-        shape = span_shape(value)
+        shape = span_shape(unwrap_log_event(value))
         if shape is not None and shape != "otlp":
             return f"span:{shape}"
+        if shape is None and _first_shape(value.get("events")) not in (None, "otlp"):
+            return "span-list"  # `aws logs filter-log-events` output: log events of spans
     elif isinstance(value, list) and value:
         first = value[0]
         if isinstance(first, list):
@@ -252,15 +264,17 @@ def document_kind(value: Any) -> str:
                 return "otlp-spans" if shape == "otlp" else "span-list"
     raise TraceFormatError(
         f"not a trace: {_describe(value)} (expected OTLP, SDK span JSON, Langfuse, any-agent, "
-        "Phoenix, Jaeger, Zipkin or JS SDK spans)"
+        "Phoenix, Jaeger, Zipkin, JS SDK spans or CloudWatch span records)"
     )
 
 
 def _span_items(value: Any) -> list[Any]:
     """The span objects of a ``span-list`` or ``otlp-spans`` document."""
     if isinstance(value, Mapping):
-        data = value.get("data")
-        return data if isinstance(data, list) and data else value["spans"]
+        for key in ("data", "spans", "events"):
+            if isinstance(value.get(key), list) and value[key]:
+                return value[key]
+        return []
     return value
 
 
@@ -334,6 +348,7 @@ class _Reader:
                 shape = "jaeger" if isinstance(item, Mapping) else None
                 convert = (lambda s: jaeger_span_row(s, jaeger_processes)) if shape else None
             else:
+                item = unwrap_log_event(item)
                 shape = span_shape(item)
                 convert = _CONVERTERS.get(shape) if shape else None
             out.append(self.convert(item, convert, None))
@@ -345,7 +360,7 @@ class _Reader:
         """Read one top-level JSON value (its kind already known to be a trace)."""
         kind = document_kind(value)
         if kind.startswith("span:"):
-            self.add(self.convert(value, _CONVERTERS[kind[5:]], line))
+            self.add(self.convert(unwrap_log_event(value), _CONVERTERS[kind[5:]], line))
         elif kind in ("otlp", "otlp-wrapped"):
             self.otlp(_unwrap_otlp(value), line, "document")
         elif kind == "oteltest":

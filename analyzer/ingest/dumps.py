@@ -1,4 +1,5 @@
-"""Span dumps that are not OTLP: Langfuse, any-agent, Phoenix, Jaeger, Zipkin and JS SDK spans.
+"""Span dumps that are not OTLP: Langfuse, any-agent, Phoenix, Jaeger, Zipkin, JS SDK spans and
+CloudWatch span records.
 
 Each ``*_row`` function turns one span object of its format into a `SpanRow`, or raises
 `SpanError` with the reason it cannot (the caller quarantines that span and keeps the others).
@@ -14,6 +15,11 @@ What each format loses, and what is recovered:
   ``usageDetails``...); they are added as ``langfuse.observation.*`` attributes, never
   replacing an attribute the span carried. The span kind is lost (``unspecified``).
 - Phoenix moves ``openinference.span.kind`` into ``span_kind``; it is put back.
+- A CloudWatch span record (the ``aws/spans`` log group of AWS X-Ray Transaction Search and
+  Bedrock AgentCore) is one OTLP span with its resource and scope inline, its attributes as a
+  plain map, its kind and status as names; log events that carry one (a field holding the
+  record, or its JSON text: CloudWatch's ``message``, Logs Insights' ``@message``) are
+  unwrapped (`unwrap_log_event`).
 - Jaeger and Zipkin keep kind, status and scope in tags, which become the matching columns.
   Zipkin tags are all strings and stay strings (as Langfuse values do); the conventions layer
   reads numbers out of strings.
@@ -46,12 +52,14 @@ __all__ = [
     "FINAL_OUTPUT_ATTR",
     "LANGFUSE_PREFIX",
     "add_final_output",
+    "cloudwatch_span_row",
     "jaeger_span_row",
     "js_span_row",
     "langfuse_observations",
     "langfuse_span_row",
     "phoenix_span_row",
     "span_shape",
+    "unwrap_log_event",
     "zipkin_span_row",
 ]
 
@@ -63,8 +71,8 @@ LANGFUSE_PREFIX = "langfuse.observation."
 
 def span_shape(obj: Any) -> str | None:
     """Which reader takes this span object: ``sdk`` (Python SDK, any-agent), ``phoenix``,
-    ``js``, ``js-console``, ``langfuse``, ``jaeger``, ``zipkin``, ``otlp`` (a bare OTLP span);
-    None when it is no span object known."""
+    ``js``, ``js-console``, ``langfuse``, ``jaeger``, ``zipkin``, ``cloudwatch``, ``otlp`` (a
+    bare OTLP span); None when it is no span object known."""
     if not isinstance(obj, Mapping):
         return None
     context = obj.get("context")
@@ -78,7 +86,9 @@ def span_shape(obj: Any) -> str | None:
         return "sdk"  # the SDK's fields with the context's ids at the top (strands-agents evals)
     has_ids = ("traceId" in obj or "trace_id" in obj) and ("spanId" in obj or "span_id" in obj)
     if has_ids and ("startTimeUnixNano" in obj or "start_time_unix_nano" in obj):
-        return "otlp"
+        # a bare OTLP span has attributes as a key-value list and no resource of its own
+        flat = "resource" in obj or isinstance(obj.get("attributes"), Mapping)
+        return "cloudwatch" if flat else "otlp"
     if "traceId" in obj and "startTime" in obj and ("type" in obj or "parentObservationId" in obj):
         return "langfuse"
     if "traceId" in obj and "id" in obj:
@@ -86,6 +96,23 @@ def span_shape(obj: Any) -> str | None:
         # JS spans have OTel attributes, only Zipkin spans have string tags.
         return "js-console" if "attributes" in obj else "zipkin"
     return None
+
+
+def unwrap_log_event(obj: Any) -> Any:
+    """The span record a log event carries, or `obj` itself: an object that is no span but
+    has a field holding a span object, or the JSON text of one (CloudWatch Logs events'
+    ``message``, Logs Insights' ``@message``), is read as that span."""
+    if not isinstance(obj, Mapping) or span_shape(obj) is not None:
+        return obj
+    for value in obj.values():
+        if isinstance(value, str) and value[:1] == "{":
+            try:
+                value = json.loads(value)
+            except (ValueError, RecursionError):
+                continue
+        if span_shape(value) is not None:
+            return value
+    return obj
 
 
 def _hex_id(value: Any, nbytes: int, what: str) -> str | None:
@@ -543,6 +570,55 @@ def js_span_row(span: Mapping[str, Any]) -> SpanRow:
         scope_version=as_text(scope.get("version")) or None,
         attributes=dict(as_mapping(span.get("attributes"))),
         resource=_js_resource(span.get("resource")),
+        events=events,
+        links=links,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# CloudWatch span records
+
+
+def cloudwatch_span_row(span: Mapping[str, Any]) -> SpanRow:
+    """A CloudWatch ``aws/spans`` record: OTLP field names (hex ids, integer nanoseconds),
+    the resource's and the span's attributes as plain maps, kind and status code as names
+    (``SERVER``, ``ERROR``)."""
+    trace_id = required(read_id(span.get("traceId"), 16, "traceId"), "traceId")
+    span_id = required(read_id(span.get("spanId"), 8, "spanId"), "spanId")
+    parent_id = read_id(span.get("parentSpanId") or None, 8, "parentSpanId")
+    status = as_mapping(span.get("status"))
+    scope = as_mapping(span.get("scope"))
+    events = []
+    for i, event in enumerate(span.get("events") or ()):
+        event = as_mapping(event)
+        when = read_time(event.get("timeUnixNano"), f"event {i + 1} timeUnixNano")
+        events.append((when, as_text(event.get("name")), dict(as_mapping(event.get("attributes")))))
+    links = []
+    for i, link in enumerate(span.get("links") or ()):
+        link = as_mapping(link)
+        link_trace = read_id(link.get("traceId"), 16, f"link {i + 1} traceId")
+        link_span = read_id(link.get("spanId"), 8, f"link {i + 1} spanId")
+        links.append(
+            (
+                required(link_trace, f"link {i + 1} traceId"),
+                required(link_span, f"link {i + 1} spanId"),
+                dict(as_mapping(link.get("attributes"))),
+            )
+        )
+    return SpanRow(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=parent_id,
+        name=as_text(span.get("name")),
+        kind=kind_name(span.get("kind")),
+        start_ns=read_time(span.get("startTimeUnixNano"), "startTimeUnixNano"),
+        end_ns=read_time(span.get("endTimeUnixNano"), "endTimeUnixNano"),
+        status_code=status_name(status.get("code")),
+        status_message=as_text(status.get("message")) or None,
+        scope_name=as_text(scope.get("name")) or None,
+        scope_version=as_text(scope.get("version")) or None,
+        attributes=dict(as_mapping(span.get("attributes"))),
+        resource=dict(as_mapping(as_mapping(span.get("resource")).get("attributes"))),
         events=events,
         links=links,
     )
