@@ -947,7 +947,7 @@ def _note_reading(
         if absorbed_n:
             file_log.warn(
                 "file",
-                f"{absorbed_n} spans record a call another span already records (nested "
+                f"{absorbed_n:,} spans record a call another span already records (nested "
                 "instrumentations, or one span per event): merged into it, see the steps' "
                 "merged_span_ids",
                 spans=absorbed_n,
@@ -955,7 +955,7 @@ def _note_reading(
         if unknown_n:
             file_log.warn(
                 "file",
-                f"{unknown_n} spans record a model, usage or content but match no known "
+                f"{unknown_n:,} spans record a model, usage or content but match no known "
                 "convention: kept, as kind other",
                 spans=unknown_n,
             )

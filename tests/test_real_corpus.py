@@ -126,3 +126,24 @@ def test_cloudwatch_records_keep_the_failed_tool_and_the_agentcore_resource():
         ("code_interpreter", "error", "e4b33b81b25786c2")
     ]
     assert runset.runs["service_name"].to_list() == ["agent.DEFAULT", "agent.DEFAULT"]
+
+
+def test_the_summary_does_not_depend_on_the_partitions():
+    # each partition counts the spans it merged (one per trace here, 3 traces): the report
+    # in 3 partitions on 2 processes adds them up into the one warning the report in memory
+    # gives, and prints the same bytes
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    path = str(CORPUS / "sideseat__sideseat__raw_otel_strands_bedrock_spans.json")
+    outputs = []
+    for options in (["--partitions", "0"], ["--partitions", "3", "-j", "2"]):
+        result = CliRunner().invoke(main, ["report", path, "--format", "json", *options])
+        assert result.exit_code == 0, result.output
+        outputs.append(result.stdout)
+    assert outputs[0] == outputs[1]
+    warnings = json.loads(outputs[0])["ingest"]["warnings"]
+    assert [(w["reason"][:45], w["spans"]) for w in warnings] == [
+        ("3 spans record a call another span already re", 3)
+    ]

@@ -12,6 +12,8 @@ a span that ends before it starts, parent ids that form a cycle); they change no
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -20,6 +22,7 @@ __all__ = [
     "IngestLog",
     "QuarantineEntry",
     "excerpt",
+    "merge_counted",
     "warning_lines",
 ]
 
@@ -88,6 +91,27 @@ class FileLog:
         """Reject one span that was read (and counted in ``spans_read``)."""
         self.spans_quarantined += 1
         self.quarantine.append(QuarantineEntry(self.path, position, reason, excerpt(raw), 1))
+
+
+_COUNTED = re.compile(r"(\d[\d,]*) (.+)", re.DOTALL)
+
+
+def merge_counted(entries: Iterable[QuarantineEntry]) -> list[QuarantineEntry]:
+    """One file's warnings from the partitions of an input, as one partition gives them: the
+    file-level warnings that count spans (``"3 spans record a call ..."``, each partition
+    counting its own) merged into one per text, their counts added, after the others and
+    sorted by text; the others as they are."""
+    others: list[QuarantineEntry] = []
+    counted: dict[str, QuarantineEntry] = {}
+    for entry in entries:
+        found = _COUNTED.fullmatch(entry.reason) if entry.position == "file" else None
+        if found is None or entry.spans <= 0 or int(found[1].replace(",", "")) != entry.spans:
+            others.append(entry)
+            continue
+        text = found[2]
+        spans = entry.spans + (counted[text].spans if text in counted else 0)
+        counted[text] = dataclasses.replace(entry, reason=f"{spans:,} {text}", spans=spans)
+    return others + [counted[text] for text in sorted(counted)]
 
 
 def _total(name: str) -> property:
