@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from analyzer.checks import Evaluation
-from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry, merge_counted
+from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry, merge_warnings
 from analyzer.ingest.reader import (
     Ingested,
     kept_order,
@@ -335,8 +335,8 @@ def _take_by_run(partials: list[PartialResult], name: str) -> pl.DataFrame | Non
 def fill_log(log: IngestLog, partials: Sequence[Any], runs: int) -> None:
     """Fill in `log` (read counts and quarantine as the readers left them) from what the
     partitions give (`PartialResult`, or anything with its ``counts``, ``warnings`` and
-    ``orphans``): each file's kept and duplicate spans and warnings (those that count spans
-    added up across the partitions: `merge_counted`), the orphans, and `runs`."""
+    ``orphans``): each file's kept and duplicate spans and warnings (in an order, and with
+    counts, that do not depend on the partitions: `merge_warnings`), the orphans, and `runs`."""
     kept: dict[str, int] = {}
     dups: dict[str, int] = {}
     warnings: dict[str, list[QuarantineEntry]] = {}
@@ -351,7 +351,7 @@ def fill_log(log: IngestLog, partials: Sequence[Any], runs: int) -> None:
             continue  # read back from a dataset: its counts are those recorded at ingest
         file_log.spans_kept = kept.get(file_log.path, 0)
         file_log.duplicates = dups.get(file_log.path, 0)
-        file_log.warnings.extend(merge_counted(warnings.get(file_log.path, [])))
+        file_log.warnings.extend(merge_warnings(warnings.get(file_log.path, [])))
     log.orphans = sum(p.orphans for p in partials)
     log.runs = runs
 

@@ -692,6 +692,27 @@ def test_skew_warnings_stop_at_the_cap_and_count_the_rest(tmp_path: Path, monkey
     ]
 
 
+def test_skew_and_cycle_warnings_do_not_depend_on_the_partitions(tmp_path: Path):
+    # eight traces, each with a span that ends before it starts and a span its own parent,
+    # spread over 3 partitions: the warnings are those of the input read in memory, in order
+    lines = []
+    for t in range(8):
+        trace = {"traceId": f"{t + 1:032x}"}
+        skewed = span(f"{2 * t + 1:016x}", None, "chat", T0 + 9, T0 + 1, CHAT) | trace
+        looped = span(f"{2 * t + 2:016x}", f"{2 * t + 2:016x}", "s", T0, T0 + 1) | trace
+        lines.append(line(skewed, looped) + "\n")
+    path = tmp_path / "skew.jsonl"
+    path.write_text("".join(lines))
+    logs = [analyze_paths([path], partitions=p, jobs=1).ingested.log.warnings for p in (None, 3)]
+    assert logs[0] == logs[1]
+    assert [w.position for w in logs[0]][:3] == [
+        "line 1, span 0000000000000001",
+        "line 2, span 0000000000000003",
+        "line 3, span 0000000000000005",
+    ]
+    assert [w.position for w in logs[0]][8:10] == [f"trace {1:032x}", f"trace {2:032x}"]
+
+
 def test_parent_id_cycles_end_and_keep_their_spans(tmp_path: Path):
     spans = [
         # two agents, each the other's parent; a model call its own parent; a tool under one

@@ -416,15 +416,16 @@ def test_dataset_round_trip_reads_the_same_spans_and_accounting(dump: Path, tmp_
         ingest_partitioned([dump], other, tool_version="test", jobs=1)
 
 
-def test_warnings_counting_spans_are_added_up_across_partitions():
-    from analyzer.ingest.accounting import QuarantineEntry, merge_counted
+def test_warnings_of_partitions_are_ordered_and_their_counts_added_up():
+    from analyzer.ingest.accounting import QuarantineEntry, merge_warnings
 
     def entry(position: str, reason: str, spans: int) -> QuarantineEntry:
         return QuarantineEntry("f.json", position, reason, "", spans)
 
-    merged = merge_counted(
+    merged = merge_warnings(
         [
             entry("file", "2 spans record a call another span already records", 2),
+            entry("line 10", "ends 5 ns before it starts (clock skew); kept as read", 1),
             entry("line 7", "ends 5 ns before it starts (clock skew); kept as read", 1),
             entry("file", "1,200 more spans end before they start", 1200),
             entry("file", "the file changed while it was read", 0),  # counts nothing: kept
@@ -434,9 +435,10 @@ def test_warnings_counting_spans_are_added_up_across_partitions():
         ]
     )
     assert [(e.position, e.reason, e.spans) for e in merged] == [
-        ("line 7", "ends 5 ns before it starts (clock skew); kept as read", 1),
         ("file", "the file changed while it was read", 0),
         ("file", "9 spans of another count", 4),
+        ("line 7", "ends 5 ns before it starts (clock skew); kept as read", 1),
+        ("line 10", "ends 5 ns before it starts (clock skew); kept as read", 1),
         ("file", "1,203 more spans end before they start", 1203),
         ("file", "3 spans record a call another span already records", 3),
     ]

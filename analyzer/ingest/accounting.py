@@ -22,7 +22,7 @@ __all__ = [
     "IngestLog",
     "QuarantineEntry",
     "excerpt",
-    "merge_counted",
+    "merge_warnings",
     "warning_lines",
 ]
 
@@ -96,11 +96,12 @@ class FileLog:
 _COUNTED = re.compile(r"(\d[\d,]*) (.+)", re.DOTALL)
 
 
-def merge_counted(entries: Iterable[QuarantineEntry]) -> list[QuarantineEntry]:
-    """One file's warnings from the partitions of an input, as one partition gives them: the
-    file-level warnings that count spans (``"3 spans record a call ..."``, each partition
-    counting its own) merged into one per text, their counts added, after the others and
-    sorted by text; the others as they are."""
+def merge_warnings(entries: Iterable[QuarantineEntry]) -> list[QuarantineEntry]:
+    """One file's warnings from the partitions of an input, in an order that does not depend
+    on how the input was cut: the warnings on a span or a trace by position (numbers in it
+    compared as numbers), then the file-level warnings that count spans (``"3 spans record a
+    call ..."``, each partition counting its own) merged into one per text, their counts
+    added, sorted by text."""
     others: list[QuarantineEntry] = []
     counted: dict[str, QuarantineEntry] = {}
     for entry in entries:
@@ -111,7 +112,14 @@ def merge_counted(entries: Iterable[QuarantineEntry]) -> list[QuarantineEntry]:
         text = found[2]
         spans = entry.spans + (counted[text].spans if text in counted else 0)
         counted[text] = dataclasses.replace(entry, reason=f"{spans:,} {text}", spans=spans)
+    # stable: a span's or a trace's warnings all come from the one partition that holds it
+    others.sort(key=lambda e: _natural(e.position))
     return others + [counted[text] for text in sorted(counted)]
+
+
+def _natural(text: str) -> list[str | int]:
+    """`text` with its runs of digits as numbers ("line 9" before "line 10")."""
+    return [int(part) if i % 2 else part for i, part in enumerate(re.split(r"(\d+)", text))]
 
 
 def _total(name: str) -> property:
