@@ -670,9 +670,9 @@ def test_run_whose_every_span_ends_before_it_starts_has_no_duration(tmp_path: Pa
 
 
 def test_skew_warnings_stop_at_the_cap_and_count_the_rest(tmp_path: Path, monkeypatch):
-    from analyzer.ingest import reader
+    from analyzer.ingest import accounting
 
-    monkeypatch.setattr(reader, "MAX_WARNINGS", 2)
+    monkeypatch.setattr(accounting, "MAX_WARNINGS", 2)
     spans = [span(f"{i:016x}", None, "s", T0 + 10, T0 + i) for i in range(1, 6)]
     path = tmp_path / "skew.jsonl"
     path.write_text(line(*spans) + "\n")
@@ -692,9 +692,16 @@ def test_skew_warnings_stop_at_the_cap_and_count_the_rest(tmp_path: Path, monkey
     ]
 
 
-def test_skew_and_cycle_warnings_do_not_depend_on_the_partitions(tmp_path: Path):
+@pytest.mark.parametrize("cap", [100, 3])
+def test_skew_and_cycle_warnings_do_not_depend_on_the_partitions(
+    tmp_path: Path, monkeypatch, cap: int
+):
     # eight traces, each with a span that ends before it starts and a span its own parent,
-    # spread over 3 partitions: the warnings are those of the input read in memory, in order
+    # spread over 3 partitions: the warnings are those of the input read in memory, in order;
+    # under a cap of 3, its first 3 skewed spans listed, the 5 others counted
+    from analyzer.ingest import accounting
+
+    monkeypatch.setattr(accounting, "MAX_WARNINGS", cap)
     lines = []
     for t in range(8):
         trace = {"traceId": f"{t + 1:032x}"}
@@ -705,12 +712,18 @@ def test_skew_and_cycle_warnings_do_not_depend_on_the_partitions(tmp_path: Path)
     path.write_text("".join(lines))
     logs = [analyze_paths([path], partitions=p, jobs=1).ingested.log.warnings for p in (None, 3)]
     assert logs[0] == logs[1]
+    listed = min(cap, 8)
     assert [w.position for w in logs[0]][:3] == [
         "line 1, span 0000000000000001",
         "line 2, span 0000000000000003",
         "line 3, span 0000000000000005",
     ]
-    assert [w.position for w in logs[0]][8:10] == [f"trace {1:032x}", f"trace {2:032x}"]
+    assert [w.position for w in logs[0]][listed : listed + 2] == [
+        f"trace {1:032x}",
+        f"trace {2:032x}",
+    ]
+    more = [(w.reason, w.spans) for w in logs[0] if w.position == "file"]
+    assert more == ([] if cap == 100 else [("5 more spans end before they start", 5)])
 
 
 def test_parent_id_cycles_end_and_keep_their_spans(tmp_path: Path):

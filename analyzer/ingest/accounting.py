@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "EXCERPT_BYTES",
+    "MAX_WARNINGS",
     "FileLog",
     "IngestLog",
     "QuarantineEntry",
@@ -40,6 +41,11 @@ def excerpt(raw: bytes | str | None) -> str:
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
 
 
+#: Warnings of one kind listed per file (`QuarantineEntry.kind`); the rest are counted in one
+#: last warning, "N more spans <kind>".
+MAX_WARNINGS = 100
+
+
 @dataclass(frozen=True)
 class QuarantineEntry:
     """One rejected record or span: where it was, why, and what it started with."""
@@ -49,9 +55,13 @@ class QuarantineEntry:
     reason: str
     excerpt: str
     spans: int = 0  # spans lost with it, when they could be counted (a warning: concerned)
+    #: A warning listed under the cap (`MAX_WARNINGS`) of its kind, and where its span is in
+    #: the file (the first ones are listed); not written out.
+    kind: str = field(default="", compare=False)
+    order: tuple = field(default=(), compare=False)
 
     def as_dict(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.compare}
 
 
 @dataclass
@@ -97,21 +107,35 @@ _COUNTED = re.compile(r"(\d[\d,]*) (.+)", re.DOTALL)
 
 
 def merge_warnings(entries: Iterable[QuarantineEntry]) -> list[QuarantineEntry]:
-    """One file's warnings from the partitions of an input, in an order that does not depend
-    on how the input was cut: the warnings on a span or a trace by position (numbers in it
-    compared as numbers), then the file-level warnings that count spans (``"3 spans record a
-    call ..."``, each partition counting its own) merged into one per text, their counts
-    added, sorted by text."""
+    """One file's warnings from the partitions of an input, as the input read whole gives
+    them, however it was cut: of each kind listed under a cap, the first `MAX_WARNINGS` in
+    the file (each partition listed its own first ones); the warnings on a span or a trace by
+    position (numbers in it compared as numbers); then the file-level warnings that count
+    spans (``"3 spans record a call ..."``, ``"N more spans <kind>"``) merged into one per
+    text, their counts added, sorted by text."""
     others: list[QuarantineEntry] = []
+    listed: dict[str, list[QuarantineEntry]] = {}
     counted: dict[str, QuarantineEntry] = {}
+
+    def count(entry: QuarantineEntry, text: str, spans: int) -> None:
+        spans += counted[text].spans if text in counted else 0
+        counted[text] = dataclasses.replace(entry, reason=f"{spans:,} {text}", spans=spans)
+
     for entry in entries:
+        if entry.kind and entry.position != "file":
+            listed.setdefault(entry.kind, []).append(entry)
+            continue
         found = _COUNTED.fullmatch(entry.reason) if entry.position == "file" else None
         if found is None or entry.spans <= 0 or int(found[1].replace(",", "")) != entry.spans:
             others.append(entry)
-            continue
-        text = found[2]
-        spans = entry.spans + (counted[text].spans if text in counted else 0)
-        counted[text] = dataclasses.replace(entry, reason=f"{spans:,} {text}", spans=spans)
+        else:
+            count(entry, found[2], entry.spans)
+    for kind, items in listed.items():
+        items.sort(key=lambda e: e.order)
+        others += items[:MAX_WARNINGS]
+        if len(items) > MAX_WARNINGS:
+            more = QuarantineEntry(items[0].file, "file", "", "", kind=kind)
+            count(more, f"more spans {kind}", len(items) - MAX_WARNINGS)
     # stable: a span's or a trace's warnings all come from the one partition that holds it
     others.sort(key=lambda e: _natural(e.position))
     return others + [counted[text] for text in sorted(counted)]

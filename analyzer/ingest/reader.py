@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 import zstandard
 
 from analyzer.errors import AgentTraceError, TraceFormatError
-from analyzer.ingest import limits
-from analyzer.ingest.accounting import FileLog, IngestLog
+from analyzer.ingest import accounting, limits
+from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry
 from analyzer.ingest.detect import open_decompressed, sniff_stream, stream_break
 from analyzer.ingest.files import DATASET_MANIFEST, expand_paths, sha256_of
 from analyzer.ingest.limits import truncate_text
@@ -416,23 +416,30 @@ def readable(spans: pa.Table) -> pa.Table:
     return spans if spans.schema == SPAN_SCHEMA else spans.cast(SPAN_SCHEMA)
 
 
-#: Warnings of one kind kept per file; the rest are counted in one last warning.
-MAX_WARNINGS = 100
-
-
 def _warn_rows(log: IngestLog, rows: pl.DataFrame, reason, more: str) -> None:
     """One warning per row of `rows` (source_file, source_pos, span_id, ...) in its file's log,
-    `MAX_WARNINGS` at most per file, then one saying how many more (`more`)."""
+    the first `accounting.MAX_WARNINGS` in the file at most, then one saying how many more
+    (``"N more spans <more>"``, `more` their kind)."""
     files = {f.path: f for f in log.files}
+    cap = accounting.MAX_WARNINGS
     for (path,), group in rows.group_by("source_file", maintain_order=True):
         file_log = files.get(path)
         if file_log is None:
             continue
-        for row in group.head(MAX_WARNINGS).iter_rows(named=True):
-            position = _position(file_log.format, row["source_pos"], row["span_id"])
-            file_log.warn(position, reason(row))
-        if group.height > MAX_WARNINGS:
-            extra = group.height - MAX_WARNINGS
+        for row in group.sort("source_pos", "span_id").head(cap).iter_rows(named=True):
+            file_log.warnings.append(
+                QuarantineEntry(
+                    path,
+                    _position(file_log.format, row["source_pos"], row["span_id"]),
+                    reason(row),
+                    "",
+                    1,
+                    kind=more,
+                    order=(row["source_pos"], row["span_id"]),
+                )
+            )
+        if group.height > cap:
+            extra = group.height - cap
             file_log.warn("file", f"{extra:,} more spans {more}", spans=extra)
 
 
