@@ -42,6 +42,7 @@ from analyzer.ingest.sdk_json import (
     as_text,
     kind_name,
     read_id,
+    read_links,
     read_time,
     required,
     sdk_span_row,
@@ -544,18 +545,6 @@ def js_span_row(span: Mapping[str, Any]) -> SpanRow:
         event = as_mapping(event)
         when = read_time(event.get("time"), f"event {i + 1} time", unit_ns=unit)
         events.append((when, as_text(event.get("name")), as_mapping(event.get("attributes"))))
-    links = []
-    for i, link in enumerate(span.get("links") or ()):
-        link_context = as_mapping(as_mapping(link).get("context"))
-        link_trace = read_id(link_context.get("traceId"), 16, f"link {i + 1} traceId")
-        link_span = read_id(link_context.get("spanId"), 8, f"link {i + 1} spanId")
-        links.append(
-            (
-                required(link_trace, f"link {i + 1} traceId"),
-                required(link_span, f"link {i + 1} spanId"),
-                as_mapping(as_mapping(link).get("attributes")),
-            )
-        )
     return SpanRow(
         trace_id=trace_id,
         span_id=span_id,
@@ -571,7 +560,7 @@ def js_span_row(span: Mapping[str, Any]) -> SpanRow:
         attributes=dict(as_mapping(span.get("attributes"))),
         resource=_js_resource(span.get("resource")),
         events=events,
-        links=links,
+        links=read_links(span, "traceId", "spanId"),
     )
 
 
@@ -593,18 +582,6 @@ def cloudwatch_span_row(span: Mapping[str, Any]) -> SpanRow:
         event = as_mapping(event)
         when = read_time(event.get("timeUnixNano"), f"event {i + 1} timeUnixNano")
         events.append((when, as_text(event.get("name")), dict(as_mapping(event.get("attributes")))))
-    links = []
-    for i, link in enumerate(span.get("links") or ()):
-        link = as_mapping(link)
-        link_trace = read_id(link.get("traceId"), 16, f"link {i + 1} traceId")
-        link_span = read_id(link.get("spanId"), 8, f"link {i + 1} spanId")
-        links.append(
-            (
-                required(link_trace, f"link {i + 1} traceId"),
-                required(link_span, f"link {i + 1} spanId"),
-                dict(as_mapping(link.get("attributes"))),
-            )
-        )
     return SpanRow(
         trace_id=trace_id,
         span_id=span_id,
@@ -620,5 +597,5 @@ def cloudwatch_span_row(span: Mapping[str, Any]) -> SpanRow:
         attributes=dict(as_mapping(span.get("attributes"))),
         resource=dict(as_mapping(as_mapping(span.get("resource")).get("attributes"))),
         events=events,
-        links=links,
+        links=read_links(span, "traceId", "spanId", in_context=False),
     )

@@ -30,6 +30,7 @@ __all__ = [
     "iso_to_ns",
     "kind_name",
     "read_id",
+    "read_links",
     "read_time",
     "required",
     "sdk_span_row",
@@ -196,6 +197,27 @@ def read_time(value: Any, what: str, *, unit_ns: int = 1) -> int:
         raise SpanError(f"{what}: {err}") from None
 
 
+def read_links(
+    span: Mapping[str, Any], trace_key: str, span_key: str, *, in_context: bool = True
+) -> list[tuple[str, str, Mapping[str, Any]]]:
+    """(trace id, span id, attributes) of each of a span's ``links``: the ids at `trace_key`
+    and `span_key` of the link's ``context`` (of the link itself without `in_context`); a
+    `SpanError` naming the first id missing or unreadable."""
+    links = []
+    for i, link in enumerate(span.get("links") or ()):
+        link = as_mapping(link)
+        ids = as_mapping(link.get("context")) if in_context else link
+        trace_what, span_what = f"link {i + 1} {trace_key}", f"link {i + 1} {span_key}"
+        links.append(
+            (
+                required(read_id(ids.get(trace_key), 16, trace_what), trace_what),
+                required(read_id(ids.get(span_key), 8, span_what), span_what),
+                as_mapping(link.get("attributes")),
+            )
+        )
+    return links
+
+
 def as_mapping(value: Any) -> Mapping[str, Any]:
     """`value` when it is a mapping, else an empty one."""
     return value if isinstance(value, Mapping) else {}
@@ -260,18 +282,6 @@ def sdk_span_row(span: Mapping[str, Any]) -> SpanRow:
                 as_mapping(event.get("attributes")),
             )
         )
-    links = []
-    for i, link in enumerate(span.get("links") or ()):
-        link_context = as_mapping(as_mapping(link).get("context"))
-        trace_what, span_what = f"link {i + 1} trace_id", f"link {i + 1} span_id"
-        links.append(
-            (
-                required(read_id(link_context.get("trace_id"), 16, trace_what), trace_what),
-                required(read_id(link_context.get("span_id"), 8, span_what), span_what),
-                as_mapping(as_mapping(link).get("attributes")),
-            )
-        )
-
     return SpanRow(
         trace_id=trace_id,
         span_id=span_id,
@@ -287,5 +297,5 @@ def sdk_span_row(span: Mapping[str, Any]) -> SpanRow:
         attributes=attributes,
         resource=resource,
         events=events,
-        links=links,
+        links=read_links(span, "trace_id", "span_id"),
     )
