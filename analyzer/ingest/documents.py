@@ -213,55 +213,62 @@ def document_kind(value: Any) -> str:
     ``jaeger``, ``langfuse``, ``any-agent``, ``span-list``, ``zipkin-traces``, or ``span:<shape>``
     for a single span object. Raises `TraceFormatError` when it is no trace document.
     """
+    return _kind(value)[0]
+
+
+def _kind(value: Any) -> tuple[str, Any]:
+    """`document_kind` of `value`, and what to read: the span a log event carries for a
+    single span (``span:<shape>``), else `value`."""
     if isinstance(value, Mapping):
         if _is_otlp(value):
-            return "otlp"
+            return "otlp", value
         if isinstance(value.get("trace_requests"), list):
-            return "oteltest"
+            return "oteltest", value
         if (
             _is_otlp(value.get("result"))
             or _is_otlp(value.get("trace"))
             or isinstance(value.get("batches"), list)
         ):
-            return "otlp-wrapped"
+            return "otlp-wrapped", value
         data = value.get("data")
         if isinstance(data, list) and data:
             if _is_jaeger_trace(data[0]):
-                return "jaeger"
+                return "jaeger", value
             shape = _first_shape(data)
             if shape is not None:
-                return "otlp-spans" if shape == "otlp" else "span-list"
+                return "otlp-spans" if shape == "otlp" else "span-list", value
         if _is_jaeger_trace(value):
-            return "jaeger"
+            return "jaeger", value
         if isinstance(value.get("observations"), list) or (
             isinstance(value.get("trace"), Mapping)
             and ("observations" in value["trace"] or "projectId" in value["trace"])
         ):
-            return "langfuse"
+            return "langfuse", value
         spans = value.get("spans")
         if isinstance(spans, list):
             if "final_output" in value and (not spans or _first_shape(spans) is not None):
-                return "any-agent"
+                return "any-agent", value
             if _first_shape(spans) not in (None, "otlp"):
-                return "span-list"
-        shape = span_shape(unwrap_log_event(value))
+                return "span-list", value
+        span = unwrap_log_event(value)
+        shape = span_shape(span)
         if shape is not None and shape != "otlp":
-            return f"span:{shape}"
+            return f"span:{shape}", span
         if shape is None and _first_shape(value.get("events")) not in (None, "otlp"):
-            return "span-list"  # `aws logs filter-log-events` output: log events of spans
+            return "span-list", value  # `aws logs filter-log-events` output: log events of spans
     elif isinstance(value, list) and value:
         first = value[0]
         if isinstance(first, list):
             if _first_shape(first) is not None:
-                return "zipkin-traces"
+                return "zipkin-traces", value
         elif _is_otlp(first):
-            return "otlp-requests"
+            return "otlp-requests", value
         elif _is_jaeger_trace(first):
-            return "jaeger"
+            return "jaeger", value
         else:
             shape = _first_shape(value)
             if shape is not None:
-                return "otlp-spans" if shape == "otlp" else "span-list"
+                return "otlp-spans" if shape == "otlp" else "span-list", value
     raise TraceFormatError(
         f"not a trace: {_describe(value)} (expected OTLP, SDK span JSON, Langfuse, any-agent, "
         "Phoenix, Jaeger, Zipkin, JS SDK spans or CloudWatch span records)"
@@ -358,9 +365,9 @@ class _Reader:
 
     def value(self, value: Any, line: int) -> None:
         """Read one top-level JSON value (its kind already known to be a trace)."""
-        kind = document_kind(value)
+        kind, span = _kind(value)
         if kind.startswith("span:"):
-            self.add(self.convert(unwrap_log_event(value), _CONVERTERS[kind[5:]], line))
+            self.add(self.convert(span, _CONVERTERS[kind[5:]], line))
         elif kind in ("otlp", "otlp-wrapped"):
             self.otlp(_unwrap_otlp(value), line, "document")
         elif kind == "oteltest":
