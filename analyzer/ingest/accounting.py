@@ -82,10 +82,19 @@ class FileLog:
     warnings: list[QuarantineEntry] = field(default_factory=list)
 
     def warn(
-        self, position: str, reason: str, raw: bytes | str | None = None, spans: int = 1
+        self,
+        position: str,
+        reason: str,
+        raw: bytes | str | None = None,
+        spans: int = 1,
+        *,
+        kind: str = "",
+        order: tuple = (),
     ) -> None:
-        """Note something kept but altered or suspect; `spans` is how many spans it concerns."""
-        self.warnings.append(QuarantineEntry(self.path, position, reason, excerpt(raw), spans))
+        """Note something kept but altered or suspect; `spans` is how many spans it concerns;
+        `kind` and `order`: a warning listed under a cap (`QuarantineEntry`)."""
+        entry = QuarantineEntry(self.path, position, reason, excerpt(raw), spans, kind, order)
+        self.warnings.append(entry)
 
     def quarantine_record(
         self, position: str, reason: str, raw: bytes | str | None, *, lost: int = 0

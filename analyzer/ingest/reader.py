@@ -16,7 +16,7 @@ import zstandard
 
 from analyzer.errors import AgentTraceError, TraceFormatError
 from analyzer.ingest import accounting, limits
-from analyzer.ingest.accounting import FileLog, IngestLog, QuarantineEntry
+from analyzer.ingest.accounting import FileLog, IngestLog
 from analyzer.ingest.detect import open_decompressed, sniff_stream, stream_break
 from analyzer.ingest.files import DATASET_MANIFEST, expand_paths, sha256_of
 from analyzer.ingest.limits import truncate_text
@@ -427,16 +427,11 @@ def _warn_rows(log: IngestLog, rows: pl.DataFrame, reason, more: str) -> None:
         if file_log is None:
             continue
         for row in group.sort("source_pos", "span_id").head(cap).iter_rows(named=True):
-            file_log.warnings.append(
-                QuarantineEntry(
-                    path,
-                    _position(file_log.format, row["source_pos"], row["span_id"]),
-                    reason(row),
-                    "",
-                    1,
-                    kind=more,
-                    order=(row["source_pos"], row["span_id"]),
-                )
+            file_log.warn(
+                _position(file_log.format, row["source_pos"], row["span_id"]),
+                reason(row),
+                kind=more,
+                order=(row["source_pos"], row["span_id"]),
             )
         if group.height > cap:
             extra = group.height - cap
