@@ -54,7 +54,7 @@ import yaml
 
 from analyzer.errors import PriceTableError
 from analyzer.resources import bundled_rules_text, schema
-from analyzer.yamlplace import load_yaml, problems_text, show
+from analyzer.yamlplace import SAFE_LOADER, load_yaml, problems_text, show
 
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator, ValidationError
@@ -146,7 +146,7 @@ def read_text(path: str | Path, what: str, error: type[Exception]) -> tuple[byte
 
 
 def parse_yaml(
-    text: str, shown: str, error: type[Exception], loader: type = yaml.SafeLoader
+    text: str, shown: str, error: type[Exception], loader: type = SAFE_LOADER
 ) -> tuple[Any, yaml.Node | None]:
     """`load_yaml` of `text`; `error` names the file `shown` and the line of a syntax error."""
     try:
@@ -213,13 +213,13 @@ def _build(
     )
 
 
-class _Loader(yaml.SafeLoader):
+class _Loader(SAFE_LOADER):  # type: ignore[misc,valid-type]
     """SafeLoader that keeps dates as written: ``as_of: 2026-11-01`` unquoted is the text."""
 
 
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    for first, resolvers in SAFE_LOADER.yaml_implicit_resolvers.items()
 }
 
 

@@ -258,6 +258,31 @@ def test_alias_counting_keeps_ordinary_aliases_and_refuses_self_reference():
         load_yaml(wide(1000))
 
 
+def test_libyaml_reads_every_bundled_file_as_the_pure_python_loader_does():
+    from analyzer.yamlplace import SAFE_LOADER, load_yaml
+
+    assert SAFE_LOADER is yaml.CSafeLoader  # the wheel of PyYAML the project installs has it
+
+    def lines(node) -> list:
+        children = node.value if isinstance(node.value, list) else []
+        flat = [c for pair in children for c in (pair if isinstance(pair, tuple) else (pair,))]
+        here = (node.start_mark.line, node.start_mark.column)
+        return [here, *(x for c in flat for x in lines(c))]
+
+    bundled = sorted((ROOT / "rules").glob("*.yaml"))
+    assert len(bundled) >= 4
+    for path in bundled:
+        text = path.read_text(encoding="utf-8")
+        fast, slow = load_yaml(text), load_yaml(text, yaml.SafeLoader)
+        assert fast[0] == slow[0], path
+        assert lines(fast[1]) == lines(slow[1]), path
+    # a syntax error is told in the pure-Python parser's words, at its line
+    with pytest.raises(yaml.MarkedYAMLError) as err:
+        load_yaml("a: 1\nb: [1,\n")
+    assert err.value.problem == "expected the node content, but found '<stream end>'"
+    assert err.value.problem_mark is not None and err.value.problem_mark.line == 2
+
+
 # --- folders and special files --------------------------------------------------------------------
 
 
