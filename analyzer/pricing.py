@@ -9,9 +9,11 @@ once per distinct model name, not per span.
 **Cost of a model call** (`price_steps`), in USD::
 
     uncached = input_tokens - cached_input_tokens
-    cost = (uncached * input + cached_input_tokens * cached_input + output_tokens * output) / 1e6
+    cost = (uncached * input + cached_input_tokens * cached_input + output_tokens * output) * 1e-6
 
-``cached_input`` falls back to ``input`` when the table gives none. Input tokens are taken to
+The product with 1e-6 (not a division by 1e6, which polars computes as that product for
+some frames and exactly for others) gives a call the same cost whatever steps are priced with
+it. ``cached_input`` falls back to ``input`` when the table gives none. Input tokens are taken to
 *include* cached tokens: the OTel GenAI conventions say ``gen_ai.usage.input_tokens`` "SHOULD
 include all types of input tokens, including cached tokens" and that
 ``gen_ai.usage.cache_read.input_tokens`` is included in it (CONVENTIONS.md section 1); OpenAI's
@@ -411,7 +413,7 @@ def price_steps(steps: pl.DataFrame, prices: PriceTable | None = None) -> pl.Dat
         uncached * pl.col("_p_in")
         + cached * pl.coalesce("_p_cached", "_p_in")
         + output * pl.col("_p_out")
-    ) / TOKENS_PER_UNIT
+    ) * (1 / TOKENS_PER_UNIT)
     has_usage = pl.col("input_tokens").is_not_null() | pl.col("output_tokens").is_not_null()
     failed = pl.col("status") == "error"
     return out.with_columns(

@@ -237,6 +237,21 @@ def test_price_steps_hand_computed():
     assert out.select(list(_STEP_SCHEMA)).equals(_steps())
 
 
+def test_a_call_costs_the_same_bits_priced_alone_or_with_other_calls():
+    # polars divides a column by a number as a product with its inverse for some frames and
+    # exactly for others (45 / 1e6 is 4.5e-05 alone, 4.4999999999999996e-05 among others): a
+    # partition holding one call must not price it otherwise than the whole input does
+    steps = pl.concat([_steps()] * 40).with_columns(
+        input_tokens=pl.int_range(0, 440, dtype=pl.Int64) * 7 + 3,
+        output_tokens=pl.int_range(0, 440, dtype=pl.Int64) * 13 % 997,
+    )
+    table = prices_from_mapping(TABLE)
+    together = price_steps(steps, table).get_column("cost_usd").to_list()
+    alone = [price_steps(steps.slice(i, 1), table).get_column("cost_usd")[0] for i in range(440)]
+    assert alone == together
+    assert sum(c is not None for c in together) > 200
+
+
 def test_price_runs_null_when_any_call_is_unknown_and_zero_without_model_calls():
     steps = price_steps(_steps(), prices_from_mapping(TABLE))
     runs = pl.DataFrame({"run_id": ["r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9"]})
