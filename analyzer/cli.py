@@ -318,6 +318,8 @@ def _accounting_line(log, skipped: list[str]) -> str:
         )
     if log.orphans:
         parts.append(f"{log.orphans:,} orphan spans (parent missing) treated as roots")
+    if log.outside_runs:
+        parts.append(f"{log.outside_runs:,} spans in no run (no agent holds them)")
     if log.warnings:
         parts.append(f"{len(log.warnings):,} warnings (values cut, clock skew, parent cycles)")
     if skipped:

@@ -711,8 +711,10 @@ def _analyze_prebuilt_dataset(
     """`analyze_paths` of a dataset from its prebuilt runs: one unit per part."""
     from analyzer.ingest.dataset import load_manifest, read_dataset_log
     from analyzer.materialized import read_as_kept
+    from analyzer.prebuilt import spans_in_runs
 
     log = read_dataset_log(dataset)
+    outside_runs = log.spans_kept - spans_in_runs(parts)  # of them all, whatever the window
     # a part none of whose runs started in the window adds nothing: not read (nightly windows
     # of a dataset of many nights read that night's parts)
     parts = [p for p in parts if p.may_start_in(options.since_ns, options.until_ns)]
@@ -730,6 +732,7 @@ def _analyze_prebuilt_dataset(
         raise
     analysis = _merged(folder, outs, results, log, options, [])
     log.orphans = int(load_manifest(dataset).get("orphan_spans", 0))
+    log.outside_runs = outside_runs
     return analysis
 
 
@@ -889,6 +892,7 @@ class _IngestPart:
     orphans: int
     part: dict | None
     warnings: dict[str, list[QuarantineEntry]]
+    outside_runs: int = 0  # a report of the dataset counts them (`prebuilt.spans_in_runs`)
 
 
 def _ingest_spilled(

@@ -71,7 +71,7 @@ class PartialResult:
 
     ``counts`` maps each source file to (spans kept, duplicates dropped) in this partition;
     ``orphans`` counts kept spans whose parent is not in the partition (so in no file, since a
-    trace never straddles partitions).
+    trace never straddles partitions); ``outside_runs`` the kept spans in no run.
     """
 
     runs: pl.DataFrame
@@ -81,6 +81,7 @@ class PartialResult:
     errors: list[CheckError] = field(default_factory=list)
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)
     orphans: int = 0
+    outside_runs: int = 0
     warnings: dict[str, list[QuarantineEntry]] = field(default_factory=dict)
     unpriced: pl.DataFrame | None = None  # pricing.unpriced_models of the steps
     facts: SummaryFacts | None = None  # what a summary reads (analyzer.metrics.facts)
@@ -141,6 +142,7 @@ def partial_result(analysis: Analysis, case_class: str | None) -> PartialResult:
         errors=list(evaluation.errors) if evaluation is not None else [],
         counts={f.path: (f.spans_kept, f.duplicates) for f in log.files},
         orphans=log.orphans,
+        outside_runs=log.outside_runs,
         warnings={f.path: list(f.warnings) for f in log.files},
         unpriced=unpriced_models(analysis.runs.steps),
         facts=summary_facts(analysis, case_class) if case_class is not None else None,
@@ -258,7 +260,8 @@ def merge_partials(
 
     The partials' per-run tables are emptied as they are merged (memory).
     `log` holds the per-file read counts and quarantine of the whole input (as the readers left
-    them); the kept and duplicate counts, orphans and runs are filled in from the partials.
+    them); the kept and duplicate counts, orphans, spans in no run and runs are filled in from
+    the partials.
     `spill`, when given, holds the per-run tables (runs, steps, findings, coverage) instead:
     the findings are loaded now, the others read from it as used. The partials' facts, when
     they all have them, are merged into the Analysis's.
@@ -334,9 +337,10 @@ def _take_by_run(partials: list[PartialResult], name: str) -> pl.DataFrame | Non
 
 def fill_log(log: IngestLog, partials: Sequence[Any], runs: int) -> None:
     """Fill in `log` (read counts and quarantine as the readers left them) from what the
-    partitions give (`PartialResult`, or anything with its ``counts``, ``warnings`` and
-    ``orphans``): each file's kept and duplicate spans and warnings (in an order, and with
-    counts, that do not depend on the partitions: `merge_warnings`), the orphans, and `runs`."""
+    partitions give (`PartialResult`, or anything with its ``counts``, ``warnings``,
+    ``orphans`` and ``outside_runs``): each file's kept and duplicate spans and warnings (in an
+    order, and with counts, that do not depend on the partitions: `merge_warnings`), the
+    orphans, the spans in no run, and `runs`."""
     kept: dict[str, int] = {}
     dups: dict[str, int] = {}
     warnings: dict[str, list[QuarantineEntry]] = {}
@@ -353,6 +357,7 @@ def fill_log(log: IngestLog, partials: Sequence[Any], runs: int) -> None:
         file_log.duplicates = dups.get(file_log.path, 0)
         file_log.warnings.extend(merge_warnings(warnings.get(file_log.path, [])))
     log.orphans = sum(p.orphans for p in partials)
+    log.outside_runs = sum(p.outside_runs for p in partials)
     log.runs = runs
 
 

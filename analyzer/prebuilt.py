@@ -37,6 +37,7 @@ __all__ = [
     "prebuilt_dataset",
     "prebuilt_parts",
     "read_prebuilt",
+    "spans_in_runs",
     "write_prebuilt",
 ]
 
@@ -170,6 +171,22 @@ def read_prebuilt(part: PrebuiltPart) -> tuple[RunSet, RetryScan]:
         runset = RunSet(**{t: of_runs(frames[t], keep) for t in _RUNSET_TABLES})
         retries = retries.restrict(keep)
     return runset, retries
+
+
+def spans_in_runs(parts: Sequence[PrebuiltPart]) -> int:
+    """The kept spans that the runs of `parts` hold, each counted once (in the part its trace
+    is taken from)."""
+    total = 0
+    for part in parts:
+        path = Path(part.folder) / "span_runs.parquet"
+        rows = pl.scan_parquet(path)
+        if part.superseded:
+            rows = rows.filter(~pl.col("trace_id").is_in(sorted(part.superseded)))
+        try:
+            total += rows.select(pl.len()).collect().item()
+        except (OSError, pl.exceptions.PolarsError) as err:
+            raise InputError(f"{path}: unreadable prebuilt runs: {err}") from err
+    return total
 
 
 def of_runs(frame: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:

@@ -154,7 +154,8 @@ def build_runs(
     `span_rows`: the row of `spans` of each normalized row, when `spans` are in another order
     (a partition's spans as read, duplicates included: `analyzer.engine`).
     `log`: where each file's reading notes go (spans merged into the call they repeat, spans
-    with a model, usage or content that no convention recognised)."""
+    with a model, usage or content that no convention recognised), and the count of spans in
+    no run (``outside_runs``)."""
     if span_rows is not None and run_key is not None:  # the run key is read from every span
         from analyzer.ingest.reader import gather
 
@@ -178,6 +179,8 @@ def build_runs(
     ).to_series()
     if not in_run.all():  # else no copy: most inputs are runs only
         frame = frame.filter(in_run)
+    if log is not None:
+        log.outside_runs += in_run.len() - frame.height
     steps = _steps(frame)
     sources = _sources(frame, steps)
     runs = _runs(frame, steps, sources, spans, case_key, span_rows)

@@ -54,7 +54,7 @@ _LOG, _VALUE, _PART = "_agenttrace_log", "_agenttrace_value", "_agenttrace_part"
 #: report.html shows).
 _FRAMES = ("runs", "steps", "findings", "coverage", "unpriced", "messages")
 #: The other fields of a partial result sent back, pickled.
-_META = ("errors", "counts", "orphans", "warnings")
+_META = ("errors", "counts", "orphans", "outside_runs", "warnings")
 #: Spans per Arrow batch handed from a reader to Spark.
 _BATCH_ROWS = 4096
 #: Rows of a result frame per Arrow IPC piece sent back to the driver.

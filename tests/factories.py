@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -101,3 +103,72 @@ def robust_lines(stream, log):
     batch = builder.flush()
     if batch is not None:
         yield batch
+
+
+# --- spans in no run ---------------------------------------------------------------------------
+
+#: tests/data/real_corpus files with spans in no run: 2 one-span traces of embeddings (its
+#: NOTES.md), and a root span above three top-level agent spans (3 runs, the root in none)
+REAL_NO_RUN = tuple(
+    Path(__file__).parent / "data" / "real_corpus" / name
+    for name in (
+        "Arize-ai__openinference__all-spans.json",
+        "langfuse__pydantic-ai-tools-2025-12-04.trace.json",
+    )
+)
+WEB, LATE = "1" * 32, "2" * 32
+SID = {name: name.rjust(16, "0") for name in ("a1", "a2", "b1", "b2", "b3")}
+
+
+def _request(*spans: dict) -> str:
+    resource = {"attributes": [otlp_attr("service.name", "web")]}
+    return json.dumps(
+        {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": list(spans)}]}]}
+    )
+
+
+def no_run_files(folder: Path) -> tuple[Path, Path]:
+    """first.jsonl: a web request of 2 spans (no run), and the root of trace LATE alone;
+    second.jsonl: LATE's agent and its model call, under that root (LATE is then one run)."""
+    first, second = folder / "first.jsonl", folder / "second.jsonl"
+    first.write_text(
+        _request(
+            otlp_span(WEB, SID["a1"], "", "GET /", 0, 50, {"http.method": "GET"}),
+            otlp_span(
+                WEB,
+                SID["a2"],
+                SID["a1"],
+                "SELECT",
+                10,
+                20,
+                {"db.system": "postgresql"},
+            ),
+            otlp_span(LATE, SID["b1"], "", "POST /review", 100, 300, {"http.method": "POST"}),
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "reviewer"}
+    chat = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "gpt-4o",
+        "gen_ai.usage.input_tokens": 10,
+        "gen_ai.usage.output_tokens": 2,
+    }
+    second.write_text(
+        _request(
+            otlp_span(
+                LATE,
+                SID["b2"],
+                SID["b1"],
+                "invoke_agent reviewer",
+                110,
+                290,
+                agent,
+            ),
+            otlp_span(LATE, SID["b3"], SID["b2"], "chat gpt-4o", 120, 280, chat),
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    return first, second

@@ -11,6 +11,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
+from factories import REAL_NO_RUN, no_run_files
 from split_dumps import assert_same_analysis, generate, span_count, split_dump
 
 from analyzer import engine, partition
@@ -813,3 +814,56 @@ def test_a_report_of_a_dataset_shows_the_prompt_messages_of_the_traces(tmp_path:
         shown = _page_messages(page.output)
         assert sorted(shown["content"]) == sorted(expected["content"]), extra
         assert sorted(shown["role"]) == sorted(expected["role"])
+
+
+# --- spans in no run ----------------------------------------------------------------------------
+
+
+def test_spans_in_no_run_are_counted_alike_on_every_path(tmp_path: Path) -> None:
+    first, second = no_run_files(tmp_path)
+    inputs = [first, second, *REAL_NO_RUN]
+    packs = [load_default_pack()]
+    reference = analyze_paths(inputs, partitions=0, packs=packs)
+    log = reference.ingested.log
+    # 2 web spans + 2 embeddings + 1 root above the agents; LATE's root is in its run
+    assert (log.outside_runs, log.runs) == (5, 1 + 8 + 3)
+    assert build_summary(reference)["ingest"]["spans_outside_runs"] == 5
+    assert_same_analysis(reference, analyze_paths(inputs, partitions=3, jobs=2, packs=packs))
+    dataset = tmp_path / "ds"
+    ingest_partitioned(inputs, dataset, tool_version="t", jobs=1, partitions=2)
+    assert_same_analysis(reference, analyze_paths([dataset], jobs=1, packs=packs))  # prebuilt
+    assert_same_analysis(reference, analyze_paths([dataset], partitions=0, packs=packs))
+    # a time window selects runs, not the spans read: the count stays
+    late = {"since_ns": 2_000_000_000_000_000_000}
+    for result in (analyze_paths(inputs, **late), analyze_paths([dataset], jobs=1, **late)):
+        assert (result.ingested.log.outside_runs, result.ingested.log.runs) == (5, 0)
+
+
+def test_spans_in_no_run_of_a_dataset_follow_the_traces_later_ingests_complete(
+    tmp_path: Path,
+) -> None:
+    first, second = no_run_files(tmp_path)
+    dataset = tmp_path / "ds"
+    ingest_partitioned([first, *REAL_NO_RUN], dataset, tool_version="t", jobs=1, partitions=2)
+    assert analyze_paths([dataset], jobs=1).ingested.log.outside_runs == 2 + 1 + 2 + 1
+    ingest_partitioned([second], dataset, tool_version="t", jobs=1, partitions=2)
+    parts = json.loads((dataset / "agenttrace-dataset.json").read_text())["parts"]
+    assert sum(p["runs"]["supersedes"] for p in parts) == 1  # LATE, rebuilt whole
+    packs = [load_default_pack()]
+    result = analyze_paths([dataset], jobs=1, packs=packs)
+    assert result.ingested.log.outside_runs == 5
+    assert_same_analysis(analyze_paths([first, second, *REAL_NO_RUN], packs=packs), result)
+
+
+def test_spans_in_no_run_are_said_in_the_table_and_markdown_only_when_there_are_some(
+    tmp_path: Path,
+) -> None:
+    said = "no run   5 kept spans belong to no run: no agent, model or tool span in their trace"
+    inputs = [str(p) for p in (*no_run_files(tmp_path), *REAL_NO_RUN)]
+    table = CliRunner().invoke(main, ["report", *inputs])
+    assert table.exit_code == 0, table.output
+    assert said in table.output
+    markdown = CliRunner().invoke(main, ["report", *inputs, "--format", "markdown"])
+    assert "- in no run: 5 kept spans (no agent, model or tool span" in markdown.output
+    samples = CliRunner().invoke(main, ["report", str(SAMPLES)])
+    assert samples.exit_code == 0 and "no run " not in samples.output

@@ -716,4 +716,6 @@ def test_trials_tails_coverage_and_accounting(kyc_labelled):
     assert [r[0] for r in kinds] == [k["kind"] for k in summary["metrics"]["kind_rates"]]
     runs = summary["runs"]
     assert f"Orphan spans (parent missing) {summary['ingest']['orphan_spans']}" in text
+    outside = summary["ingest"]["spans_outside_runs"]
+    assert f"Spans in no run (no agent holds them) {outside}" in text
     assert f"Input tokens {runs['input_tokens']:,}" in text

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("pyspark")
 
+from factories import REAL_NO_RUN, no_run_files
 from split_dumps import assert_same_analysis, generate, split_dump
 
 from analyzer.cli import main
@@ -83,6 +84,15 @@ def test_samples_equal_in_process(spark) -> None:
     no_answer = runs.filter(~runs["has_answer"])["trace_id"].to_list()
     assert no_answer == ["ae064840adad5d190ef6e3f71cf44b53"]  # KYC-2026-0013
     assert set(result.evaluation.findings["rule_id"]) >= {"kyc-required-checks"}
+
+
+def test_spans_in_no_run_are_counted_as_in_process(spark, tmp_path: Path) -> None:
+    inputs = [*no_run_files(tmp_path), *REAL_NO_RUN]
+    packs = [load_default_pack()]
+    reference = analyze_paths(inputs, packs=packs)
+    result = analyze_spark(inputs, spark=spark, packs=packs, buckets=2)
+    assert_same_analysis(reference, result)
+    assert result.ingested.log.outside_runs == 5  # tests/test_engine.py counts them by hand
 
 
 def test_generated_set_equals_in_process(spark, generated: dict) -> None:

@@ -171,6 +171,9 @@ class IngestLog:
 
     files: list[FileLog] = field(default_factory=list)
     orphans: int = 0  # kept spans whose parent is in no file of the batch
+    #: kept spans in no run: their trace (or run-key group) holds no agent, model or tool span,
+    #: or they sit above the several top-level agent spans that make its runs
+    outside_runs: int = 0
     runs: int = 0
 
     records = _total("records")
@@ -197,6 +200,7 @@ class IngestLog:
             "spans_quarantined": self.spans_quarantined,
             "records_quarantined": self.records_quarantined,
             "orphan_spans": self.orphans,
+            "spans_outside_runs": self.outside_runs,
             "runs": self.runs,
             "quarantine": [q.as_dict() for q in self.quarantine],
             "warnings": [w.as_dict() for w in self.warnings],

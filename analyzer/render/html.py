@@ -920,6 +920,7 @@ def _accounting(summary: Mapping[str, Any]) -> str:
         ("Spans quarantined", _num(ing.get("spans_quarantined"))),
         ("Records quarantined", _num(ing.get("records_quarantined"))),
         ("Orphan spans (parent missing)", _num(ing.get("orphan_spans"))),
+        ("Spans in no run (no agent holds them)", _num(ing.get("spans_outside_runs"))),
         ("Runs", _num(ing.get("runs", runs.get("count")))),
         ("Runs with content recorded", _num(runs.get("with_content"))),
         ("Model calls", _num(runs.get("model_calls"))),

@@ -53,6 +53,11 @@ def markdown_summary(summary: dict[str, Any], bad_runs=None, *, limit: int | Non
         f"- read: {ing['files']:,} files, {ing['spans_read']:,} spans; kept "
         f"{ing['spans_kept']:,} ({ing['duplicate_spans']:,} duplicates dropped)",
     ]
+    if ing.get("spans_outside_runs"):
+        lines.append(
+            f"- in no run: {ing['spans_outside_runs']:,} kept spans (no agent, model or tool "
+            "span in their trace, or above its agents)"
+        )
     if ing["spans_quarantined"] or ing["records_quarantined"]:
         lines.append(
             f"- **quarantined**: {ing['records_quarantined']:,} records, "

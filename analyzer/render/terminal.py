@@ -46,6 +46,11 @@ def _plain_lines(summary: dict[str, Any]) -> list[str]:
         f"kept     {ing['spans_kept']:,} spans; {ing['duplicate_spans']:,} duplicates dropped; "
         f"{ing['orphan_spans']:,} orphans",
     ]
+    if ing.get("spans_outside_runs"):
+        lines.append(
+            f"no run   {ing['spans_outside_runs']:,} kept spans belong to no run: no agent, model "
+            "or tool span in their trace, or above its agents"
+        )
     if ing["spans_quarantined"] or ing["records_quarantined"]:
         lines.append(
             f"QUARANTINED {ing['spans_quarantined']:,} spans and {ing['records_quarantined']:,} "
