@@ -711,10 +711,8 @@ def _analyze_prebuilt_dataset(
     """`analyze_paths` of a dataset from its prebuilt runs: one unit per part."""
     from analyzer.ingest.dataset import load_manifest, read_dataset_log
     from analyzer.materialized import read_as_kept
-    from analyzer.prebuilt import spans_in_runs
 
     log = read_dataset_log(dataset)
-    outside_runs = log.spans_kept - spans_in_runs(parts)  # of them all, whatever the window
     # a part none of whose runs started in the window adds nothing: not read (nightly windows
     # of a dataset of many nights read that night's parts)
     parts = [p for p in parts if p.may_start_in(options.since_ns, options.until_ns)]
@@ -731,8 +729,9 @@ def _analyze_prebuilt_dataset(
         shutil.rmtree(folder, ignore_errors=True)
         raise
     analysis = _merged(folder, outs, results, log, options, [])
-    log.orphans = int(load_manifest(dataset).get("orphan_spans", 0))
-    log.outside_runs = outside_runs
+    manifest = load_manifest(dataset)
+    log.orphans = int(manifest.get("orphan_spans", 0))
+    log.outside_runs = int(manifest["spans_outside_runs"])  # counted at ingest: `prebuilt_dataset`
     return analysis
 
 
@@ -892,7 +891,7 @@ class _IngestPart:
     orphans: int
     part: dict | None
     warnings: dict[str, list[QuarantineEntry]]
-    outside_runs: int = 0  # a report of the dataset counts them (`prebuilt.spans_in_runs`)
+    outside_runs: int = 0  # counted over the whole dataset once its parts are in
 
 
 def _ingest_spilled(
@@ -998,6 +997,7 @@ def ingest_partitioned(
         next_part_index,
         write_manifest,
     )
+    from analyzer.prebuilt import prebuilt_parts, spans_in_runs
 
     options = None
     if packs:
@@ -1050,7 +1050,18 @@ def ingest_partitioned(
         fill_log(log, results, 0)
         new_parts = [r.part for r in results if r.part is not None]
         commit_parts(staging, out)
-        write_manifest(out, manifest, new_parts, log, log.orphans, tool_version=tool_version)
+        parts = old_parts + new_parts
+        built = prebuilt_parts(out, {"parts": parts})
+        outside = None if built is None else sum(p["spans"] for p in parts) - spans_in_runs(built)
+        write_manifest(
+            out,
+            manifest,
+            new_parts,
+            log,
+            log.orphans,
+            tool_version=tool_version,
+            outside_runs=outside,
+        )
         shutil.rmtree(staging, ignore_errors=True)
     return Ingested(spans=empty_table(SPAN_SCHEMA), log=log, skipped=[str(p) for p in skipped])
 

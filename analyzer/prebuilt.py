@@ -12,7 +12,9 @@ A part holds whole traces of one ingest. When a later ingest adds spans to a tra
 the dataset, the new part's runs are rebuilt from all the trace's spans (old and new) and the
 part *supersedes* that trace: a report takes every trace's runs from the last part that has
 them. Prebuilt runs are used only when every part has them and they were written by this
-version of agenttrace; otherwise the spans are analyzed again, with the same result.
+version of agenttrace, and the manifest records the dataset's spans in no run (counted over
+every part at ingest: a report reads no part outside its window); otherwise the spans are
+analyzed again, with the same result.
 """
 
 from __future__ import annotations
@@ -123,7 +125,10 @@ def prebuilt_dataset(paths: Sequence[str | Path]) -> list[PrebuiltPart] | None:
     if len(paths) != 1 or not (Path(paths[0]) / DATASET_MANIFEST).is_file():
         return None
     folder = Path(paths[0])
-    return prebuilt_parts(folder, load_manifest(folder))
+    manifest = load_manifest(folder)
+    if "spans_outside_runs" not in manifest:  # written before they were counted at ingest
+        return None
+    return prebuilt_parts(folder, manifest)
 
 
 def prebuilt_parts(folder: Path, manifest: dict) -> list[PrebuiltPart] | None:
@@ -175,7 +180,7 @@ def read_prebuilt(part: PrebuiltPart) -> tuple[RunSet, RetryScan]:
 
 def spans_in_runs(parts: Sequence[PrebuiltPart]) -> int:
     """The kept spans that the runs of `parts` hold, each counted once (in the part its trace
-    is taken from)."""
+    is taken from); an ingest records the others in the manifest (``spans_outside_runs``)."""
     total = 0
     for part in parts:
         path = Path(part.folder) / "span_runs.parquet"

@@ -10,9 +10,10 @@ mutated, or its compressed bytes). What must hold:
 - ``report``: the command ends with exit code 0, 1 or 2 (never 3, an internal error), its JSON
   is whole and the accounting balances (spans read = kept + quarantined + duplicates);
 - ``paths`` (with ``--mode paths``): a few mutated files ingested into a dataset in two
-  ingests, the dataset's report, the files' report and their report in three partitions on two
-  workers give the same summary (the dataset's accounting apart, which tells it from the
-  files; the partitioned report's is the files' one, warnings included).
+  ingests, the dataset's report, the files' report and their report in 3 or 8 partitions on
+  two workers give the same summary (the dataset's accounting apart, which tells it from the
+  files, but for its spans kept, orphans, spans in no run and runs; the partitioned report's
+  is the files' one, warnings included).
 
 A case that breaks a rule is kept (``--keep``) with the command line that shows it::
 
@@ -171,7 +172,8 @@ def paths_case(folder: Path, draw: random.Random, invoke) -> str | None:
     """Mutated files through a dataset, in memory and partitioned: the rule broken, or None."""
     files = [str(mutated_file(folder, f"in{i}", draw)) for i in range(draw.randrange(2, 5))]
     rules = ["--rules", str(ROOT / "rules" / f"{draw.choice(PACKS[:3])}.yaml")]
-    partitioned = ["--partitions", "3", "-j", "2", *rules]
+    # many partitions for few runs: some hold one run, or one call
+    partitioned = ["--partitions", str(draw.choice((3, 8))), "-j", "2", *rules]
     dataset = str(folder / "ds")
     half = draw.randrange(1, len(files))
     runs = {
@@ -193,6 +195,11 @@ def paths_case(folder: Path, draw: random.Random, invoke) -> str | None:
         return f"some reports fail, others not: { {n: r.exit_code for n, r in results.items()} }"
     if summaries and summaries["partitioned"] != summaries["files"]:
         return "the partitioned report differs from the files' one (ingest included)"
+    if summaries:
+        same = ("spans_kept", "orphan_spans", "spans_outside_runs", "runs")
+        ingests = [{k: summaries[n]["ingest"][k] for k in same} for n in ("dataset", "files")]
+        if ingests[0] != ingests[1]:
+            return f"the dataset's spans and runs differ from the files': {ingests}"
     for summary in summaries.values():
         summary.pop("ingest")  # the dataset's accounting tells it from the files
     differ = {n for n, s in summaries.items() if s != summaries.get("files")}

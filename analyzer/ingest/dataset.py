@@ -125,10 +125,13 @@ def write_manifest(
     orphans: int,
     *,
     tool_version: str,
+    outside_runs: int | None = None,
 ) -> Path:
     """Write the manifest (and quarantine.jsonl) of `out` after new parts were added; last,
     so that a crash before it leaves the dataset as it was. Each is written under a temporary
-    name, made durable and renamed over its own: the manifest's rename commits the ingest."""
+    name, made durable and renamed over its own: the manifest's rename commits the ingest.
+    `outside_runs`: the dataset's kept spans in no run of its prebuilt runs (None: not every
+    part has prebuilt runs, and a report reads the spans)."""
     parts = (list(manifest.get("parts", [])) if manifest else []) + new_parts
     if not parts:  # an ingest that found no span still leaves a readable dataset
         parts = [write_part(empty_table(SPAN_SCHEMA), out, "part-00000.parquet")]
@@ -144,6 +147,8 @@ def write_manifest(
         "orphan_spans": orphans,
         "files": files,
     }
+    if outside_runs is not None:
+        document["spans_outside_runs"] = outside_runs
     _write_quarantine(out, files)
     path = out / DATASET_MANIFEST
     with _replacing(path) as tmp:
