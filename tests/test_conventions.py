@@ -1803,6 +1803,25 @@ def test_normalize_arguments_and_unwrap():
     assert ct.normalize_arguments('{"input": "text"}', langsmith=True) == '{"input": "text"}'
 
 
+def test_openllmetry_langchain_tool_input_is_read_as_its_arguments():
+    def start(**fields) -> str:  # on_tool_start's record, as OpenLLMetry writes it
+        meta = {"tags": ["seq:step:1"], "metadata": {"langgraph_node": "tools"}}
+        return json.dumps({"input_str": "{}", **meta, **fields, "kwargs": {"tool_call_id": "t1"}})
+
+    assert ct.normalize_arguments(start(inputs={"device": "R1"})) == '{"device":"R1"}'
+    assert ct.normalize_arguments(start(inputs={})) == "{}"
+    # before `inputs` was recorded: the input string (a JSON string literal decoded once)
+    assert ct.normalize_arguments(start(input_str='"{\\"device\\": \\"R2\\"}"')) == (
+        '{"device": "R2"}'
+    )
+    assert ct.normalize_arguments(start(input_str="R3")) == "R3"
+    # near misses: a tool whose own arguments hold some of these keys is left as recorded
+    own = '{"input_str": "x", "kwargs": {"a": 1}}'
+    assert ct.normalize_arguments(own) == own
+    extra = json.loads(start(inputs={"a": 1})) | {"other": 1}
+    assert ct.normalize_arguments(json.dumps(extra)) == json.dumps(extra)
+
+
 def test_tool_definitions_from_every_shape_sorted_by_name():
     defs = ct.parse_tool_definitions(
         [
@@ -2315,3 +2334,49 @@ def test_event_style_spans_carry_their_call_key():
         span("backend.openai.chat.start", {"openinference.span.kind": "LLM"}),
     )
     assert plain["event_call"] is None and unnumbered["event_call"] is None
+
+
+def test_openllmetry_unknown_model_is_no_model_and_langchain_names_it_on_model_calls():
+    ls = "traceloop.association.properties.ls_model_name"
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 5}
+    unknown = {"gen_ai.request.model": "unknown", "gen_ai.response.model": "unknown"}
+    named, bare, recorded, web, tool = rows(
+        span("ChatLiteLLM.chat", {**chat, **unknown, ls: "anthropic/claude-opus-4-5"}),
+        span("ChatLiteLLM.chat", {**chat, **unknown}),
+        span("ChatOpenAI.chat", {**chat, "gen_ai.request.model": "gpt-4o", ls: "gpt-4o-mini"}),
+        # LangChain's metadata rides on every span started inside the call: read on model
+        # calls only, or an HTTP client span would be a span with a model no convention reads
+        span("POST /v1/messages", {"http.request.method": "POST", ls: "anthropic/claude"}),
+        # "unknown" is a placeholder of the model keys only: a tool may be named so
+        span(
+            "execute_tool", {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "unknown"}
+        ),
+    )
+    assert [r["model"] for r in (named, bare, recorded, web)] == [
+        "anthropic/claude-opus-4-5",
+        None,
+        "gpt-4o",
+        None,
+    ]
+    assert (named["role"], web["role"]) == ("model_call", "other")
+    assert (tool["role"], tool["tool_name"]) == ("tool_call", "unknown")
+
+
+def test_ioa_observe_attributes_are_read_as_the_traceloop_ones_they_fork():
+    agent, task = rows(
+        span(
+            "supervisor.run.agent",
+            {"ioa_observe.span.kind": "agent", "ioa_observe.entity.name": "supervisor.run"},
+        ),
+        span("supervisor.plan.task", {"ioa_observe.span.kind": "task"}),
+    )
+    assert (agent["role"], agent["agent_name"], agent["convention"]) == (
+        "agent",
+        "supervisor.run",
+        "openllmetry",
+    )
+    assert task["role"] == "other"
+    # under --redact the names stay in clear, as Traceloop's do
+    from analyzer.conventions import semconv as sc
+
+    assert {"ioa_observe.span.kind", "ioa_observe.entity.name"} <= sc.REDACT_KEPT_KEYS

@@ -128,6 +128,37 @@ def test_cloudwatch_records_keep_the_failed_tool_and_the_agentcore_resource():
     assert runset.runs["service_name"].to_list() == ["agent.DEFAULT", "agent.DEFAULT"]
 
 
+def test_an_openllmetry_fork_names_its_model_agent_and_tool_arguments_as_read_by_hand():
+    # AGNTCY ioa-observe (NOTES.md): the model only in LangChain's metadata, the agents under
+    # the fork's own prefix, the tool arguments inside OpenLLMetry's record of on_tool_start
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    path = CORPUS / "ponchotitlan__packet-panic-agntcy__get-inventory.json"
+    ingested = read_traces([path])
+    runset = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents)
+    run = runset.runs.row(0, named=True)
+    assert (run["agent"], run["models"]) == (
+        "supervisor_agent.execute_agent_with_llm",
+        ["anthropic/claude-opus-4-5-20251101"],
+    )
+    tools = runset.steps.filter(runset.steps["kind"] == "tool_call")
+    assert tools.select("tool_name", "executed").rows() == [
+        ("query_detector", False),  # sent to the detector over A2A by the supervisor's code
+        ("pyats_list_devices", True),
+    ]
+    assert list(json.loads(tools["arguments"][0])) == ["instruction"]
+    assert tools["arguments"][1] == "{}"
+    report = CliRunner().invoke(main, ["report", str(path), "--format", "json"])
+    summary = json.loads(report.stdout)
+    # 9144 in x $5 + 780 out x $25 per million (rules/prices.yaml)
+    assert summary["metrics"]["cost"]["total_usd"] == 0.06522
+    by_rule = {r["rule_id"]: r for r in summary["findings"]["by_rule"]}
+    # no argument invented: the tool call id of LangChain's record is not an argument
+    assert (by_rule["grounded-ids"]["runs_checked"], by_rule["grounded-ids"]["findings"]) == (1, 0)
+
+
 def test_the_summary_does_not_depend_on_the_partitions():
     # each partition counts the spans it merged (one per trace here, 3 traces): the report
     # in 3 partitions on 2 processes adds them up into the one warning the report in memory

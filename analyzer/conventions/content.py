@@ -107,6 +107,8 @@ def normalize_arguments(text: str, langsmith: bool = False) -> str:
 
     - a JSON string literal holding the arguments (double encoding) is unwrapped once;
     - OpenLLMetry/smolagents ``{"args": [], "kwargs": {...}}`` becomes the kwargs object;
+    - OpenLLMetry's LangChain tool input ``{"input_str": ..., "tags": ..., "metadata": ...,
+      "inputs": {...}, "kwargs": ...}`` becomes ``inputs`` (else ``input_str``);
     - LangSmith tool runs ``{"input": {...}}`` (raw run inputs) become the inner object.
     """
     out = unwrap_json_string(text)
@@ -117,6 +119,12 @@ def normalize_arguments(text: str, langsmith: bool = False) -> str:
             args, kwargs = value.get("args"), value.get("kwargs")
             if not args and isinstance(kwargs, dict):
                 return to_text(kwargs) or out
+        if sc.LANGCHAIN_TOOL_START_KEYS <= keys <= sc.LANGCHAIN_TOOL_START_KEYS | {"inputs"}:
+            inputs, text = value.get("inputs"), value["input_str"]
+            if isinstance(inputs, dict):
+                return to_text(inputs) or out
+            if isinstance(text, str):
+                return unwrap_json_string(text)
         if langsmith and keys == {"input"} and isinstance(value["input"], dict):
             return to_text(value["input"]) or out
     return out

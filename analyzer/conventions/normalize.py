@@ -49,9 +49,11 @@ _PREFIX_ORDER = sorted(sc.PREFIX_FAMILIES, key=len, reverse=True)
 
 
 def _key_code(key: str | None) -> int | None:
-    """Code of an attribute key: its index among exact keys, a family code, or None (ignored)."""
+    """Code of an attribute key: its index among exact keys (an alias's: its key's, see
+    `semconv.KEY_ALIASES`), a family code, or None (ignored)."""
     if key is None:
         return None
+    key = sc.KEY_ALIASES.get(key, key)
     if key in _EXACT_CODE:
         return _EXACT_CODE[key]
     for prefix in _PREFIX_ORDER:
@@ -165,9 +167,9 @@ def _pivot(col: pa.ChunkedArray, n: int) -> tuple[dict[str, pl.Series], pl.DataF
                 column = pl.repeat(None, n, dtype=dtype, eager=True).alias(name)
             # a key recorded twice in one span: the last value wins
             columns[name] = scatter(column, rows, _group_value(group, numeric))
-    for key in sc.PLACEHOLDER_KEYS & set(columns):
+    for key in sc.PLACEHOLDERS.keys() & set(columns):
         text = columns[key]
-        columns[key] = text.set(text.is_in(list(sc.PLACEHOLDERS)).fill_null(False), None)
+        columns[key] = text.set(text.is_in(list(sc.PLACEHOLDERS[key])).fill_null(False), None)
     if families:
         prefixed = pl.concat(families).sort("row", maintain_order=True)
     else:
@@ -576,6 +578,7 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         c.first(sc.MODEL_KEYS),
         pl.when(conv == sc.PYDANTIC_AI).then(c.t(sc.PYDANTIC_MODEL_NAME)),
         c.t(sc.LANGFUSE_MODEL),
+        pl.when(role == sc.MODEL_CALL).then(c.t(sc.TRACELOOP_LS_MODEL_NAME)),
     )
     return df.with_columns(
         status.alias("status"),

@@ -203,6 +203,24 @@ TRACELOOP_SESSION_ID = "traceloop.association.properties.session_id"
 TRACELOOP_PROMPT_KEY = "traceloop.prompt.key"
 TRACELOOP_PROMPT_VERSION = "traceloop.prompt.version"
 TRACELOOP_PROMPT_TEMPLATE = "traceloop.prompt.template"
+#: LangChain's run metadata, as the LangChain callback copies it onto the spans of the call: the
+#: model where the callback recorded none (read on model calls only: every span started inside
+#: the call carries it, an HTTP client's too)
+TRACELOOP_LS_MODEL_NAME = "traceloop.association.properties.ls_model_name"
+#: Forks of the Traceloop SDK that write its attributes under a prefix of their own, read as
+#: Traceloop's: AGNTCY's ioa-observe (tracer ``ioa.observe.tracer``).
+KEY_ALIASES = {
+    "ioa_observe." + key.removeprefix("traceloop."): key
+    for key in (
+        TRACELOOP_SPAN_KIND,
+        TRACELOOP_ENTITY_NAME,
+        TRACELOOP_ENTITY_VERSION,
+        TRACELOOP_ENTITY_INPUT,
+        TRACELOOP_ENTITY_OUTPUT,
+        TRACELOOP_SESSION_ID,
+        TRACELOOP_LS_MODEL_NAME,
+    )
+}
 LLM_REQUEST_TYPE = "llm.request.type"
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS_OLD = (
     "gen_ai.usage.cache_read_input_tokens"  # underscore form, < 0.5
@@ -464,17 +482,28 @@ LANGFUSE_COST_TOTAL_PATH = "$.total"
 TEMPERATURE_PATH = "$.temperature"  # inside llm.invocation_parameters / model parameters
 
 # -------------------------------------------------------------------------------------------------
-# Values that mean "not recorded": ADK placeholders (Python tracing.py; Go ADK elides content).
-# Read as null for these keys only (a real tool may well return "N/A"); empty strings are null
-# for every key.
+# Values that mean "not recorded", per key: ADK placeholders (Python tracing.py; Go ADK elides
+# content), and the model OpenLLMetry's LangChain callback names when LangChain gave none
+# (span_utils.set_request_params). Read as null for these keys only (a real tool may well
+# return "N/A"); empty strings are null for every key.
 # -------------------------------------------------------------------------------------------------
-PLACEHOLDERS = ("<not specified>", "N/A", "<elided>")
-PLACEHOLDER_KEYS = frozenset((ADK_TOOL_CALL_ARGS, ADK_TOOL_RESPONSE, GEN_AI_TOOL_CALL_ID))
+_ADK_PLACEHOLDERS = ("<not specified>", "N/A", "<elided>")
+PLACEHOLDERS = {
+    ADK_TOOL_CALL_ARGS: _ADK_PLACEHOLDERS,
+    ADK_TOOL_RESPONSE: _ADK_PLACEHOLDERS,
+    GEN_AI_TOOL_CALL_ID: _ADK_PLACEHOLDERS,
+    GEN_AI_REQUEST_MODEL: ("unknown",),
+    GEN_AI_RESPONSE_MODEL: ("unknown",),
+}
 
 # -------------------------------------------------------------------------------------------------
 # Message content formats (values inside content JSON, not attribute names).
 # GenAI parts schema: semantic-conventions docs/gen-ai/gen-ai-{input,output}-messages.json (v1.37+).
 # -------------------------------------------------------------------------------------------------
+#: The keys of what OpenLLMetry's LangChain callback records as a tool's input (its
+#: ``on_tool_start`` arguments, JSON-encoded; ``inputs``, the arguments as an object, from
+#: LangChain 0.2 on): the arguments are ``inputs``, else ``input_str``.
+LANGCHAIN_TOOL_START_KEYS = frozenset(("input_str", "tags", "metadata", "kwargs"))
 #: Roles as recorded -> canonical role (system | user | assistant | tool).
 ROLE_ALIASES = {
     "system": "system",
@@ -660,6 +689,7 @@ NAMING_KEYS = (
     TRACELOOP_ENTITY_NAME,
     TRACELOOP_ENTITY_VERSION,
     PYDANTIC_MODEL_NAME,
+    TRACELOOP_LS_MODEL_NAME,
     TOOL_CALL_FUNCTION_NAME,
     *MODEL_KEYS,
     *PROVIDER_KEYS,
@@ -737,6 +767,7 @@ REDACT_KEPT_KEYS = frozenset(
         TELEMETRY_SDK_VERSION,
         DEPLOYMENT_ENVIRONMENT,
         DEPLOYMENT_ENVIRONMENT_NAME,
+        *(alias for alias, key in KEY_ALIASES.items() if key in NAMING_KEYS),
     )
 )
 
