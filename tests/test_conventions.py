@@ -2380,3 +2380,26 @@ def test_ioa_observe_attributes_are_read_as_the_traceloop_ones_they_fork():
     from analyzer.conventions import semconv as sc
 
     assert {"ioa_observe.span.kind", "ioa_observe.entity.name"} <= sc.REDACT_KEPT_KEYS
+
+
+def test_openllmetry_langchain_tool_output_is_read_as_the_tool_message_content():
+    def end(content, **extra) -> str:  # on_tool_end's record, as OpenLLMetry writes it
+        message = {
+            "lc": 1,
+            "type": "constructor",
+            "id": ["langchain", "schema", "messages", "ToolMessage"],
+            "kwargs": {"content": content, "type": "tool", "tool_call_id": "t1", **extra},
+        }
+        return json.dumps({"output": message, "kwargs": {"color": "green"}})
+
+    assert ct.normalize_result(end("42 devices")) == "42 devices"
+    parts = [{"type": "text", "text": '{"status": "ok"}'}, {"type": "text", "text": "more"}]
+    assert ct.normalize_result(end(parts)) == '{"status": "ok"}\nmore'
+    assert ct.normalize_result(json.dumps(end("x"))) == "x"  # JSON-encoded once more
+    # near misses, kept as recorded: another message class, another key beside the output,
+    # an output that is no LangChain message, a message with no content
+    human = end("hi").replace('"ToolMessage"', '"HumanMessage"')
+    other = json.dumps(json.loads(end("x")) | {"extra": 1})
+    plain = json.dumps({"output": {"lc": "x", "kwargs": {"content": "y"}}})
+    for text in (human, other, plain, end(None)):
+        assert ct.normalize_result(text) == text

@@ -150,6 +150,8 @@ def test_an_openllmetry_fork_names_its_model_agent_and_tool_arguments_as_read_by
     ]
     assert list(json.loads(tools["arguments"][0])) == ["instruction"]
     assert tools["arguments"][1] == "{}"
+    # its result: the text of the LangChain ToolMessage OpenLLMetry recorded
+    assert tools["result"][1].startswith('{\n  "status": "completed",\n  "devices": {')
     report = CliRunner().invoke(main, ["report", str(path), "--format", "json"])
     summary = json.loads(report.stdout)
     # 9144 in x $5 + 780 out x $25 per million (rules/prices.yaml)

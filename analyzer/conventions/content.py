@@ -24,6 +24,7 @@ __all__ = [
     "flattened_tool_definitions",
     "load_json",
     "normalize_arguments",
+    "normalize_result",
     "openinference_messages",
     "openllmetry_messages",
     "parse_messages",
@@ -127,6 +128,28 @@ def normalize_arguments(text: str, langsmith: bool = False) -> str:
                 return unwrap_json_string(text)
         if langsmith and keys == {"input"} and isinstance(value["input"], dict):
             return to_text(value["input"]) or out
+    return out
+
+
+def normalize_result(text: str) -> str:
+    """Undo the wrappers some emitters put around a tool's result (recorded text otherwise kept):
+
+    - a JSON string literal holding the result is unwrapped once;
+    - the LangChain ``ToolMessage`` that OpenLLMetry records as a LangChain tool's output (its
+      ``on_tool_end`` call: ``{"output": {"lc": 1, "id": [..., "ToolMessage"], "kwargs":
+      {"content": ...}}, "kwargs": {...}}``) becomes the text of its content.
+    """
+    out = unwrap_json_string(text)
+    value = load_json(out) if '"lc"' in out else None
+    if (
+        isinstance(value, dict)
+        and {"output"} <= value.keys() <= {"output", "kwargs"}
+        and isinstance(value["output"], dict)
+    ):
+        messages: list[Message] = []
+        _message(value["output"], messages)
+        if len(messages) == 1 and messages[0][0] == "tool" and messages[0][1] is not None:
+            return messages[0][1]
     return out
 
 

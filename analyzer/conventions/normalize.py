@@ -933,12 +933,10 @@ def _normalize_slice(table: pa.Table) -> pl.DataFrame:
     df = _scalars(_classify(df.lazy(), c), c).collect(engine="in-memory")
 
     args = _fix_arguments(df, c)
-    # a result recorded as a JSON string is read as its text
-    result = _patch(
-        df["result"],
-        df["result"].str.strip_chars_start().str.starts_with('"').fill_null(False),
-        ct.result_text,
-    )
+    # a result recorded as a JSON string is read as its text, a LangChain message as its content
+    wrapped = df["result"].str.strip_chars_start().str.starts_with('"')
+    wrapped = wrapped | df["result"].str.contains('"lc"', literal=True)
+    result = _patch(df["result"], wrapped.fill_null(False), ct.normalize_result)
 
     found = _content(df, c, prefixed, content_events)
     attr_finish = _map_distinct(df, "_finish_text", _parse_finish, pl.List(pl.String))
