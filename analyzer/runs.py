@@ -172,7 +172,13 @@ def build_runs(
         absorbed = was_step & (frame.get_column("role") == "other")
         _note_reading(log, frame, absorbed, pc.take(spans.column("source_file"), rows))
     frame = _roll_up_resends(frame, parents)
-    frame = frame.with_columns(run_id=_run_ids(frame, parents, spans, run_key))
+    is_agent = pa.array((frame.get_column("role") == "agent").to_arrow())
+    nearest = nearest_marked_ancestor(parents, is_agent)
+    frame = frame.with_columns(
+        run_id=_run_ids(frame, parents, spans, run_key, is_agent, nearest),
+        # the agent a step belongs to: the innermost agent span holding it
+        agent_span_id=frame.get_column("span_id").gather(pl.Series(nearest)),
+    )
     in_run = frame.select(
         pl.col("run_id").is_not_null()
         & pl.col("role").is_in(["agent", "model_call", "tool_call"]).any().over("run_id")
@@ -193,11 +199,15 @@ def build_runs(
 
 
 def _run_ids(
-    frame: pl.DataFrame, parent: pa.Array, spans: pa.Table, run_key: str | None
+    frame: pl.DataFrame,
+    parent: pa.Array,
+    spans: pa.Table,
+    run_key: str | None,
+    is_agent: pa.Array,
+    nearest: pa.Array,
 ) -> pl.Series:
-    """The run id of every span (null for spans of traces that hold no run)."""
-    is_agent = pa.array((frame.get_column("role") == "agent").to_arrow())
-    nearest = nearest_marked_ancestor(parent, is_agent)
+    """The run id of every span (null for spans of traces that hold no run); `is_agent` and
+    `nearest` (its nearest agent ancestor): `spantree.nearest_marked_ancestor` of the agents."""
     top = pl.Series(topmost(nearest, is_agent), dtype=pl.Int64)
     is_top = pl.Series(pc.and_(is_agent, pc.is_null(nearest)))
     linked = _linked_agents(frame, parent, is_top)
@@ -382,6 +392,7 @@ _STEP_COLUMNS = (
     "has_content",
     "trace_id",
     "parent_span_id",
+    "agent_span_id",
     "merged_span_ids",
     "merge_reason",
 )
@@ -397,6 +408,7 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
             pl.col("span_id").alias("requested_by"),
             pl.col("start_ns").alias("_req_start"),
             pl.col("end_ns").alias("_req_end"),
+            pl.col("agent_span_id").alias("_req_agent"),
             "requested_calls",
         )
         .with_columns(pl.int_ranges(0, pl.col("requested_calls").list.len()).alias("_req_pos"))
@@ -468,6 +480,7 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
         pl.lit(None, dtype=pl.Int64).alias("end_ns"),
         pl.lit("unset").alias("status"),
         "requested_by",
+        pl.col("_req_agent").alias("agent_span_id"),  # its model call's agent
         pl.lit(False).alias("executed"),
         pl.col("_req_pos").cast(pl.Int64),
         pl.lit("tool_call").alias("role"),

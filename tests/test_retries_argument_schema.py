@@ -34,10 +34,10 @@ def agent(trace: int, end: int = 1000, **kw: Any) -> dict[str, Any]:
 
 
 def step(trace: int, n: int, role: str, start: int, **kw: Any) -> dict[str, Any]:
+    kw.setdefault("parent_span_id", sid(trace, 0))
     return dict(
         trace_id=f"{trace:032x}",
         span_id=sid(trace, n),
-        parent_span_id=sid(trace, 0),
         role=role,
         start_ns=start,
         end_ns=start + 9,
@@ -111,6 +111,39 @@ def test_no_retry_across_the_traces_of_a_conversation():
     assert retry_steps(build_runs(*tables(one_trace))).select(
         "run_id", "span_id", "pattern", "retry_span_id"
     ).rows() == [(T1, sid(1, 2), "tool_repeat", sid(1, 4))]
+
+
+def test_no_retry_when_the_answer_was_a_sub_agent_s_and_the_next_call_its_caller_s():
+    # the supervisor asks, its detector (an agent span inside it) answers, the supervisor
+    # answers in turn: two agents, each answering once (tests/data/real_corpus/NOTES.md,
+    # the AGNTCY trace)
+    detector = dict(step(1, 2, "agent", 15), end_ns=65, agent_name="detector")
+    inner = {"parent_span_id": sid(1, 2)}
+    rows = [
+        agent(1, agent_name="supervisor"),
+        model(1, 1, 10),
+        detector,
+        model(1, 3, 20, **inner),
+        tool(1, 4, 30, "list_devices", "{}", **inner),
+        model(1, 5, 35, answer="4 devices", **inner),
+        model(1, 6, 70, answer="You have 4 devices."),
+    ]
+    rs = build_runs(*tables(rows))
+    assert rs.runs.height == 1
+    agents = rs.steps.select("index", "agent_span_id").rows()
+    assert agents == [
+        (0, sid(1, 0)),
+        (1, sid(1, 2)),
+        (2, sid(1, 2)),
+        (3, sid(1, 2)),
+        (4, sid(1, 0)),
+    ]
+    assert retry_steps(rs).is_empty()
+    # near miss: the detector answering twice is a retry, its caller's call after it is not
+    again = [*rows[:6], model(1, 7, 50, answer="4 devices, sure", **inner), rows[6]]
+    assert retry_steps(build_runs(*tables(again))).select("span_id", "retry_span_id").rows() == [
+        (sid(1, 5), sid(1, 7))
+    ]
 
 
 def test_unrecorded_outcome_of_a_model_call_makes_the_run_partial():

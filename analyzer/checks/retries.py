@@ -58,8 +58,10 @@ class Retries(Check):
 
     Not retries: a model call after a tool call (the agent loop going on), a model call that
     starts before the previous one ended (calls in parallel), a repeated call with other
-    arguments or of a call that succeeded, and steps in different traces (a conversation
-    grouped into one run by ``--run-key`` starts each turn in a new trace). A model call whose
+    arguments or of a call that succeeded, steps in different traces (a conversation
+    grouped into one run by ``--run-key`` starts each turn in a new trace), and model calls of
+    different agents (the innermost agent span holding each: a sub-agent's answer followed by
+    its caller's next call). A model call whose
     outcome was not recorded (no content, no finish reason) followed by another, and a failed
     tool call followed by a call of the same tool where either call's arguments were not
     recorded, make the run ``partial``: a retry may have been missed there.
@@ -178,6 +180,7 @@ _SCANNED = (
     "kind",
     "span_id",
     "trace_id",
+    "agent_span_id",
     "requested_by",
     "start_ns",
     "end_ns",
@@ -248,6 +251,7 @@ def _model_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         "kind",
         "span_id",
         "trace_id",
+        "agent_span_id",
         "start_ns",
         "end_ns",
         "status",
@@ -264,6 +268,7 @@ def _model_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         & (pl.col("kind") == "model_call")
         & (_prev("kind") == "model_call")
         & (pl.col("trace_id") == _prev("trace_id"))
+        & pl.col("agent_span_id").eq_missing(_prev("agent_span_id"))
         & (pl.col("start_ns") >= _prev("end_ns"))
     ).fill_null(False)
     prev_ok = (_prev("status") != "error").fill_null(True)
