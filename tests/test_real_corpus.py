@@ -159,6 +159,21 @@ def test_an_openllmetry_fork_names_its_model_agent_and_tool_arguments_as_read_by
     by_rule = {r["rule_id"]: r for r in summary["findings"]["by_rule"]}
     # no argument invented: the tool call id of LangChain's record is not an argument
     assert (by_rule["grounded-ids"]["runs_checked"], by_rule["grounded-ids"]["findings"]) == (1, 0)
+    # the detector's answer, then the supervisor's: two agents answering, no retry
+    assert (by_rule["retries"]["runs_checked"], by_rule["retries"]["findings"]) == (1, 0)
+
+
+@pytest.mark.parametrize("name", ["openai_agents_genai_adot", "openai_agents_genai_live"])
+def test_a_coordinator_s_call_after_its_specialist_s_answer_is_no_retry(name: str):
+    # OpenAI Agents: the coordinator hands off to (adot) or calls as tools (live) specialist
+    # agents, each an agent span of its own; their answers followed by the coordinator's next
+    # call were counted as model calls redone
+    from analyzer.checks.retries import retry_steps
+
+    ingested = read_traces([CORPUS / f"strands-agents__evals__{name}_spans.json"])
+    runset = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents)
+    assert runset.steps.get_column("agent_span_id").n_unique() >= 2
+    assert retry_steps(runset).is_empty()
 
 
 def test_the_summary_does_not_depend_on_the_partitions():
