@@ -868,12 +868,14 @@ def test_spans_in_no_run_of_a_dataset_follow_the_traces_later_ingests_complete(
 def test_spans_in_no_run_are_said_in_the_table_and_markdown_only_when_there_are_some(
     tmp_path: Path,
 ) -> None:
-    said = "no run   5 kept spans belong to no run: no agent, model or tool span in their trace"
+    said = "no run   5 kept spans in no run (no agent, model or tool span holds them)"
     inputs = [str(p) for p in (*no_run_files(tmp_path), *REAL_NO_RUN)]
     table = CliRunner().invoke(main, ["report", *inputs])
     assert table.exit_code == 0, table.output
-    assert said in table.output
+    assert said in table.output.splitlines()
+    # a billion of them still fits the table's 100 columns
+    assert len(said.replace(" 5 ", " 1,000,000,000 ")) <= 100
     markdown = CliRunner().invoke(main, ["report", *inputs, "--format", "markdown"])
-    assert "- in no run: 5 kept spans (no agent, model or tool span" in markdown.output
+    assert "- in no run: 5 kept spans (no agent, model or tool span holds them)" in markdown.output
     samples = CliRunner().invoke(main, ["report", str(SAMPLES)])
     assert samples.exit_code == 0 and "no run " not in samples.output

@@ -56,7 +56,7 @@ def markdown_summary(summary: dict[str, Any], bad_runs=None, *, limit: int | Non
     if ing.get("spans_outside_runs"):
         lines.append(
             f"- in no run: {ing['spans_outside_runs']:,} kept spans (no agent, model or tool "
-            "span in their trace, or above its agents)"
+            "span holds them)"
         )
     if ing["spans_quarantined"] or ing["records_quarantined"]:
         lines.append(

@@ -48,8 +48,8 @@ def _plain_lines(summary: dict[str, Any]) -> list[str]:
     ]
     if ing.get("spans_outside_runs"):
         lines.append(
-            f"no run   {ing['spans_outside_runs']:,} kept spans belong to no run: no agent, model "
-            "or tool span in their trace, or above its agents"
+            f"no run   {ing['spans_outside_runs']:,} kept spans in no run (no agent, model or tool "
+            "span holds them)"
         )
     if ing["spans_quarantined"] or ing["records_quarantined"]:
         lines.append(
