@@ -400,6 +400,30 @@ def test_sniffing_by_content_not_name(tmp_path: Path):
     assert sniff(io.BufferedReader(io.BytesIO(b"a,b,c\n1,2,3\n"))) == "unknown"
 
 
+def test_a_document_that_opens_on_its_resource_spans_line_is_no_json_lines(tmp_path: Path):
+    # `{"resourceSpans": [` on the first line, one resource per line after: one document,
+    # whose lines alone are not JSON (read as lines, every line would be quarantined)
+    resources = [json.loads(line(ROOT, CHILD))["resourceSpans"][0] for _ in range(2)]
+    resources[1]["scopeSpans"][0]["spans"] = [ORPHAN]
+    doc = tmp_path / "doc.json"
+    body = ",\n".join(json.dumps(r) for r in resources)
+    doc.write_text('{"resourceSpans": [\n' + body + "\n]}\n")
+    assert sniff(doc.open("rb")) == "otlp-json"
+    ingested = read_traces([doc])
+    assert (ingested.log.spans_read, ingested.log.spans_kept) == (3, 3)
+    assert ingested.log.quarantine == []
+    # near misses, still JSON lines: a first line cut short (quarantined, the next kept) and
+    # a file whose one line is cut at its end
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(line(ROOT)[:40] + "\n" + line(CHILD) + "\n")
+    assert sniff(cut.open("rb")) == "jsonl"
+    log = read_traces([cut]).log
+    assert (log.spans_kept, [q.position for q in log.quarantine]) == (1, ["line 1"])
+    end = tmp_path / "end.jsonl"
+    end.write_text(line(ROOT, CHILD)[:-5])
+    assert sniff(end.open("rb")) == "jsonl"
+
+
 def test_dataset_round_trip_reads_the_same_spans_and_accounting(dump: Path, tmp_path: Path):
     ingested = read_traces([dump])
     out = tmp_path / "ds"

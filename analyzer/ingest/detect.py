@@ -322,7 +322,7 @@ def sniff_stream(stream: BinaryIO, size: int = -1) -> tuple[str, int]:
     if text[:1] in (b"{", b"["):
         lines = [ln for ln in head.split(b"\n", 8)[:8] if ln.strip()]
         first = lines[0].strip() if lines else b""
-        if first not in (b"{", b"[") and any(_OTLP_LINE.match(ln) for ln in lines):
+        if first not in (b"{", b"[") and _one_line_request(head, 8):
             return "jsonl", skipped
         if _OTLP_DOC.match(text):
             return "otlp-json", skipped
@@ -389,4 +389,17 @@ def _otlp_line_ahead(stream: BinaryIO, offset: int) -> bool:
             stream.seek(start)
     else:
         data = _peek(stream, offset + SCAN_BYTES)[offset:]
-    return any(_OTLP_LINE.match(ln) for ln in data.split(b"\n", SCAN_LINES)[:SCAN_LINES])
+    return _one_line_request(data, SCAN_LINES)
+
+
+def _one_line_request(data: bytes, n: int) -> bool:
+    """Whether one of the first `n` lines of `data` holds an OTLP request on one line: it
+    starts like one and ends like a JSON object, or runs past `data`. A document that opens
+    on the line of its `resourceSpans` (`{"resourceSpans": [` and its items on the lines
+    after) is no JSON lines file: its first line ends open."""
+    lines = data.split(b"\n", n)
+    last = len(lines) - 1
+    return any(
+        _OTLP_LINE.match(ln) and (i == last or ln.rstrip().endswith(b"}"))
+        for i, ln in enumerate(lines[:n])
+    )
