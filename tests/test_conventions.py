@@ -1306,6 +1306,160 @@ def test_logfire_openai_agents_templates_and_generic_attribute_names():
 
 
 # -------------------------------------------------------------------------------------------------
+# Monocle
+# -------------------------------------------------------------------------------------------------
+
+MONOCLE = {"monocle_apptrace.version": "0.6.0"}
+
+
+def test_monocle_span_types_entities_and_event_attributes():
+    turn, agent, model, client, tool, mcp, other = rows(
+        span("agents.run.Runner.run", {**MONOCLE, "span.type": "agentic.turn"}),
+        span(
+            "agents.run.AgentRunner._run_single_turn",
+            {**MONOCLE, "span.type": "agentic.invocation", "entity.1.name": "Weather"},
+        ),
+        span(
+            "openai.resources.responses.AsyncResponses.create",
+            {
+                **MONOCLE,
+                "span.type": "inference",
+                "entity.1.name": "openai",  # the provider, not the model
+                "entity.2.name": "gpt-4o",
+                "entity.2.type": "model.llm.gpt-4o",
+            },
+            events=[
+                (
+                    "data.input",
+                    {"input": [js({"system": "Be brief."}), js({"user": "Weather in Paris?"})]},
+                ),
+                (
+                    "data.output",
+                    {
+                        "response": js(
+                            {
+                                "tools": [
+                                    {
+                                        "tool_id": "call_1",
+                                        "tool_name": "get_weather",
+                                        "tool_arguments": '{"city":"Paris"}',
+                                    }
+                                ]
+                            }
+                        )
+                    },
+                ),
+                (
+                    "metadata",
+                    {"prompt_tokens": 45, "completion_tokens": 60, "finish_reason": "tool_calls"},
+                ),
+            ],
+        ),
+        # the provider client under a framework's call: a model call with no model or usage
+        span("openai.Completions.create", {**MONOCLE, "span.type": "inference.modelapi"}),
+        span(
+            "agent_framework._tools.AIFunction.invoke",
+            {**MONOCLE, "span.type": "agentic.tool.invocation", "entity.1.name": "get_weather"},
+            events=[
+                ("data.input", {"input": "{'city': 'Paris', 'days': [1, 2], 'exact': True}"}),
+                ("data.output", {"response": "18C"}),
+            ],
+        ),
+        span(
+            "mcp.shared.session.BaseSession.send_request",
+            {**MONOCLE, "span.type": "agentic.mcp.invocation", "entity.1.name": "get_weather"},
+            events=[
+                ("data.input", {"input": ['{"city": "Paris"}']}),
+                ("data.output", {"output": "18C"}),
+            ],
+        ),
+        span("workflow", {**MONOCLE, "span.type": "workflow", "entity.1.name": "app"}),
+    )
+    assert [r["role"] for r in (turn, agent, model, client, tool, mcp, other)] == [
+        "agent",
+        "agent",
+        "model_call",
+        "model_call",
+        "tool_call",
+        "tool_call",
+        "other",
+    ]
+    assert {r["convention"] for r in (turn, agent, model, tool, other)} == {"monocle"}
+    assert (turn["agent_name"], agent["agent_name"]) == (None, "Weather")
+    assert (model["model"], model["input_tokens"], model["output_tokens"]) == ("gpt-4o", 45, 60)
+    assert (client["model"], client["input_tokens"]) == (None, None)
+    assert model["finish_reasons"] == ["tool_calls"]
+    assert model["input_messages"] == [msg("system", "Be brief."), msg("user", "Weather in Paris?")]
+    assert model["requested_calls"] == [call("call_1", "get_weather", '{"city":"Paris"}')]
+    # a Python repr of the arguments is read as the JSON it stands for
+    assert (tool["tool_name"], tool["result"]) == ("get_weather", "18C")
+    assert tool["arguments"] == '{"city":"Paris","days":[1,2],"exact":true}'
+    assert (mcp["arguments"], mcp["result"]) == ('{"city": "Paris"}', "18C")
+
+
+def test_monocle_history_messages_and_near_misses():
+    history, not_monocle, not_an_entity_model = rows(
+        span(
+            "chat",
+            {**MONOCLE, "span.type": "inference"},
+            events=[
+                (
+                    "data.input",
+                    {
+                        "input": [
+                            js({"user": [{"type": "text", "text": "Book BOM-JFK"}]}),
+                            js(
+                                {
+                                    "assistant": [
+                                        js({"tool_function": "book", "tool_arguments": "{}"})
+                                    ]
+                                }
+                            ),
+                            js({"tool": "booked"}),
+                            js({"tool_function": "check", "tool_arguments": '{"id":1}'}),
+                            js({"call_id": "c2", "output": "ok"}),
+                        ]
+                    },
+                ),
+                ("data.output", {"response": js({"assistant": "Done."})}),
+            ],
+        ),
+        # another stack's `span.type` (Datadog's web, sql...) and a `metadata` event: no
+        # Monocle span without Monocle's version attribute
+        span(
+            "GET /",
+            {"span.type": "inference", "entity.1.name": "x"},
+            events=[("metadata", {"prompt_tokens": 5})],
+        ),
+        span(
+            "chat",
+            {**MONOCLE, "span.type": "inference", "entity.2.name": "vector-db"},
+        ),
+    )
+    assert history["input_messages"] == [
+        msg("user", "Book BOM-JFK"),
+        msg("assistant", '[{"id":null,"name":"book","arguments":"{}"}]'),
+        msg("tool", "booked"),
+        msg("assistant", '[{"id":null,"name":"check","arguments":"{\\"id\\":1}"}]'),
+        msg("tool", "ok", "c2"),
+    ]
+    assert (history["output_text"], history["requested_calls"]) == ("Done.", [])
+    assert (not_monocle["role"], not_monocle["convention"]) == ("other", None)
+    assert not_monocle["agent_name"] is None
+    # usage read from an event whatever the family: a span of no family that records it
+    assert not_monocle["input_tokens"] == 5
+    assert not_an_entity_model["model"] is None  # entity 2 is a model only when typed model.*
+
+
+def test_python_literal_arguments_are_read_as_json_only_when_exact():
+    read = ct.python_literal_json
+    assert read("{'a': 1, 'b': [None, (1, 2)]}") == '{"a":1,"b":[null,[1,2]]}'
+    assert read('{"a": 1}') == '{"a": 1}'  # JSON already: as recorded
+    for kept in ("input: {'a': 1}", "{'a': {1, 2}}", "{1: 'a'}", "{'a': f(1)}", "[" * 5000):
+        assert read(kept) == kept
+
+
+# -------------------------------------------------------------------------------------------------
 # any-agent
 # -------------------------------------------------------------------------------------------------
 

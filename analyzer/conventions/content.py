@@ -8,6 +8,7 @@ SDK, LangChain, pydantic-ai events); attribute names live in `semconv`.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,6 +130,25 @@ def normalize_arguments(text: str, langsmith: bool = False) -> str:
         if langsmith and keys == {"input"} and isinstance(value["input"], dict):
             return to_text(value["input"]) or out
     return out
+
+
+#: Longest text `python_literal_json` reads (a literal is parsed whole, in memory).
+LITERAL_MAX_CHARS = 100_000
+
+
+def python_literal_json(text: str) -> str:
+    """A Python dict or list written as its repr (``{'city': 'Paris'}``: how Monocle records
+    some tools' arguments) as JSON text; `text` unchanged when it is JSON already, or no such
+    literal of JSON values (parsed by `ast.literal_eval`, which runs no code)."""
+    if len(text) > LITERAL_MAX_CHARS or not text.lstrip().startswith(("{", "[")):
+        return text
+    if load_json(text) is not text:
+        return text
+    try:
+        value = ast.literal_eval(text.strip())
+        return orjson.dumps(value).decode() if isinstance(value, dict | list) else text
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return text
 
 
 def normalize_result(text: str) -> str:
@@ -738,6 +758,58 @@ def openllmetry_messages(entries: Iterable[tuple[str, str]], prefix: str) -> lis
             msg["content"] = _blocks_from_json_text(msg.get("content"))
             out.append(msg)
     return out
+
+
+def _monocle_call(item: dict[str, Any]) -> dict[str, Any]:
+    """An OpenAI tool-call entry from Monocle's ``{"tool_function", "tool_arguments"}`` or a
+    model output's ``{"tool_id", "tool_name", "tool_arguments"}``."""
+    name = item.get(sc.MONOCLE_TOOL_FUNCTION, item.get("tool_name"))
+    function = {"name": name, "arguments": item.get(sc.MONOCLE_TOOL_ARGUMENTS)}
+    return {"id": item.get("tool_id"), "type": "function", "function": function}
+
+
+def _monocle_message(item: Any) -> Any:
+    """One of Monocle's messages (a JSON text) as a message dict in the OpenAI chat shape."""
+    item = load_json(item)
+    if not isinstance(item, dict):
+        return item
+    if sc.MONOCLE_TOOL_FUNCTION in item:
+        return {"role": "assistant", "tool_calls": [_monocle_call(item)]}
+    if "call_id" in item and "output" in item:
+        return {"type": "function_call_output", **item}
+    if len(item) != 1 or next(iter(item)) not in sc.ROLE_ALIASES:
+        return item
+    role, content = next(iter(item.items()))
+    if not isinstance(content, list):
+        return {"role": role, "content": content}
+    entries = [load_json(c) for c in content]
+    calls = [
+        _monocle_call(c) for c in entries if isinstance(c, dict) and sc.MONOCLE_TOOL_FUNCTION in c
+    ]
+    parts = [c for c in entries if not (isinstance(c, dict) and sc.MONOCLE_TOOL_FUNCTION in c)]
+    return {"role": role, "content": parts or None, "tool_calls": calls}
+
+
+def monocle_messages(value: Any) -> list[Any] | None:
+    """Monocle's input messages (a list of JSON texts, `semconv` Monocle section) as message
+    dicts in the OpenAI chat shape; None when `value` is not such a list."""
+    items = load_json(value)
+    return [_monocle_message(item) for item in items] if isinstance(items, list) else None
+
+
+def monocle_output(value: Any) -> Any:
+    """A Monocle model output as an OpenAI chat message (`{"<role>": text}`, or the calls of
+    `{"tools": [...]}`); any other value as recorded."""
+    item = load_json(value)
+    if not isinstance(item, dict) or len(item) != 1:
+        return value
+    key, content = next(iter(item.items()))
+    if key == sc.MONOCLE_OUTPUT_TOOLS and isinstance(content, list):
+        calls = [_monocle_call(c) for c in content if isinstance(c, dict)]
+        return {"role": "assistant", "content": None, "tool_calls": calls}
+    if key in sc.ROLE_ALIASES:
+        return {"role": key, "content": content}
+    return value
 
 
 def flattened_tool_definitions(

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -134,13 +135,42 @@ def _group_value(group: pl.DataFrame, numeric: bool) -> pl.Series:
     return value.set((value == "").fill_null(False), None)  # an empty attribute records nothing
 
 
-def _pivot(col: pa.ChunkedArray, n: int) -> tuple[dict[str, pl.Series], pl.DataFrame]:
-    """One column per known key present (text under the key, numbers under '#key'), and the
-    entries of the flattened families (row, family, key, text)."""
+def _event_attributes(col: pa.ChunkedArray, n: int) -> pa.ChunkedArray | None:
+    """The attributes of the span events in `semconv.ATTRIBUTE_EVENTS`, one list per span (a
+    list<ATTR> column like the attributes), each key named `<event name>.<key>`; None when no
+    span has such an event."""
+    pieces = []
+    for off, arr in _chunks(col):
+        flat = pc.list_flatten(arr)
+        hit = pc.fill_null(
+            pc.is_in(flat.field("name"), value_set=pa.array(sorted(sc.ATTRIBUTE_EVENTS))), False
+        )
+        if not pc.any(hit).as_py():
+            continue
+        rows = pc.add(pc.filter(pc.list_parent_indices(arr), hit), off)
+        lists = pc.filter(flat.field("attributes"), hit)
+        attrs, event = pc.list_flatten(lists), pc.list_parent_indices(lists)
+        names = pc.take(pc.filter(flat.field("name"), hit), event)
+        keys = pc.binary_join_element_wise(names, attrs.field("key"), ".")
+        fields = [keys if f.name == "key" else attrs.field(f.name) for f in attrs.type]
+        pieces.append(
+            (pc.take(rows, event), pa.StructArray.from_arrays(fields, fields=list(attrs.type)))
+        )
+    if not pieces:
+        return None
+    rows = np.concatenate([r.to_numpy() for r, _ in pieces])
+    offsets = np.searchsorted(rows, np.arange(n + 1)).astype(np.int32)
+    values = pa.concat_arrays([v for _, v in pieces])
+    return pa.chunked_array([pa.ListArray.from_arrays(pa.array(offsets), values)])
+
+
+def _pivot(cols: list[pa.ChunkedArray], n: int) -> tuple[dict[str, pl.Series], pl.DataFrame]:
+    """One column per known key present in the attribute columns `cols` (text under the key,
+    numbers under '#key'), and the entries of the flattened families (row, family, key, text)."""
     columns: dict[str, pl.Series] = {}
     families: list[pl.DataFrame] = []
     n_exact = len(_EXACT)
-    for off, arr in _chunks(col):
+    for off, arr in (piece for col in cols for piece in _chunks(col)):
         entries, keys = _attr_entries(arr, off)
         known = entries.filter(pl.col("code").is_not_null()).partition_by("code", as_dict=True)
         for (code,), group in sorted(known.items()):  # each group in position order
@@ -371,6 +401,8 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         .then(pl.lit(sc.MODEL_CALL))
     )
     logfire = pl.col("_n_logfire")
+    monocle = c.t(sc.MONOCLE_VERSION).is_not_null()
+    monocle_roles = sc.MONOCLE_SPAN_TYPE_ROLES
     # a span naming a tool and its call id is that tool's execution, operation name or not
     # (Koog writes none: langfuse koog-2025-08-26)
     genai_tool = c.t(sc.GEN_AI_TOOL_NAME).is_not_null() & c.t(sc.GEN_AI_TOOL_CALL_ID).is_not_null()
@@ -405,6 +437,11 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         (sc.ADK, adk, adk.is_not_null()),
         (sc.PYDANTIC_AI, pydantic, pydantic.is_not_null()),
         (sc.LOGFIRE, logfire, logfire.is_not_null()),
+        (
+            sc.MONOCLE,
+            pl.when(monocle).then(_lookup(c.t(sc.MONOCLE_SPAN_TYPE), monocle_roles)),
+            monocle,
+        ),
         # what no family decided, a GenAI tool name and call id still do (before the type a
         # Langfuse export gives every observation, its weakest word)
         (sc.GENAI, pl.when(genai_tool).then(pl.lit(sc.TOOL_CALL)), genai_tool),
@@ -431,6 +468,15 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
     is_tool = role == sc.TOOL_CALL
     is_agent = role == sc.AGENT
     logfire = conv == sc.LOGFIRE
+    monocle = conv == sc.MONOCLE
+    entity = c.t(sc.MONOCLE_ENTITY_1_NAME)
+    # a list of one text (an MCP request's input): that text
+    monocle_input = c.t(sc.MONOCLE_INPUT)
+    monocle_input = (
+        pl.when(monocle_input.str.starts_with("["))
+        .then(monocle_input.str.json_path_match("$[0]"))
+        .otherwise(monocle_input)
+    )
 
     # status: span status, error.type, an exception event, a Langfuse ERROR level, or a tool
     # that returned an error result (Strands)
@@ -524,17 +570,20 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         c.first(sc.TOOL_NAME_KEYS),
         pl.when(traceloop_kind.is_in(sc.TRACELOOP_TOOL_KINDS)).then(c.t(sc.TRACELOOP_ENTITY_NAME)),
         pl.when(logfire).then(c.t(sc.LOGFIRE_NAME)),
+        pl.when(monocle).then(entity),
         c.t(sc.TOOL_CALL_FUNCTION_NAME),
         tool_from_name,
     )
     arguments = pl.coalesce(
         c.first(sc.ARGUMENT_KEYS),
         pl.when(logfire).then(c.t(sc.LOGFIRE_INPUT)),
+        pl.when(monocle).then(monocle_input),
         c.first(sc.ARGUMENT_FALLBACK_KEYS),
     )
     result = pl.coalesce(
         c.first(sc.RESULT_KEYS),
         pl.when(logfire).then(c.t(sc.LOGFIRE_OUTPUT)),
+        pl.when(monocle).then(pl.coalesce(c.t(sc.MONOCLE_RESPONSE), c.t(sc.MONOCLE_OUTPUT))),
         c.first(sc.RESULT_FALLBACK_KEYS),
     )
 
@@ -554,6 +603,7 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         ),
         pl.when(is_agent & (conv == sc.VERCEL)).then(c.t(sc.AI_TELEMETRY_FUNCTION_ID)),
         pl.when(is_agent & logfire).then(c.t(sc.LOGFIRE_NAME)),
+        pl.when(is_agent & monocle).then(entity),
         pl.when(is_agent).then(agent_from_name),
     )
     agent_version = pl.coalesce(
@@ -579,6 +629,9 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         pl.when(conv == sc.PYDANTIC_AI).then(c.t(sc.PYDANTIC_MODEL_NAME)),
         c.t(sc.LANGFUSE_MODEL),
         pl.when(role == sc.MODEL_CALL).then(c.t(sc.TRACELOOP_LS_MODEL_NAME)),
+        pl.when(
+            monocle & c.t(sc.MONOCLE_ENTITY_2_TYPE).str.starts_with(sc.MONOCLE_MODEL_TYPE_PREFIX)
+        ).then(c.t(sc.MONOCLE_ENTITY_2_NAME)),
     )
     return df.with_columns(
         status.alias("status"),
@@ -649,6 +702,8 @@ def _fix_arguments(df: pl.DataFrame, c: _Cols) -> pl.Series:
     trimmed = args.str.strip_chars_start()
     wrapped = trimmed.str.starts_with('"') | args.str.contains('"kwargs"', literal=True)
     args = _patch(args, (wrapped & ~langsmith).fill_null(False), ct.normalize_arguments)
+    monocle = (df["convention"] == sc.MONOCLE) & args.is_not_null()
+    args = _patch(args, monocle.fill_null(False), ct.python_literal_json)
     return _patch(
         args,
         (langsmith & (wrapped | trimmed.str.starts_with("{"))).fill_null(False),
@@ -756,6 +811,10 @@ def _sources(
         yield [
             e for e in pyd_events if isinstance(e, dict) and e.get(sc.EVENT_NAME_FIELD) == choice
         ] or None
+    if side == "input" and t(sc.MONOCLE_INPUT) is not None:
+        yield ct.monocle_messages(t(sc.MONOCLE_INPUT))
+    elif t(sc.MONOCLE_RESPONSE) is not None:
+        yield ct.monocle_output(t(sc.MONOCLE_RESPONSE))
     if side == "output":
         text = t(sc.AI_RESPONSE_TEXT) or t(sc.AI_RESPONSE_OBJECT)
         calls = t(sc.AI_RESPONSE_TOOL_CALLS)
@@ -915,7 +974,9 @@ _PASSTHROUGH = ["trace_id", "span_id", "parent_span_id", "name", "start_ns", "en
 
 def _normalize_slice(table: pa.Table) -> pl.DataFrame:
     n = table.num_rows
-    columns, prefixed = _pivot(table.column("attributes"), n)
+    from_events = _event_attributes(table.column("events"), n)
+    attributes = [table.column("attributes")] + ([from_events] if from_events is not None else [])
+    columns, prefixed = _pivot(attributes, n)
     has_exc, exc_type, content_events = _events(table.column("events"), n)
     base = pl.from_arrow(table.select(["name", "status_code"]))
     assert isinstance(base, pl.DataFrame)

@@ -19,6 +19,7 @@ ADK = "adk"
 PYDANTIC_AI = "pydantic_ai"
 LOGFIRE = "logfire"
 LANGFUSE = "langfuse"
+MONOCLE = "monocle"
 
 # Roles (mirrors conventions.schema.ROLES; repeated here so the maps below are self-contained).
 MODEL_CALL = "model_call"
@@ -379,6 +380,48 @@ LOGFIRE_INPUT = "input"
 LOGFIRE_OUTPUT = "output"
 
 # -------------------------------------------------------------------------------------------------
+# Monocle (monocle2ai/monocle apptrace at 850a6099: instrumentation/common/constants.py SPAN_TYPES,
+# span_handler.py). Every span says `monocle_apptrace.version`; its kind is `span.type`, what it
+# names are numbered entities (`entity.N.name`, `entity.N.type`), and its content and usage are
+# span events (`data.input`, `data.output`, `metadata`), read as attributes `<event>.<key>`
+# (`ATTRIBUTE_EVENTS`). Content is a list of JSON texts, one message each: `{"<role>": content}`,
+# `{"tool_function", "tool_arguments"}` (a requested call), `{"call_id", "output"}` (a result);
+# a model's output `{"<role>": text}` or `{"tools": [{"tool_id", "tool_name", "tool_arguments"}]}`.
+# -------------------------------------------------------------------------------------------------
+MONOCLE_VERSION = "monocle_apptrace.version"
+MONOCLE_SPAN_TYPE = "span.type"
+MONOCLE_SPAN_TYPE_ROLES = {
+    "agentic.turn": AGENT,  # the request an agent serves; it holds the agents' invocations
+    "agentic.request": AGENT,  # the same, before it was renamed
+    "agentic.invocation": AGENT,
+    "inference": MODEL_CALL,
+    "inference.framework": MODEL_CALL,
+    "inference.modelapi": MODEL_CALL,  # the provider client inside a framework's call
+    "agentic.tool.invocation": TOOL_CALL,
+    "agentic.mcp.invocation": TOOL_CALL,  # the MCP request of a tool call, or a call alone
+    "agentic.delegation": OTHER,
+    "retrieval": OTHER,
+    "workflow": OTHER,
+    "generic": OTHER,
+    "http.process": OTHER,
+    "http.send": OTHER,
+}
+MONOCLE_ENTITY_1_NAME = "entity.1.name"  # the agent of an invocation, the tool of a tool span
+MONOCLE_ENTITY_2_NAME = "entity.2.name"  # the model of an inference span, when entity 2 is one
+MONOCLE_ENTITY_2_TYPE = "entity.2.type"  # "model.llm.gpt-4o"
+MONOCLE_MODEL_TYPE_PREFIX = "model."
+ATTRIBUTE_EVENTS = frozenset(("data.input", "data.output", "metadata"))
+MONOCLE_INPUT = "data.input.input"
+MONOCLE_RESPONSE = "data.output.response"
+MONOCLE_OUTPUT = "data.output.output"  # an MCP request's result
+MONOCLE_PROMPT_TOKENS = "metadata.prompt_tokens"
+MONOCLE_COMPLETION_TOKENS = "metadata.completion_tokens"
+MONOCLE_FINISH_REASON = "metadata.finish_reason"
+MONOCLE_TOOL_FUNCTION = "tool_function"  # keys inside Monocle's messages
+MONOCLE_TOOL_ARGUMENTS = "tool_arguments"
+MONOCLE_OUTPUT_TOOLS = "tools"
+
+# -------------------------------------------------------------------------------------------------
 # any-agent (mozilla-ai/any-agent at 3e248d1c; GenAI-like custom keys, operation `call_llm`).
 # -------------------------------------------------------------------------------------------------
 ANY_AGENT_TOOL_ARGS = "gen_ai.tool.args"
@@ -561,6 +604,7 @@ INPUT_TOKEN_KEYS = (
     AI_USAGE_INPUT_TOKENS,
     AI_USAGE_PROMPT_TOKENS,
     GEN_AI_AGGREGATED_INPUT_TOKENS,
+    MONOCLE_PROMPT_TOKENS,
 )
 OUTPUT_TOKEN_KEYS = (
     GEN_AI_USAGE_OUTPUT_TOKENS,
@@ -569,6 +613,7 @@ OUTPUT_TOKEN_KEYS = (
     AI_USAGE_OUTPUT_TOKENS,
     AI_USAGE_COMPLETION_TOKENS,
     GEN_AI_AGGREGATED_OUTPUT_TOKENS,
+    MONOCLE_COMPLETION_TOKENS,
 )
 CACHED_TOKEN_KEYS = (
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
@@ -602,7 +647,12 @@ RESULT_KEYS = (
     TRACELOOP_ENTITY_OUTPUT,
 )
 RESULT_FALLBACK_KEYS = (OUTPUT_VALUE, GEN_AI_COMPLETION, LANGFUSE_OUTPUT)
-FINISH_REASON_KEYS = (GEN_AI_RESPONSE_FINISH_REASONS, LLM_FINISH_REASON, AI_RESPONSE_FINISH_REASON)
+FINISH_REASON_KEYS = (
+    GEN_AI_RESPONSE_FINISH_REASONS,
+    LLM_FINISH_REASON,
+    AI_RESPONSE_FINISH_REASON,
+    MONOCLE_FINISH_REASON,
+)
 TOOL_DEFINITION_KEYS = (GEN_AI_TOOL_DEFINITIONS, AI_PROMPT_TOOLS, LANGFUSE_TOOL_DEFINITIONS)
 AGENT_NAME_KEYS = (GEN_AI_AGENT_NAME, AGENT_NAME, PYDANTIC_AGENT_NAME)
 CONVERSATION_KEYS = (
@@ -649,6 +699,8 @@ CONTENT_KEYS = (
     ADK_LLM_RESPONSE,
     LANGFUSE_INPUT,
     LANGFUSE_OUTPUT,
+    MONOCLE_INPUT,
+    MONOCLE_RESPONSE,
 )
 #: Generic attribute names read only on Logfire-classified spans.
 LOGFIRE_KEYS = (LOGFIRE_NAME, LOGFIRE_INPUT, LOGFIRE_OUTPUT)
@@ -691,6 +743,11 @@ NAMING_KEYS = (
     PYDANTIC_MODEL_NAME,
     TRACELOOP_LS_MODEL_NAME,
     TOOL_CALL_FUNCTION_NAME,
+    MONOCLE_VERSION,
+    MONOCLE_SPAN_TYPE,
+    MONOCLE_ENTITY_1_NAME,
+    MONOCLE_ENTITY_2_NAME,
+    MONOCLE_ENTITY_2_TYPE,
     *MODEL_KEYS,
     *PROVIDER_KEYS,
     *NUMERIC_KEYS,
@@ -720,6 +777,7 @@ EXACT_KEYS = frozenset(
         *PROMPT_TEMPLATE_KEYS,
         *CONTENT_KEYS,
         *LOGFIRE_KEYS,
+        MONOCLE_OUTPUT,
     )
 )
 
