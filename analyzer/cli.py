@@ -589,6 +589,8 @@ def show(
             detail = f"args {step['arguments'] or '-'}"
             if step["result"] is not None:
                 detail += f" -> {step['result']}"
+        if step["status"] == "error" and step["error_type"]:
+            detail = f"({step['error_type']}) {detail}".rstrip()
         mark = "!" if step["index"] in flagged else " "
         click.echo(
             f"{mark}{step['index']:>2}  {t:>+9.1f}  {kind:<5} "

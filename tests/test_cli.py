@@ -143,6 +143,47 @@ def test_show_prints_the_trajectory_without_terminal_escapes(trace_file: Path):
     assert "answer at T+30.0 ms" in out
 
 
+def test_show_says_why_a_step_failed(tmp_path: Path):
+    failed = [
+        otlp_span(
+            TRACE,
+            "00f067aa0ba902b7",
+            "",
+            "invoke_agent kyc",
+            0,
+            100,
+            {"gen_ai.operation.name": "invoke_agent"},
+        ),
+        otlp_span(
+            TRACE,
+            "00f067aa0ba902b8",
+            "00f067aa0ba902b7",
+            "chat gpt-4.1",
+            1,
+            10,
+            {"gen_ai.operation.name": "chat", "error.type": "RateLimitError"},
+        ),
+        otlp_span(
+            TRACE,
+            "00f067aa0ba902b9",
+            "00f067aa0ba902b7",
+            "chat gpt-4.1",
+            11,
+            20,
+            {"gen_ai.operation.name": "chat"},
+        ),
+    ]
+    failed[1]["status"] = {"code": 2, "message": "429"}
+    path = tmp_path / "failed.json"
+    body = {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "t"}, "spans": failed}]}]}
+    path.write_text(json.dumps(body))
+    result = run("show", TRACE[:8], str(path))
+    assert result.exit_code == 0, result.output
+    steps = [ln for ln in result.stdout.splitlines() if ln[:3].strip().isdigit()]
+    assert steps[0].split()[-2:] == ["error", "(RateLimitError)"]
+    assert "error" not in steps[1] and "(" not in steps[1]  # near miss: a call that went well
+
+
 def test_show_of_a_run_without_model_call():
     # Vercel AI SDK v6 capture: the outer generateText span in a trace of its own, its model
     # call in another; a run with no model call has no temperature (was an internal error)

@@ -944,6 +944,21 @@ def test_vercel_generate_text_spans():
 # -------------------------------------------------------------------------------------------------
 
 
+def test_a_call_llm_span_is_adks_model_call_only_with_adk_keys():
+    # an application's own `call_llm` function around two model calls (its retry loop, say)
+    # is no model call: counted as one, the two below it would be three
+    app, first, second, adk_system, adk_key = rows(
+        span("call_llm", {"code.function": "call_llm"}),
+        span("chat gpt-4o", {"gen_ai.operation.name": "chat"}),
+        span("chat gpt-4o", {"gen_ai.operation.name": "chat"}),
+        span("call_llm", {"gen_ai.system": "gcp.vertex.agent"}),
+        span("call_llm", {"gcp.vertex.agent.invocation_id": "e-1"}),
+    )
+    assert (app["role"], app["convention"]) == ("other", None)
+    assert [r["role"] for r in (first, second, adk_system, adk_key)] == ["model_call"] * 4
+    assert (adk_system["convention"], adk_key["convention"]) == ("adk", "adk")
+
+
 def test_adk_spans_by_name_and_the_tool_span_near_misses():
     llm, tool, elided, merged, agent, nameless, bare_tool, invocation = rows(
         span(

@@ -1081,6 +1081,7 @@ def test_tempo_batches():
         ({"result": {"resourceSpans": []}}, "otlp-wrapped"),
         ({"batches": []}, "otlp-wrapped"),
         ({"trace": {"resourceSpans": []}}, "otlp-wrapped"),
+        ({"timestamp": "t", "project_id": "p", "data": {"resourceSpans": []}}, "otlp-wrapped"),
         ({"trace": {"id": "x", "observations": []}}, "langfuse"),
         ({"observations": []}, "langfuse"),
         ({"spans": [], "final_output": None}, "any-agent"),
@@ -1107,6 +1108,19 @@ def test_tempo_batches():
 )
 def test_document_kind(doc, kind):
     assert document_kind(doc) == kind
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"data": {"spans": []}},  # near miss: `data` holding no OTLP request
+        {"timestamp": "t", "data": "resourceSpans"},
+        {"meta": {"resourceSpans": []}},  # a field not known to wrap one
+    ],
+)
+def test_a_wrapper_without_an_otlp_request_is_no_trace(doc):
+    with pytest.raises(TraceFormatError, match="not a trace"):
+        document_kind(doc)
 
 
 def test_span_shape_tells_zipkin_from_js_console_and_langfuse():

@@ -385,7 +385,11 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         pl.col("_n_vercel"),
     )
     merged = (c.t(sc.GEN_AI_TOOL_NAME) == sc.ADK_MERGED_TOOL_NAME) | pl.col("_n_adk_merged")
+    adk_evidence = pl.any_horizontal(
+        [c.t(sc.GEN_AI_SYSTEM) == sc.ADK_SYSTEM] + [c.t(k).is_not_null() for k in sc.ADK_EVIDENCE]
+    ).fill_null(False)
     adk = pl.col("_n_adk")
+    adk = pl.when((adk != sc.MODEL_CALL) | adk_evidence).then(adk)
     genai_attrs = c.t(sc.GEN_AI_REQUEST_MODEL).is_not_null() | c.t(sc.GEN_AI_SYSTEM).is_not_null()
     named_run = pl.col("span_name") == pl.concat_str(
         c.first(sc.AGENT_NAME_KEYS), pl.lit(sc.PYDANTIC_NAMED_AGENT_RUN_SUFFIX)

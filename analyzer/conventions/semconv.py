@@ -326,7 +326,13 @@ ADK_TOOL_RESPONSE = "gcp.vertex.agent.tool_response"
 ADK_LLM_REQUEST = "gcp.vertex.agent.llm_request"  # content only
 ADK_LLM_RESPONSE = "gcp.vertex.agent.llm_response"  # content only
 ADK_SESSION_ID = "gcp.vertex.agent.session_id"
+ADK_INVOCATION_ID = "gcp.vertex.agent.invocation_id"
+ADK_EVENT_ID = "gcp.vertex.agent.event_id"
 ADK_CALL_LLM = "call_llm"  # span name of a model call
+#: What makes a `call_llm` span ADK's model call (an application's own function may have that
+#: name): `gen_ai.system` = ADK_SYSTEM, or one of the ADK_EVIDENCE keys ADK writes on it.
+ADK_SYSTEM = "gcp.vertex.agent"
+ADK_EVIDENCE = (ADK_LLM_REQUEST, ADK_LLM_RESPONSE, ADK_SESSION_ID, ADK_INVOCATION_ID, ADK_EVENT_ID)
 ADK_EXECUTE_TOOL_PREFIX = "execute_tool "  # span name "execute_tool {tool}"
 ADK_AGENT_RUN_PREFIX = "agent_run ["  # old span name "agent_run [{agent}]"
 ADK_INVOKE_AGENT_PREFIX = "invoke_agent"  # span name "invoke_agent {agent}"
@@ -764,6 +770,7 @@ EXACT_KEYS = frozenset(
     (
         *NAMING_KEYS,
         LANGFUSE_MODEL_PARAMETERS,
+        *ADK_EVIDENCE,
         ERROR_TYPE,
         LLM_INVOCATION_PARAMETERS,
         *ARGUMENT_KEYS,

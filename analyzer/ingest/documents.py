@@ -183,6 +183,11 @@ def _json_type(value: Any) -> str:
     return f"JSON {_JSON_TYPES.get(type(value), type(value).__name__)}"
 
 
+#: Fields of a wrapper that hold one OTLP request: Tempo's API (`trace`, `result`), SideSeat's
+#: debug files (`{"timestamp", "project_id", "data"}`, one per line).
+_OTLP_FIELDS = ("result", "trace", "data")
+
+
 def _is_otlp(obj: Any) -> bool:
     return isinstance(obj, Mapping) and ("resourceSpans" in obj or "resource_spans" in obj)
 
@@ -224,10 +229,8 @@ def _kind(value: Any) -> tuple[str, Any]:
             return "otlp", value
         if isinstance(value.get("trace_requests"), list):
             return "oteltest", value
-        if (
-            _is_otlp(value.get("result"))
-            or _is_otlp(value.get("trace"))
-            or isinstance(value.get("batches"), list)
+        if any(_is_otlp(value.get(k)) for k in _OTLP_FIELDS) or isinstance(
+            value.get("batches"), list
         ):
             return "otlp-wrapped", value
         data = value.get("data")
@@ -450,7 +453,7 @@ def _check_times(row: SpanRow) -> None:
 def _unwrap_otlp(value: Mapping[str, Any]) -> Mapping[str, Any]:
     if _is_otlp(value):
         return value
-    for key in ("result", "trace"):
+    for key in _OTLP_FIELDS:
         if _is_otlp(value.get(key)):
             return value[key]
     return {"resourceSpans": value["batches"]}  # Tempo: each batch is one ResourceSpans
