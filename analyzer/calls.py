@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from analyzer.spantree import nearest_marked_ancestor
 
-__all__ = ["mark_requested_tools", "merge_same_calls"]
+__all__ = ["mark_requested_tools", "merge_same_calls", "unmark_wrapper_generations"]
 
 _STEP_ROLES = ["model_call", "tool_call"]
 #: Merge links followed at most from a span to its group's top (a call is recorded a few
@@ -243,6 +243,29 @@ def mark_requested_tools(frame: pl.DataFrame) -> pl.DataFrame:
         role=pl.when(is_named).then(pl.lit("tool_call")).otherwise("role"),
         tool_name=pl.when(is_named).then("span_name").otherwise("tool_name"),
     )
+
+
+def unmark_wrapper_generations(frame: pl.DataFrame, parents: pa.Array) -> pl.DataFrame:
+    """`frame` with role ``other`` for the spans that are model calls only by the observation
+    type of a Langfuse export (convention ``langfuse``), record no model and no usage, and hold
+    another model call: an application's own wrapper typed a generation (agent-prism's
+    langfuse-2: ``handle-chatbot-message`` over the Vercel AI SDK's agent and its calls)."""
+    weak = (
+        (pl.col("role") == "model_call")
+        & (pl.col("convention") == "langfuse")
+        & pl.col("model").is_null()
+        & pl.col("input_tokens").is_null()
+        & pl.col("output_tokens").is_null()
+    )
+    is_weak = frame.select(weak.fill_null(False)).to_series()
+    if not is_weak.any():
+        return frame
+    holder = pl.Series(nearest_marked_ancestor(parents, pa.array(is_weak.to_arrow())))
+    wrappers = holder.filter(frame.get_column("role") == "model_call").drop_nulls().unique()
+    if wrappers.is_empty():
+        return frame
+    is_wrapper = pl.col("_i").cast(pl.Int64).is_in(wrappers.cast(pl.Int64).implode())
+    return frame.with_columns(role=pl.when(is_wrapper).then(pl.lit("other")).otherwise("role"))
 
 
 def merge_same_calls(frame: pl.DataFrame, parents: pa.Array) -> pl.DataFrame:

@@ -43,7 +43,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from analyzer.calls import mark_requested_tools, merge_same_calls
+from analyzer.calls import mark_requested_tools, merge_same_calls, unmark_wrapper_generations
 from analyzer.conventions.semconv import OUTPUT_TOOL_NAMES, OUTPUT_TOOL_PREFIXES
 from analyzer.ingest.accounting import IngestLog
 from analyzer.jsonpath import key_path
@@ -165,7 +165,7 @@ def build_runs(
     frame = frame.with_columns(_scope=pl.Series(pc.take(spans.column("scope_name"), rows)))
     if parents is None:
         parents = parent_index(frame)
-    frame = mark_requested_tools(frame)
+    frame = mark_requested_tools(unmark_wrapper_generations(frame, parents))
     was_step = frame.get_column("role").is_in(["model_call", "tool_call"])
     frame = merge_same_calls(frame, parents)
     if log is not None:

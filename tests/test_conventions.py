@@ -1475,6 +1475,57 @@ def test_python_literal_arguments_are_read_as_json_only_when_exact():
 
 
 # -------------------------------------------------------------------------------------------------
+# Claude Code
+# -------------------------------------------------------------------------------------------------
+
+
+def test_claude_code_spans_by_name_and_their_plain_attributes():
+    interaction, llm, tool, execution, blocked, other_app = rows(
+        span("claude_code.interaction", {"user_prompt": "list pods"}),
+        span(
+            "claude_code.llm_request",
+            {
+                "model": "claude-haiku-4-5",
+                "input_tokens": "10",
+                "output_tokens": "273",
+                "cache_read_tokens": "23030",
+                "stop_reason": "tool_use",
+                # kagent's copy of an OTLP value: not a list of reasons
+                "gen_ai.response.finish_reasons": "{'values': [{'stringValue': 'tool_use'}]}",
+            },
+        ),
+        span("claude_code.tool", {"tool_name": "Bash", "tool_use_id": "toolu_1"}),
+        span("claude_code.tool.execution", {"tool_use_id": "toolu_1"}, status="error"),
+        span("claude_code.tool.blocked_on_user", {"decision": "accept"}),
+        # near miss: the same plain names on a span of no family are no usage, model or tool
+        span(
+            "llm",
+            {"model": "m", "input_tokens": 5, "tool_name": "x", "stop_reason": "tool_use"},
+        ),
+    )
+    assert [r["role"] for r in (interaction, llm, tool, execution, blocked)] == [
+        "agent",
+        "model_call",
+        "tool_call",
+        "tool_call",  # the same call as its tool span: merged into it, failing it
+        "other",
+    ]
+    assert {r["convention"] for r in (interaction, llm, tool, execution)} == {"claude_code"}
+    assert (llm["model"], llm["input_tokens"], llm["output_tokens"]) == (
+        "claude-haiku-4-5",
+        10,
+        273,
+    )
+    assert (llm["cached_input_tokens"], llm["finish_reasons"]) == (23030, ["tool_use"])
+    assert (tool["tool_name"], tool["tool_call_id"]) == ("Bash", "toolu_1")
+    assert (execution["tool_name"], execution["tool_call_id"]) == (None, "toolu_1")
+    assert execution["status"] == "error"
+    assert (other_app["role"], other_app["convention"], other_app["model"]) == ("other", None, None)
+    assert (other_app["input_tokens"], other_app["tool_name"]) == (None, None)
+    assert other_app["finish_reasons"] == []
+
+
+# -------------------------------------------------------------------------------------------------
 # any-agent
 # -------------------------------------------------------------------------------------------------
 

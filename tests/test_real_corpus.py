@@ -195,3 +195,17 @@ def test_the_summary_does_not_depend_on_the_partitions():
     assert [(w["reason"][:45], w["spans"]) for w in warnings] == [
         ("3 spans record a call another span already re", 3)
     ]
+
+
+def test_claude_code_tools_fail_with_their_execution_and_a_subagent_stays_in_the_run():
+    # Claude Code's own traces (NOTES.md): a tool span and its execution span are one call,
+    # failed when the execution did; the subagent's calls nest in the Agent tool's execution
+    path = CORPUS / "agentevals-dev__agentevals__kagent-alpha9__claude_native_1turn_subagent.json"
+    ingested = read_traces([path])
+    runset = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents)
+    tools = runset.steps.filter(runset.steps["kind"] == "tool_call")
+    failed = tools.filter(tools["status"] == "error")["tool_name"].to_list()
+    assert failed == ["Bash", "Bash", "Read", "Bash", "Read", "Bash"]
+    assert set(tools["merge_reason"].to_list()) == {"nested"}
+    models = runset.steps.filter(runset.steps["kind"] == "model_call")
+    assert models["cached_input_tokens"].sum() == 549_867

@@ -390,3 +390,36 @@ def test_a_broken_chain_is_found_however_deep():
         agent("r0", 200, 500, parent="h069", name="remote"),
     ]
     assert rebuild(rows).runs.height == 1
+
+
+def test_an_apps_root_that_only_langfuse_calls_a_generation_is_no_model_call():
+    # agent-prism langfuse-3: the app's root typed GENERATION, no model or usage, over the
+    # Vercel AI SDK's agent and its two calls: two calls, the first at its own time
+    def trace(root_model=None, root_tokens=None, below=True):
+        rows = [
+            model(
+                "root",
+                None,
+                0,
+                1000,
+                convention="langfuse",
+                model=root_model,
+                input_tokens=root_tokens,
+                scope="langfuse",
+            ),
+            agent("a0", 5, 990, parent="root", scope="ai"),
+        ]
+        if below:
+            rows += [
+                model("m1", "a0", 10, 100, model="gpt-5", input_tokens=9, scope="ai"),
+                model("m2", "a0", 110, 900, model="gpt-5", input_tokens=90, scope="ai"),
+            ]
+        return rebuild(rows)
+
+    assert [c[1] for c in calls(trace())] == ["m1", "m2"]
+    assert trace().steps.row(0, named=True)["start_ns"] == 10 * MS
+    # near misses: a root that records a model or usage is a call of its own; so is a
+    # model-less generation that holds no other call
+    assert [c[1] for c in calls(trace(root_model="gpt-5"))] == ["root", "m1", "m2"]
+    assert [c[1] for c in calls(trace(root_tokens=5))] == ["root", "m1", "m2"]
+    assert [c[1] for c in calls(trace(below=False))] == ["root"]

@@ -315,6 +315,7 @@ def _name_facts(names: pl.Series) -> pl.DataFrame:
         sc.PYDANTIC_RUNNING_TOOL,
         sc.PYDANTIC_RUNNING_OUTPUT_FUNCTION,
         *[k for k, v in sc.VERCEL_OPERATION_ROLES.items() if v == sc.TOOL_CALL],
+        *[k for k, v in sc.CLAUDE_CODE_ROLES.items() if v == sc.TOOL_CALL],
     ]
     event_stem = name.str.extract(sc.EVENT_SPAN_NAME, 1)  # "tool.search.wikipedia" of "...start-12"
     model_prefix = pl.any_horizontal([name.str.starts_with(p) for p in sc.LOGFIRE_MODEL_PREFIXES])
@@ -344,6 +345,9 @@ def _name_facts(names: pl.Series) -> pl.DataFrame:
             .when(name == sc.PYDANTIC_RUNNING_TOOLS)
             .then(pl.lit(sc.OTHER)),
             _n_pydantic_chat=name.str.starts_with(sc.PYDANTIC_CHAT_PREFIX),
+            _n_claude_code=pl.when(name.str.starts_with(sc.CLAUDE_CODE_PREFIX)).then(
+                name.replace_strict(sc.CLAUDE_CODE_ROLES, default=sc.OTHER)
+            ),
             _n_logfire=pl.when(name.str.starts_with(sc.LOGFIRE_AGENT_PREFIX))
             .then(pl.lit(sc.AGENT))
             .when(name.str.starts_with(sc.LOGFIRE_FUNCTION_PREFIX))
@@ -441,6 +445,7 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         (sc.ADK, adk, adk.is_not_null()),
         (sc.PYDANTIC_AI, pydantic, pydantic.is_not_null()),
         (sc.LOGFIRE, logfire, logfire.is_not_null()),
+        (sc.CLAUDE_CODE, pl.col("_n_claude_code"), pl.col("_n_claude_code").is_not_null()),
         (
             sc.MONOCLE,
             pl.when(monocle).then(_lookup(c.t(sc.MONOCLE_SPAN_TYPE), monocle_roles)),
@@ -473,6 +478,7 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
     is_agent = role == sc.AGENT
     logfire = conv == sc.LOGFIRE
     monocle = conv == sc.MONOCLE
+    claude = conv == sc.CLAUDE_CODE
     entity = c.t(sc.MONOCLE_ENTITY_1_NAME)
     # a list of one text (an MCP request's input): that text
     monocle_input = c.t(sc.MONOCLE_INPUT)
@@ -532,8 +538,14 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         base = json_num(details, paths)
         return base + pl.sum_horizontal([json_num(details, (p,)).fill_null(0) for p in parts])
 
-    recorded_in = c.first_num(sc.INPUT_TOKEN_KEYS)
-    recorded_out = c.first_num(sc.OUTPUT_TOKEN_KEYS)
+    recorded_in = pl.coalesce(
+        c.first_num(sc.INPUT_TOKEN_KEYS),
+        pl.when(claude).then(c.n(sc.CLAUDE_CODE_INPUT_TOKENS)),
+    )
+    recorded_out = pl.coalesce(
+        c.first_num(sc.OUTPUT_TOKEN_KEYS),
+        pl.when(claude).then(c.n(sc.CLAUDE_CODE_OUTPUT_TOKENS)),
+    )
     backend_in = langfuse_usage(sc.LANGFUSE_USAGE_INPUT_PATHS, sc.LANGFUSE_USAGE_INPUT_PARTS)
     backend_out = langfuse_usage(sc.LANGFUSE_USAGE_OUTPUT_PATHS, sc.LANGFUSE_USAGE_OUTPUT_PARTS)
     tokens_in = pl.coalesce(
@@ -550,6 +562,7 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
     )
     tokens_cached = pl.coalesce(
         c.first_num(sc.CACHED_TOKEN_KEYS),
+        pl.when(claude).then(c.n(sc.CLAUDE_CODE_CACHE_READ_TOKENS)),
         json_num(sc.LANGFUSE_USAGE_DETAILS, sc.LANGFUSE_USAGE_CACHED_PATHS),
     )
     in_cost, out_cost = c.n(sc.ANY_AGENT_INPUT_COST), c.n(sc.ANY_AGENT_OUTPUT_COST)
@@ -575,6 +588,7 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         pl.when(traceloop_kind.is_in(sc.TRACELOOP_TOOL_KINDS)).then(c.t(sc.TRACELOOP_ENTITY_NAME)),
         pl.when(logfire).then(c.t(sc.LOGFIRE_NAME)),
         pl.when(monocle).then(entity),
+        pl.when(claude).then(c.t(sc.CLAUDE_CODE_TOOL_NAME)),
         c.t(sc.TOOL_CALL_FUNCTION_NAME),
         tool_from_name,
     )
@@ -633,6 +647,7 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         pl.when(conv == sc.PYDANTIC_AI).then(c.t(sc.PYDANTIC_MODEL_NAME)),
         c.t(sc.LANGFUSE_MODEL),
         pl.when(role == sc.MODEL_CALL).then(c.t(sc.TRACELOOP_LS_MODEL_NAME)),
+        pl.when(claude).then(c.t(sc.CLAUDE_CODE_MODEL)),
         pl.when(
             monocle & c.t(sc.MONOCLE_ENTITY_2_TYPE).str.starts_with(sc.MONOCLE_MODEL_TYPE_PREFIX)
         ).then(c.t(sc.MONOCLE_ENTITY_2_NAME)),
@@ -655,7 +670,14 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         pl.when(role.is_in([sc.MODEL_CALL, sc.TOOL_CALL]))
         .then("_n_event_call")
         .alias("event_call"),
-        pl.when(is_tool).then(c.first(sc.TOOL_CALL_ID_KEYS)).alias("tool_call_id"),
+        pl.when(is_tool)
+        .then(
+            pl.coalesce(
+                c.first(sc.TOOL_CALL_ID_KEYS),
+                pl.when(claude).then(c.t(sc.CLAUDE_CODE_TOOL_USE_ID)),
+            )
+        )
+        .alias("tool_call_id"),
         pl.when(is_tool).then(arguments).alias("arguments"),
         pl.when(is_tool).then(result).alias("result"),
         agent_name.alias("agent_name"),
@@ -666,7 +688,9 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         .cast(pl.Int64, strict=False)
         .alias("http_resend_count"),
         c.first(sc.CONVERSATION_KEYS).alias("conversation_id"),
-        c.first(sc.FINISH_REASON_KEYS).alias("_finish_text"),
+        pl.coalesce(
+            pl.when(claude).then(c.t(sc.CLAUDE_CODE_STOP_REASON)), c.first(sc.FINISH_REASON_KEYS)
+        ).alias("_finish_text"),
         c.first(sc.TOOL_DEFINITION_KEYS).alias("_tooldefs_text"),
         # a tool span's own definition (OpenInference), parsed once per distinct value
         pl.when(

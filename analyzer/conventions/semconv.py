@@ -20,6 +20,7 @@ PYDANTIC_AI = "pydantic_ai"
 LOGFIRE = "logfire"
 LANGFUSE = "langfuse"
 MONOCLE = "monocle"
+CLAUDE_CODE = "claude_code"
 
 # Roles (mirrors conventions.schema.ROLES; repeated here so the maps below are self-contained).
 MODEL_CALL = "model_call"
@@ -428,6 +429,40 @@ MONOCLE_TOOL_ARGUMENTS = "tool_arguments"
 MONOCLE_OUTPUT_TOOLS = "tools"
 
 # -------------------------------------------------------------------------------------------------
+# Claude Code's own OpenTelemetry traces (beta; scope com.anthropic.claude_code.tracing, as
+# Claude Code 2.1.285 wrote them in agentevals' kagent v1.0.0-alpha9 fixtures). Known by span
+# name; their plain attribute names are read on these spans only. A tool span holds its
+# `claude_code.tool.execution`, the same call (status error when the tool failed); a
+# subagent's calls are nested in its Agent tool's execution.
+# -------------------------------------------------------------------------------------------------
+CLAUDE_CODE_PREFIX = "claude_code."
+CLAUDE_CODE_ROLES = {
+    "claude_code.interaction": AGENT,  # one user prompt and what the agent did about it
+    "claude_code.llm_request": MODEL_CALL,
+    "claude_code.tool": TOOL_CALL,
+    "claude_code.tool.execution": TOOL_CALL,
+    "claude_code.tool.blocked_on_user": OTHER,  # waiting for the user's permission
+}
+CLAUDE_CODE_MODEL = "model"
+CLAUDE_CODE_INPUT_TOKENS = "input_tokens"  # Anthropic's: cache reads not included
+CLAUDE_CODE_OUTPUT_TOKENS = "output_tokens"
+CLAUDE_CODE_CACHE_READ_TOKENS = "cache_read_tokens"
+CLAUDE_CODE_STOP_REASON = "stop_reason"
+CLAUDE_CODE_TOOL_NAME = "tool_name"
+CLAUDE_CODE_TOOL_USE_ID = "tool_use_id"
+CLAUDE_CODE_KEYS = (
+    CLAUDE_CODE_MODEL,
+    CLAUDE_CODE_STOP_REASON,
+    CLAUDE_CODE_TOOL_NAME,
+    CLAUDE_CODE_TOOL_USE_ID,
+)
+CLAUDE_CODE_USAGE_KEYS = (
+    CLAUDE_CODE_INPUT_TOKENS,
+    CLAUDE_CODE_OUTPUT_TOKENS,
+    CLAUDE_CODE_CACHE_READ_TOKENS,
+)
+
+# -------------------------------------------------------------------------------------------------
 # any-agent (mozilla-ai/any-agent at 3e248d1c; GenAI-like custom keys, operation `call_llm`).
 # -------------------------------------------------------------------------------------------------
 ANY_AGENT_TOOL_ARGS = "gen_ai.tool.args"
@@ -723,6 +758,7 @@ NUMERIC_KEYS = frozenset(
         *OUTPUT_TOKEN_KEYS,
         *CACHED_TOKEN_KEYS,
         *COST_KEYS,
+        *CLAUDE_CODE_USAGE_KEYS,
     )
 )
 
@@ -754,6 +790,7 @@ NAMING_KEYS = (
     MONOCLE_ENTITY_1_NAME,
     MONOCLE_ENTITY_2_NAME,
     MONOCLE_ENTITY_2_TYPE,
+    *CLAUDE_CODE_KEYS,
     *MODEL_KEYS,
     *PROVIDER_KEYS,
     *NUMERIC_KEYS,
