@@ -143,39 +143,12 @@ def test_show_prints_the_trajectory_without_terminal_escapes(trace_file: Path):
     assert "answer at T+30.0 ms" in out
 
 
-def test_show_says_why_a_step_failed(tmp_path: Path):
-    failed = [
-        otlp_span(
-            TRACE,
-            "00f067aa0ba902b7",
-            "",
-            "invoke_agent kyc",
-            0,
-            100,
-            {"gen_ai.operation.name": "invoke_agent"},
-        ),
-        otlp_span(
-            TRACE,
-            "00f067aa0ba902b8",
-            "00f067aa0ba902b7",
-            "chat gpt-4.1",
-            1,
-            10,
-            {"gen_ai.operation.name": "chat", "error.type": "RateLimitError"},
-        ),
-        otlp_span(
-            TRACE,
-            "00f067aa0ba902b9",
-            "00f067aa0ba902b7",
-            "chat gpt-4.1",
-            11,
-            20,
-            {"gen_ai.operation.name": "chat"},
-        ),
-    ]
-    failed[1]["status"] = {"code": 2, "message": "429"}
+def test_show_says_why_a_step_failed(trace_file: Path, tmp_path: Path):
+    body = json.loads(trace_file.read_text().splitlines()[0])
+    first_call = body["resourceSpans"][0]["scopeSpans"][0]["spans"][1]
+    first_call["attributes"].append(otlp_attr("error.type", "RateLimitError"))
+    first_call["status"] = {"code": 2, "message": "429"}
     path = tmp_path / "failed.json"
-    body = {"resourceSpans": [{"scopeSpans": [{"scope": {"name": "t"}, "spans": failed}]}]}
     path.write_text(json.dumps(body))
     result = run("show", TRACE[:8], str(path))
     assert result.exit_code == 0, result.output
