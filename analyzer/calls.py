@@ -33,6 +33,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from analyzer.conventions.semconv import LANGFUSE
 from analyzer.spantree import nearest_marked_ancestor
 
 __all__ = ["mark_requested_tools", "merge_same_calls", "unmark_wrapper_generations"]
@@ -252,7 +253,7 @@ def unmark_wrapper_generations(frame: pl.DataFrame, parents: pa.Array) -> pl.Dat
     langfuse-2: ``handle-chatbot-message`` over the Vercel AI SDK's agent and its calls)."""
     weak = (
         (pl.col("role") == "model_call")
-        & (pl.col("convention") == "langfuse")
+        & (pl.col("convention") == LANGFUSE)
         & pl.col("model").is_null()
         & pl.col("input_tokens").is_null()
         & pl.col("output_tokens").is_null()
