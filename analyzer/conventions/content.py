@@ -763,9 +763,9 @@ def openllmetry_messages(entries: Iterable[tuple[str, str]], prefix: str) -> lis
 def _monocle_call(item: dict[str, Any]) -> dict[str, Any]:
     """An OpenAI tool-call entry from Monocle's ``{"tool_function", "tool_arguments"}`` or a
     model output's ``{"tool_id", "tool_name", "tool_arguments"}``."""
-    name = item.get(sc.MONOCLE_TOOL_FUNCTION, item.get("tool_name"))
+    name = item.get(sc.MONOCLE_TOOL_FUNCTION, item.get(sc.MONOCLE_OUTPUT_TOOL_NAME))
     function = {"name": name, "arguments": item.get(sc.MONOCLE_TOOL_ARGUMENTS)}
-    return {"id": item.get("tool_id"), "type": "function", "function": function}
+    return {"id": item.get(sc.MONOCLE_OUTPUT_TOOL_ID), "type": "function", "function": function}
 
 
 def _monocle_message(item: Any) -> Any:

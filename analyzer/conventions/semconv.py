@@ -427,6 +427,8 @@ MONOCLE_FINISH_REASON = "metadata.finish_reason"
 MONOCLE_TOOL_FUNCTION = "tool_function"  # keys inside Monocle's messages
 MONOCLE_TOOL_ARGUMENTS = "tool_arguments"
 MONOCLE_OUTPUT_TOOLS = "tools"
+MONOCLE_OUTPUT_TOOL_ID = "tool_id"  # keys of an entry of MONOCLE_OUTPUT_TOOLS
+MONOCLE_OUTPUT_TOOL_NAME = "tool_name"
 
 # -------------------------------------------------------------------------------------------------
 # Claude Code's own OpenTelemetry traces (beta; scope com.anthropic.claude_code.tracing, as
