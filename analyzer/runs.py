@@ -775,14 +775,25 @@ def _seconds(ns: pl.Expr) -> pl.Expr:
     return pl.when(ns < 2**53).then(rounded).otherwise(split)
 
 
-def _top_agent(frame: pl.LazyFrame) -> pl.LazyFrame:
-    """The outermost agent span of each run (earliest start among those with no agent above)."""
+def _outer_agents(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """The agent spans with no agent above them."""
     agents = frame.filter(pl.col("role") == "agent")
     parent_agents = agents.select("trace_id", pl.col("span_id").alias("parent_span_id"))
-    outer = agents.join(parent_agents, on=["trace_id", "parent_span_id"], how="anti")
-    return (
-        outer.sort("run_id", "start_ns", "span_id").group_by("run_id", maintain_order=True).first()
-    )
+    return agents.join(parent_agents, on=["trace_id", "parent_span_id"], how="anti")
+
+
+def _top_agent(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """The outermost agent span of each run (earliest start among those with no agent above)."""
+    outer = _outer_agents(frame).sort("run_id", "start_ns", "span_id")
+    return outer.group_by("run_id", maintain_order=True).first()
+
+
+def _agent_extent(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """`_agent_ns`: from the first start to the last end of each run's outermost agent spans (all
+    the turns of a run grouped by a run key, not only the first), null if they end before they
+    start (clock skew)."""
+    extent = pl.col("end_ns").max() - pl.col("start_ns").min()
+    return _outer_agents(frame).group_by("run_id").agg(_agent_ns=pl.when(extent >= 0).then(extent))
 
 
 def _runs(
@@ -840,15 +851,12 @@ def _runs(
         pl.col("span_id").alias("agent_span_id"),
         pl.col("agent_name").alias("_top_name"),
         pl.col("span_name").alias("_top_span_name"),
-        # an agent span that ends before it starts (clock skew) gives no duration
-        pl.when(pl.col("end_ns") >= pl.col("start_ns"))
-        .then(pl.col("end_ns") - pl.col("start_ns"))
-        .alias("_agent_ns"),
     )
     runs = (
         extent.join(model_totals, on="run_id", how="left")
         .join(tool_totals, on="run_id", how="left")
         .join(top, on="run_id", how="left")
+        .join(_agent_extent(lazy_frame), on="run_id", how="left")
         .join(_answers(lazy_frame, lazy_steps), on="run_id", how="left")
     )
     counts = ("model_calls", "tool_calls", "unexecuted_tool_calls", "failed_model_calls")
@@ -931,9 +939,10 @@ def _runs(
 def _note_reading(
     log: IngestLog, frame: pl.DataFrame, absorbed: pl.Series, files: pa.Array
 ) -> None:
-    """A warning per file for the spans merged into a call another span of it records, and
-    for the spans with a model, usage or content that no convention recognised (kept, as
-    `other`); `files`: the file of each row of `frame`."""
+    """A warning per file for the spans merged into a call another span of it records, for
+    the spans with a model, usage or content that no convention recognised (kept, as `other`),
+    and for the model calls whose only usage is the one the exporting backend filled in;
+    `files`: the file of each row of `frame`."""
     counts = (
         pl.DataFrame(
             {
@@ -949,14 +958,17 @@ def _note_reading(
                         | pl.col("has_content").fill_null(False)
                     )
                 ).to_series(),
+                "backend": frame.select(
+                    (pl.col("role") == "model_call") & pl.col("backend_usage").fill_null(False)
+                ).to_series(),
             }
         )
         .group_by("file")
-        .agg(pl.col("absorbed").sum(), pl.col("unknown").sum())
-        .filter((pl.col("absorbed") > 0) | (pl.col("unknown") > 0))
+        .agg(pl.col("absorbed", "unknown", "backend").sum())
+        .filter(pl.any_horizontal(pl.col("absorbed", "unknown", "backend") > 0))
     )
     by_path = {f.path: f for f in log.files}
-    for path, absorbed_n, unknown_n in counts.sort("file").iter_rows():
+    for path, absorbed_n, unknown_n, backend_n in counts.sort("file").iter_rows():
         file_log = by_path.get(path)
         if file_log is None:
             continue
@@ -974,6 +986,13 @@ def _note_reading(
                 f"{unknown_n:,} spans record a model, usage or content but match no known "
                 "convention: kept, as kind other",
                 spans=unknown_n,
+            )
+        if backend_n:
+            file_log.warn(
+                "file",
+                f"{backend_n:,} model calls record no usage of their own: their tokens are the "
+                "usage the exporting backend stored (what an SDK sent it, or its own estimate)",
+                spans=backend_n,
             )
 
 

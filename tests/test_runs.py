@@ -268,6 +268,8 @@ def test_two_top_level_agents_in_a_trace_are_two_runs_and_nested_agents_are_not(
     rs = build_runs(*tables(rows))
     assert rs.runs.get_column("run_id").to_list() == [f"{TRACE}:{'2' * 16}", f"{TRACE}:{'5' * 16}"]
     assert rs.runs.get_column("model_calls").to_list() == [1, 1]
+    # Each run lasts as long as its agent, not as the span above both.
+    assert rs.runs.get_column("duration_s").to_list() == [49 / 1e9, 30 / 1e9]
     # A single outer agent with a nested one: one run keyed by the trace id.
     nested = build_runs(*tables(rows[:4]))
     assert nested.runs.get_column("run_id").to_list() == [TRACE]
@@ -300,11 +302,15 @@ def test_run_key_groups_traces_into_one_run():
             end_ns=22,
         ),
     ]
-    assert build_runs(*tables(rows)).runs.height == 2
+    per_trace = build_runs(*tables(rows)).runs
+    assert per_trace.get_column("duration_s").to_list() == [10 / 1e9, 10 / 1e9]
     rs = build_runs(*tables(rows), run_key="gen_ai.conversation.id")
     assert rs.runs.get_column("run_id").to_list() == ["conv-9"]
-    assert rs.runs.row(0, named=True)["model_calls"] == 2
-    assert rs.runs.row(0, named=True)["traces"] == 2
+    run = rs.runs.row(0, named=True)
+    assert (run["model_calls"], run["traces"]) == (2, 2)
+    # From the first turn's start to the last turn's end, not the first turn alone.
+    assert (run["started_ns"], run["duration_s"]) == (0, 30 / 1e9)
+    assert run["agent_span_id"] == "a" * 16
 
 
 def test_orphan_span_becomes_a_root_and_parent_cycles_terminate():
