@@ -10,14 +10,14 @@ gave next to them::
     runs/part-NNNNN/results/result.json                            check errors, case class
 
 The part's manifest entry records the results' *key*: a digest of all they depend on (each
-rule's identity, the packs' names and tool definitions, the price table, the agenttrace
-version). A report whose packs and prices have the same key reads the results instead of
-running the checks: as they are when it takes every run of the part (none superseded, all
-started in its window) with the case class they were kept for; else (a window cutting through
-the part, traces a later ingest superseded, another case class) the per-run tables restricted
-to the runs it takes, and the summary facts computed again from them. Checks judge each run
-on its own, so that is what the checks give on those runs. Any other report, and any pack
-with a plugin rule (whose code is not known), runs the checks.
+rule's identity, the packs' names and tool definitions, the price table, the agenttrace build:
+`analyzer.resources.code_digest`). A report whose packs and prices have the same key reads the
+results instead of running the checks: as they are when it takes every run of the part (none
+superseded, all started in its window) with the case class they were kept for; else (a window
+cutting through the part, traces a later ingest superseded, another case class) the per-run
+tables restricted to the runs it takes, and the summary facts computed again from them. Checks
+judge each run on its own, so that is what the checks give on those runs. Any other report, and
+any pack with a plugin rule (whose code is not known), runs the checks.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING
 import polars as pl
 import pyarrow as pa
 
-from analyzer import __version__
 from analyzer.checks import CheckError, Evaluation
 from analyzer.errors import InputError
 from analyzer.ingest.accounting import IngestLog
 from analyzer.ingest.reader import Ingested
+from analyzer.resources import code_digest
 from analyzer.runs import RunSet
 from analyzer.spans import SPAN_SCHEMA, empty_table
 
@@ -56,7 +56,7 @@ _TABLES = ("runs", "steps", "findings", "coverage")
 
 def results_key(packs: Sequence[Pack], prices: PriceTable) -> str | None:
     """The digest of all that rule results depend on; None when some rule's is not known."""
-    digest = hashlib.sha256(f"agenttrace {__version__}\n".encode())
+    digest = hashlib.sha256(f"agenttrace {code_digest()}\n".encode())
     for pack in packs:
         digest.update(f"pack {pack.name!r}\n".encode())
         tools = json.dumps(pack.tools, sort_keys=True, default=str)

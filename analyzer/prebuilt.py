@@ -12,9 +12,9 @@ A part holds whole traces of one ingest. When a later ingest adds spans to a tra
 the dataset, the new part's runs are rebuilt from all the trace's spans (old and new) and the
 part *supersedes* that trace: a report takes every trace's runs from the last part that has
 them. Prebuilt runs are used only when every part has them and they were written by this
-version of agenttrace, and the manifest records the dataset's spans in no run (counted over
-every part at ingest: a report reads no part outside its window); otherwise the spans are
-analyzed again, with the same result.
+build of agenttrace (`analyzer.resources.code_digest`), and the manifest records the dataset's
+spans in no run (counted over every part at ingest: a report reads no part outside its
+window); otherwise the spans are analyzed again, with the same result.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from analyzer import __version__
 from analyzer.checks.retries import RetryScan, scan_retries
 from analyzer.errors import InputError
 from analyzer.ingest.accounting import IngestLog
+from analyzer.resources import code_digest
 from analyzer.runs import RunSet, build_runs, empty_messages
 
 __all__ = [
@@ -112,6 +113,7 @@ def write_prebuilt(
     return {
         "path": folder.as_posix(),
         "agenttrace_version": __version__,
+        "built_by": code_digest(),
         "supersedes": supersedes.get_column("trace_id").n_unique(),
         "started_ns": [starts.min(), starts.max()] if starts.len() else None,
     }
@@ -133,11 +135,11 @@ def prebuilt_dataset(paths: Sequence[str | Path]) -> list[PrebuiltPart] | None:
 
 def prebuilt_parts(folder: Path, manifest: dict) -> list[PrebuiltPart] | None:
     """The prebuilt runs of each part of the dataset `folder`, in manifest order, with the
-    traces to drop from each; None when some part has none from this version of agenttrace."""
+    traces to drop from each; None when some part has none made by this build of agenttrace."""
     parts = manifest.get("parts", [])
     entries = [p.get("runs") for p in parts]
     if not parts or any(
-        not isinstance(e, dict) or e.get("agenttrace_version") != __version__ for e in entries
+        not isinstance(e, dict) or e.get("built_by") != code_digest() for e in entries
     ):
         return None
     everywhere: set[str] = set()  # superseded, the parts holding them not recorded

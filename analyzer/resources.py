@@ -7,6 +7,7 @@ editable install or a wheel.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from functools import cache
 from importlib.resources import files
@@ -14,7 +15,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["bundled_pack_names", "bundled_rules_text", "schema"]
+__all__ = ["bundled_pack_names", "bundled_rules_text", "code_digest", "schema"]
 
 
 def _folder(package: str, source_dir: str) -> Traversable:
@@ -49,3 +50,21 @@ def bundled_pack_names() -> list[str]:
         for f in folder.iterdir()
         if f.name.endswith(".yaml") and f.name not in _NOT_PACKS
     )
+
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+@cache
+def code_digest(package: Path = _PACKAGE) -> str:
+    """The version of agenttrace and a digest of its code (the ``.py`` and ``.c`` sources of
+    `package`, by default its own): what a dataset's prebuilt runs and kept rule results record
+    as made by, so that those another build made (another release, or another commit of this
+    one) are rebuilt, never read as if this code had made them."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.suffix in (".py", ".c")):
+        digest.update(f"{path.relative_to(package).as_posix()}\0".encode())
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    from analyzer import __version__
+
+    return f"{__version__}+{digest.hexdigest()[:16]}"

@@ -17,6 +17,7 @@ from analyzer.errors import InputError
 from analyzer.ingest.files import DATASET_MANIFEST
 from analyzer.pack import load_default_pack, load_packs
 from analyzer.prebuilt import prebuilt_dataset
+from analyzer.resources import code_digest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -125,12 +126,34 @@ def test_older_or_missing_prebuilt_runs_fall_back_to_the_spans(
     _ingest_one_by_one(thirds["files"][:2], dataset, partitions=1)
     manifest = _manifest(dataset)
     del manifest["parts"][0]["runs"]  # as written by a version before prebuilt runs
-    manifest["parts"][1]["runs"]["agenttrace_version"] = "0.0.0"
+    # as written by another build of agenttrace: another release, or a commit of this one
+    manifest["parts"][1]["runs"]["built_by"] = manifest["parts"][1]["runs"]["built_by"] + "0"
     (dataset / DATASET_MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
     assert prebuilt_dataset([dataset]) is None
     reference = analyze_paths(thirds["files"][:2], packs=_packs())
     result = analyze_paths([dataset], jobs=1, partitions=2, packs=_packs())
     assert_same_analysis(reference, result)
+
+
+def test_the_build_that_made_prebuilt_runs_is_told_by_its_code(tmp_path: Path) -> None:
+    package = tmp_path / "analyzer"
+    (package / "ingest").mkdir(parents=True)
+    (package / "runs.py").write_text("X = 1\n")
+    (package / "ingest" / "_reader.c").write_text("int x;\n")
+    (package / "notes.md").write_text("not code\n")
+    first = code_digest(package)
+    assert first.startswith(code_digest().split("+")[0] + "+")
+    (package / "notes.md").write_text("still not code\n")
+    assert code_digest.__wrapped__(package) == first
+    changed = set()
+    for path, text in (("runs.py", "X = 2\n"), ("ingest/_reader.c", "int y;\n")):
+        before = (package / path).read_text()
+        (package / path).write_text(text)
+        changed.add(code_digest.__wrapped__(package))
+        (package / path).write_text(before)
+    (package / "runs.py").rename(package / "run.py")  # the same bytes under another name
+    changed.add(code_digest.__wrapped__(package))
+    assert first not in changed and len(changed) == 3
 
 
 def test_other_run_keys_and_mixed_inputs_use_the_spans(thirds: dict, tmp_path: Path) -> None:
