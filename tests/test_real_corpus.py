@@ -209,3 +209,26 @@ def test_claude_code_tools_fail_with_their_execution_and_a_subagent_stays_in_the
     assert set(tools["merge_reason"].to_list()) == {"nested"}
     models = runset.steps.filter(runset.steps["kind"] == "model_call")
     assert models["cached_input_tokens"].sum() == 549_867
+
+
+def test_usage_only_a_backend_stored_is_counted_and_said_and_list_call_ids_pair():
+    # Microsoft Agent Framework on the Assistants API, through Langfuse (NOTES.md): the first
+    # call's 25/70 is Langfuse's, the span recorded none; the tool's call id is a list, the
+    # same list as its request's
+    path = CORPUS / "langfuse__seeder__microsoft-agent-2025-10-14.json"
+    ingested = read_traces([path])
+    log = ingested.log
+    runset = build_runs(
+        ingested.spans, normalize(ingested.spans), parents=ingested.parents, log=log
+    )
+    steps = runset.steps.select("kind", "span_id", "requested_by", "input_tokens")
+    assert steps.rows() == [
+        ("model_call", "c6b8d4db5f0eac82", None, 25),
+        ("tool_call", "7f845be8c0da22f3", "c6b8d4db5f0eac82", None),
+        ("model_call", "3c2d6f2f26930c50", None, 631),
+    ]
+    reasons = [w.reason for f in log.files for w in f.warnings]
+    assert [r for r in reasons if "usage" in r] == [
+        "1 model calls record no usage of their own: their tokens are the usage the exporting "
+        "backend stored (what an SDK sent it, or its own estimate)"
+    ]
