@@ -524,8 +524,9 @@ def show(
     redact_salt: str | None,
 ) -> None:
     """Print one run's trajectory step by step. RUN_OR_CASE: a run id, a case id, or a unique
-    prefix of a run id. With --rules, its findings, the offending steps marked (!); with
-    --labels, each labelled field, expected against answered."""
+    prefix of a run id (a trace id also as a backend spells it: a UUID, upper case). With
+    --rules, its findings, the offending steps marked (!); with --labels, each labelled field,
+    expected against answered."""
     import polars as pl
 
     from analyzer.pack import load_packs
@@ -643,19 +644,24 @@ def show(
 
 def _runs_named(runs: pl.DataFrame, name: str) -> list[str]:
     """The run ids `name` designates: a run id, else the runs of that case id (one), else the
-    runs whose id starts with it (one)."""
+    runs whose id starts with it (one). A trace id may be given as a backend spells it
+    (upper case, ``0x``, a UUID's hyphens: Langfuse's): run ids spell it in lowercase hex."""
     import polars as pl
 
     ids = runs.get_column("run_id")
-    if name in ids:
-        return [name]
+    parts = [p.strip().lower().removeprefix("0x").replace("-", "") for p in name.split(":")]
+    is_hex = all(p and not p.strip("0123456789abcdef") for p in parts)
+    hex_name = ":".join(parts) if is_hex else name
+    for key in (name, hex_name):
+        if key in ids:
+            return [key]
     of_case = runs.filter(pl.col("case_id") == name).get_column("run_id").sort().to_list()
     if len(of_case) == 1:
         return of_case
     if len(of_case) > 1:
         listed = ", ".join(of_case[:10]) + (" ..." if len(of_case) > 10 else "")
         raise InputError(f"case {name!r} has {len(of_case)} runs: give one of {listed}")
-    prefixed = [r for r in ids.to_list() if r.startswith(name)]
+    prefixed = [r for r in ids.to_list() if r.startswith((name, hex_name))]
     if len(prefixed) != 1:
         what = "no run or case" if not prefixed else f"{len(prefixed)} runs"
         raise InputError(f"{what} with id {name!r} in the input ({runs.height} runs read)")

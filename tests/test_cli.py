@@ -252,6 +252,18 @@ def test_empty_folder_and_unknown_run(tmp_path: Path, trace_file: Path):
     assert result.exit_code == 2 and "no run or case with id 'ffff'" in result.stderr
 
 
+def test_show_takes_a_trace_id_as_a_backend_spells_it(trace_file: Path):
+    run_id = json.loads(run("runs", str(trace_file), "--format", "jsonl").stdout.splitlines()[0])[
+        "run_id"
+    ]
+    uuid = "-".join((run_id[:8], run_id[8:12], run_id[12:16], run_id[16:20], run_id[20:]))
+    for spelled in (uuid.upper(), f"0x{run_id}", uuid[:13]):
+        shown = run("show", spelled, str(trace_file))
+        assert shown.exit_code == 0 and shown.stdout.startswith(f"run      {run_id}\n"), spelled
+    near_miss = run("show", f"{uuid}-x", str(trace_file))  # not hex: taken as written
+    assert near_miss.exit_code == 2 and f"no run or case with id '{uuid}-x'" in near_miss.stderr
+
+
 PACK = """\
 pack: kyc
 rules:
