@@ -8,7 +8,7 @@ import polars as pl
 
 from analyzer.checks.base import CHECK_SCHEMA, Check, CheckContext, RunFinding
 
-__all__ = ["Crashy", "MaxLength", "VectorCrash"]
+__all__ = ["Crashy", "MaxLength", "Ranked", "VectorCrash"]
 
 
 class MaxLength:
@@ -38,6 +38,14 @@ class Crashy:
         if self.trigger in (run["answer"] or ""):
             raise RuntimeError(f"{self.trigger} in the answer")
         return [{"kind": "seen", "detail": f"{len(steps)} steps"}] if run["answer"] == "x" else []
+
+
+class Ranked:
+    """Yields mappings placed by ``pos``, against the order of their kinds and of yielding."""
+
+    def check_run(self, run, steps):
+        yield {"kind": "alpha", "detail": "placed second", "pos": 1}
+        yield {"kind": "zulu", "detail": "placed first", "pos": 0}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -143,6 +143,13 @@ class ReturnsAList(Check):
         return [{"run_id": "x"}]
 
 
+def test_a_plugin_s_mapping_findings_are_placed_by_their_pos():
+    rule = {"id": "ranked", "type": "plugin_example:Ranked"}
+    p = pack_from_mapping({"pack": "p", "rules": [rule]}, allow_plugins=True)
+    findings = evaluate([p], runset(one_run(1, "a"))).findings
+    assert findings.get_column("kind").to_list() == ["zulu", "alpha"]
+
+
 def test_a_check_crashing_everywhere_is_isolated_to_single_runs():
     rs = runset(one_run(1, "a"), one_run(2, "b"), one_run(3, "c"))
     p = Pack(name="p", rules=(AlwaysFails(id="boom"),))

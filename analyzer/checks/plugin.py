@@ -66,7 +66,8 @@ class PluginCheck(Check):
     on its own. It is constructed with the rule's keys other than ``id``, ``type``,
     ``severity``, ``weight``, ``when`` and ``description``, and must have a method
     ``check_run(run, steps)`` that yields findings for one run: `RunFinding` objects or
-    mappings with ``kind``, ``detail`` and optionally ``tool``, ``argument``, ``span_ids``.
+    mappings with ``kind``, ``detail`` and optionally ``tool``, ``argument``, ``span_ids``,
+    ``pos`` (the finding's place among the rule's findings of the run).
     ``run`` is the run's row as a dict (``answer`` holds the full answer text), ``steps`` its
     steps in order, as dicts. A run on which ``check_run`` raises is recorded as a check error
     for that run; so is one on which it takes more than `PLUGIN_SECONDS` (10 s, or
@@ -317,6 +318,7 @@ def _as_finding(item: Any) -> RunFinding:
             tool=item.get("tool"),
             argument=item.get("argument"),
             span_ids=tuple(item.get("span_ids") or ()),
+            pos=int(item.get("pos") or 0),
         )
     raise TypeError(f"a plugin yielded {type(item).__name__}, not a RunFinding or a mapping")
 
