@@ -1526,6 +1526,85 @@ def test_claude_code_spans_by_name_and_their_plain_attributes():
 
 
 # -------------------------------------------------------------------------------------------------
+# Prompt flow
+# -------------------------------------------------------------------------------------------------
+
+PROMPTFLOW = {"framework": "promptflow"}
+
+
+def test_promptflow_span_types_usage_and_content_and_near_misses():
+    request = {
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
+        "model": "gpt-35-turbo",
+        "tools": [{"type": "function", "function": {"name": "sales", "parameters": {}}}],
+    }
+    response = {
+        "choices": [
+            {
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": "call_1",
+                            "type": "function",
+                            "function": {"name": "sales", "arguments": '{"q": 1}'},
+                        }
+                    ],
+                },
+            }
+        ]
+    }
+    llm, function, flow, other_framework, untyped = rows(
+        span(
+            "openai_chat",
+            {
+                **PROMPTFLOW,
+                "span_type": "LLM",
+                "llm.response.model": "gpt-35-turbo",
+                "llm.usage.prompt_tokens": 450,
+                "llm.usage.completion_tokens": 17,
+                "inputs": js(request),
+                "output": js(response),
+            },
+        ),
+        # a parent repeats its calls' usage under __computed__: never read
+        span(
+            "call_llm",
+            {
+                **PROMPTFLOW,
+                "span_type": "function",
+                "__computed__.cumulative_token_count.prompt": 450,
+                "inputs": js(request),
+                "output": js(response),
+            },
+        ),
+        span("my_flow", {**PROMPTFLOW, "span_type": "Flow"}),
+        # near misses: another framework's span_type, a promptflow span with none
+        span("job", {"framework": "celery", "span_type": "LLM", "inputs": js(request)}),
+        span("step", {**PROMPTFLOW, "output": js(response)}),
+    )
+    assert (llm["role"], llm["convention"], llm["model"]) == (
+        "model_call",
+        "promptflow",
+        "gpt-35-turbo",
+    )
+    assert (llm["input_tokens"], llm["output_tokens"]) == (450, 17)
+    assert llm["input_messages"] == [msg("system", "Be brief."), msg("user", "hi")]
+    assert llm["requested_calls"] == [call("call_1", "sales", '{"q": 1}')]
+    assert llm["finish_reasons"] == ["tool_calls"]
+    assert [(r["role"], r["convention"]) for r in (function, flow)] == [
+        ("other", "promptflow"),
+        ("other", "promptflow"),
+    ]
+    assert function["input_tokens"] is None
+    assert (other_framework["role"], other_framework["convention"]) == ("other", None)
+    assert other_framework["input_messages"] == []  # `inputs` read on promptflow spans only
+    assert (untyped["role"], untyped["convention"]) == ("other", "promptflow")
+
+
+# -------------------------------------------------------------------------------------------------
 # any-agent
 # -------------------------------------------------------------------------------------------------
 

@@ -410,6 +410,7 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
     )
     logfire = pl.col("_n_logfire")
     monocle = c.t(sc.MONOCLE_VERSION).is_not_null()
+    promptflow = (c.t(sc.PROMPTFLOW_FRAMEWORK) == sc.PROMPTFLOW).fill_null(False)
     monocle_roles = sc.MONOCLE_SPAN_TYPE_ROLES
     # a span naming a tool and its call id is that tool's execution, operation name or not
     # (Koog writes none: langfuse koog-2025-08-26)
@@ -450,6 +451,13 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
             sc.MONOCLE,
             pl.when(monocle).then(_lookup(c.t(sc.MONOCLE_SPAN_TYPE), monocle_roles)),
             monocle,
+        ),
+        (
+            sc.PROMPTFLOW,
+            pl.when(promptflow).then(
+                _lookup(c.t(sc.PROMPTFLOW_SPAN_TYPE), sc.PROMPTFLOW_SPAN_TYPE_ROLES)
+            ),
+            promptflow,
         ),
         # what no family decided, a GenAI tool name and call id still do (before the type a
         # Langfuse export gives every observation, its weakest word)
@@ -763,7 +771,8 @@ def _map_distinct(df: pl.DataFrame, col: str, fn: Any, dtype: pl.DataType) -> pl
 
 
 #: Per side (input, output): the GenAI messages key, the OpenInference and OpenLLMetry
-#: flattened families (tag, prefix), the keys read before Logfire's and those read after it.
+#: flattened families (tag, prefix), the keys read before a family's generic content key
+#: (`FAMILY_CONTENT_KEYS`) and those read after it.
 _SOURCE_KEYS = {
     "input": (
         sc.GEN_AI_INPUT_MESSAGES,
@@ -776,7 +785,6 @@ _SOURCE_KEYS = {
             sc.AI_PROMPT,
             sc.GEN_AI_PROMPT,
         ),
-        sc.LOGFIRE_INPUT,
         (sc.TRACELOOP_ENTITY_INPUT, sc.INPUT_VALUE, sc.ADK_LLM_REQUEST, sc.LANGFUSE_INPUT),
     ),
     "output": (
@@ -784,7 +792,6 @@ _SOURCE_KEYS = {
         ("oi_output", sc.LLM_OUTPUT_MESSAGES_PREFIX),
         ("tl_completion", sc.GEN_AI_COMPLETION_PREFIX),
         (sc.ANY_AGENT_OUTPUT, sc.PYDANTIC_FINAL_RESULT, sc.GEN_AI_COMPLETION),
-        sc.LOGFIRE_OUTPUT,
         (sc.TRACELOOP_ENTITY_OUTPUT, sc.OUTPUT_VALUE, sc.ADK_LLM_RESPONSE, sc.LANGFUSE_OUTPUT),
     ),
 }
@@ -820,11 +827,11 @@ def _sources(
     flat: dict[str, list[tuple[str, str]]],
     events: list[Any],
     pyd_events: Any,
-    logfire: bool,
+    conv: str | None,
 ) -> Iterator[Any]:
     """The input-message or output sources of a span in precedence order, built only as far
     as they are needed (Vercel's output text and calls come as one ready Output)."""
-    genai, (oi, oi_prefix), (tl, tl_prefix), keys, logfire_key, late = _SOURCE_KEYS[side]
+    genai, (oi, oi_prefix), (tl, tl_prefix), keys, late = _SOURCE_KEYS[side]
     yield t(genai)
     if flat.get(oi):
         yield ct.openinference_messages(flat[oi], oi_prefix)
@@ -851,8 +858,8 @@ def _sources(
             yield ct.Output(text=text, calls=calls, recognized=True)
     for key in keys:
         yield t(key)
-    if logfire:
-        yield t(logfire_key)
+    if conv in sc.FAMILY_CONTENT_KEYS:
+        yield t(sc.FAMILY_CONTENT_KEYS[conv][side == "output"])
     for key in late:
         yield t(key)
 
@@ -866,12 +873,11 @@ def _content_of_row(
 ) -> tuple[list[ct.Message], ct.Output, str | None]:
     """Input messages, output and flattened tool definitions of one span, by source precedence."""
     t = texts.get
-    logfire = conv == sc.LOGFIRE
     ev_in, ev_out = _split_events(events) if events else ([], [])
     pyd_events = ct.load_json(t(sc.PYDANTIC_EVENTS)) if t(sc.PYDANTIC_EVENTS) else None
 
     messages: list[ct.Message] = []
-    for src in _sources("input", t, flat, ev_in, pyd_events, logfire):
+    for src in _sources("input", t, flat, ev_in, pyd_events, conv):
         if src is not None:
             messages = ct.parse_messages(src)
             if messages:
@@ -881,7 +887,7 @@ def _content_of_row(
         messages = ct.parse_system_instructions(system) + messages
 
     output = ct.Output()
-    for src in _sources("output", t, flat, ev_out, pyd_events, logfire):
+    for src in _sources("output", t, flat, ev_out, pyd_events, conv):
         if src is not None:
             output = src if isinstance(src, ct.Output) else ct.parse_output(src)
             if not output.empty():
@@ -909,13 +915,15 @@ def _content(
     """Content columns: parsed in Python, only for non-tool spans that carry content."""
     n = df.height
     content_keys = [k for k in sc.CONTENT_KEYS if k in c.present]
-    logfire_keys = [k for k in (sc.LOGFIRE_INPUT, sc.LOGFIRE_OUTPUT) if k in c.present]
+    family_keys = {
+        (conv, k) for conv, keys in sc.FAMILY_CONTENT_KEYS.items() for k in keys if k in c.present
+    }
     flat_or_events = pl.concat(
         [prefixed["row"].cast(pl.Int64), pl.Series(list(events), dtype=pl.Int64)]
     )
     carries = pl.any_horizontal(
         [pl.col(k).is_not_null() for k in content_keys]
-        + [pl.col(k).is_not_null() & (pl.col("convention") == sc.LOGFIRE) for k in logfire_keys]
+        + [pl.col(k).is_not_null() & (pl.col("convention") == conv) for conv, k in family_keys]
         + [pl.int_range(pl.len()).is_in(flat_or_events.implode())]
     )
     rows = df.select(((pl.col("role") != sc.TOOL_CALL) & carries).arg_true()).to_series()
@@ -933,7 +941,8 @@ def _content(
             # content we cannot make sense of is not an error of the trace: keep the span
             return _EMPTY_CONTENT
 
-    sub = df.select(["role", "convention", *content_keys, *logfire_keys]).gather(rows)
+    generic = sorted({k for _, k in family_keys} - set(content_keys))
+    sub = df.select(["role", "convention", *content_keys, *generic]).gather(rows)
     found = [parsed(*args) for args in zip(rows.to_list(), sub.iter_rows(named=True), strict=True)]
     outputs = [output for _, output, _ in found]
 

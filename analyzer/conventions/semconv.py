@@ -21,6 +21,7 @@ LOGFIRE = "logfire"
 LANGFUSE = "langfuse"
 MONOCLE = "monocle"
 CLAUDE_CODE = "claude_code"
+PROMPTFLOW = "promptflow"
 
 # Roles (mirrors conventions.schema.ROLES; repeated here so the maps below are self-contained).
 MODEL_CALL = "model_call"
@@ -465,6 +466,30 @@ CLAUDE_CODE_USAGE_KEYS = (
 )
 
 # -------------------------------------------------------------------------------------------------
+# Prompt flow tracing (microsoft/promptflow: docs/reference/trace-span-spec-reference.md, TraceType
+# in promptflow/contracts/trace.py; promptflow 1.7+). Every span says `framework` = promptflow;
+# its kind is `span_type`, which has no tool type. An LLM span holds the OpenAI request and
+# response as JSON in `inputs` and `output` (generic names: read on these spans only), its model
+# and usage in the keys below; a parent's `__computed__.cumulative_token_count.*` repeats the
+# usage of the calls under it and is never read.
+# -------------------------------------------------------------------------------------------------
+PROMPTFLOW_FRAMEWORK = "framework"
+PROMPTFLOW_SPAN_TYPE = "span_type"
+PROMPTFLOW_SPAN_TYPE_ROLES = {
+    "llm": MODEL_CALL,
+    "function": OTHER,
+    "flow": OTHER,
+    "langchain": OTHER,
+    "embedding": OTHER,
+    "retrieval": OTHER,
+}
+PROMPTFLOW_MODEL = "llm.response.model"
+PROMPTFLOW_PROMPT_TOKENS = "llm.usage.prompt_tokens"
+PROMPTFLOW_COMPLETION_TOKENS = "llm.usage.completion_tokens"
+PROMPTFLOW_INPUTS = "inputs"
+PROMPTFLOW_OUTPUT = "output"
+
+# -------------------------------------------------------------------------------------------------
 # any-agent (mozilla-ai/any-agent at 3e248d1c; GenAI-like custom keys, operation `call_llm`).
 # -------------------------------------------------------------------------------------------------
 ANY_AGENT_TOOL_ARGS = "gen_ai.tool.args"
@@ -638,6 +663,7 @@ MODEL_KEYS = (
     LLM_REQUEST_MODEL_NAME,
     AI_MODEL_ID,
     LANGSMITH_MODEL_NAME,
+    PROMPTFLOW_MODEL,
 )
 PROVIDER_KEYS = (GEN_AI_PROVIDER_NAME, GEN_AI_SYSTEM, LLM_PROVIDER, LLM_SYSTEM, AI_MODEL_PROVIDER)
 INPUT_TOKEN_KEYS = (
@@ -648,6 +674,7 @@ INPUT_TOKEN_KEYS = (
     AI_USAGE_PROMPT_TOKENS,
     GEN_AI_AGGREGATED_INPUT_TOKENS,
     MONOCLE_PROMPT_TOKENS,
+    PROMPTFLOW_PROMPT_TOKENS,
 )
 OUTPUT_TOKEN_KEYS = (
     GEN_AI_USAGE_OUTPUT_TOKENS,
@@ -657,6 +684,7 @@ OUTPUT_TOKEN_KEYS = (
     AI_USAGE_COMPLETION_TOKENS,
     GEN_AI_AGGREGATED_OUTPUT_TOKENS,
     MONOCLE_COMPLETION_TOKENS,
+    PROMPTFLOW_COMPLETION_TOKENS,
 )
 CACHED_TOKEN_KEYS = (
     GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
@@ -747,6 +775,11 @@ CONTENT_KEYS = (
 )
 #: Generic attribute names read only on Logfire-classified spans.
 LOGFIRE_KEYS = (LOGFIRE_NAME, LOGFIRE_INPUT, LOGFIRE_OUTPUT)
+#: Content under generic attribute names, read only on the spans of its family: (input, output).
+FAMILY_CONTENT_KEYS = {
+    LOGFIRE: (LOGFIRE_INPUT, LOGFIRE_OUTPUT),
+    PROMPTFLOW: (PROMPTFLOW_INPUTS, PROMPTFLOW_OUTPUT),
+}
 
 #: Attributes read as numbers (strings such as "39" from Jaeger, Zipkin or Langfuse are coerced).
 NUMERIC_KEYS = frozenset(
@@ -792,6 +825,8 @@ NAMING_KEYS = (
     MONOCLE_ENTITY_1_NAME,
     MONOCLE_ENTITY_2_NAME,
     MONOCLE_ENTITY_2_TYPE,
+    PROMPTFLOW_FRAMEWORK,
+    PROMPTFLOW_SPAN_TYPE,
     *CLAUDE_CODE_KEYS,
     *MODEL_KEYS,
     *PROVIDER_KEYS,
@@ -823,6 +858,7 @@ EXACT_KEYS = frozenset(
         *PROMPT_TEMPLATE_KEYS,
         *CONTENT_KEYS,
         *LOGFIRE_KEYS,
+        PROMPTFLOW_INPUTS,
         MONOCLE_OUTPUT,
     )
 )
