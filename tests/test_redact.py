@@ -264,7 +264,7 @@ _LEAKS = {
 def _leaky_trace(path: Path) -> Path:
     """One run: its root records end-user ids and names, its model call the tool definitions,
     its tool call malformed arguments (a finding "line 1 col N") and an error type."""
-    from tests.factories import otlp_attr, otlp_span
+    from factories import otlp_attr, otlp_span
 
     trace = "5f0c3a1b2d4e6f708192a3b4c5d6e7f8"
     root = otlp_span(

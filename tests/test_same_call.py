@@ -7,9 +7,9 @@ are the shapes that must NOT merge.
 from __future__ import annotations
 
 import polars as pl
+from factories import call, tables
 
 from analyzer.runs import build_runs
-from tests.factories import call, tables
 
 MS = 1_000_000
 
