@@ -1604,6 +1604,56 @@ def test_promptflow_span_types_usage_and_content_and_near_misses():
     assert (untyped["role"], untyped["convention"]) == ("other", "promptflow")
 
 
+def test_a_promptflow_function_a_model_asked_for_is_that_tool_s_run():
+    from analyzer.runs import build_runs
+
+    asks = {
+        "choices": [
+            {
+                "finish_reason": "tool_calls",
+                "message": {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {"id": "c1", "function": {"name": "sales", "arguments": '{"acc": "A-1"}'}}
+                    ],
+                },
+            }
+        ]
+    }
+    answers = {"choices": [{"finish_reason": "stop", "message": {"content": "A-1 sold 5."}}]}
+
+    def llm(output: dict) -> dict[str, Any]:
+        return {
+            **PROMPTFLOW,
+            "span_type": "LLM",
+            "llm.response.model": "gpt-4o",
+            "output": js(output),
+        }
+
+    spans = table(
+        span("flow", {**PROMPTFLOW, "span_type": "Function", "inputs": js({"q": "sales?"})}),
+        span("chat", llm(asks)),
+        span(
+            "sales",
+            {
+                **PROMPTFLOW,
+                "span_type": "Function",
+                "inputs": js({"acc": "A-1"}),
+                "output": js("5 units"),
+            },
+        ),
+        # near miss: a function no model asked for stays a plain span
+        span("format", {**PROMPTFLOW, "span_type": "Function", "inputs": js({"x": 1})}),
+        span("chat", llm(answers)),
+    )
+    steps = build_runs(spans, normalize(spans)).steps
+    assert steps.select("kind", "name", "arguments", "result").rows() == [
+        ("model_call", "gpt-4o", None, None),
+        ("tool_call", "sales", '{"acc": "A-1"}', "5 units"),
+        ("model_call", "gpt-4o", None, None),
+    ]
+
+
 # -------------------------------------------------------------------------------------------------
 # any-agent
 # -------------------------------------------------------------------------------------------------

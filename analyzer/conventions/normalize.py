@@ -487,6 +487,9 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
     logfire = conv == sc.LOGFIRE
     monocle = conv == sc.MONOCLE
     claude = conv == sc.CLAUDE_CODE
+    # Prompt flow has no tool type: a function span is the run of a tool when a model asked
+    # for it by that name (`analyzer.calls.mark_requested_tools`), its inputs the arguments
+    promptflow_function = (conv == sc.PROMPTFLOW) & (role == sc.OTHER)
     entity = c.t(sc.MONOCLE_ENTITY_1_NAME)
     # a list of one text (an MCP request's input): that text
     monocle_input = c.t(sc.MONOCLE_INPUT)
@@ -604,12 +607,14 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         c.first(sc.ARGUMENT_KEYS),
         pl.when(logfire).then(c.t(sc.LOGFIRE_INPUT)),
         pl.when(monocle).then(monocle_input),
+        pl.when(promptflow_function).then(c.t(sc.PROMPTFLOW_INPUTS)),
         c.first(sc.ARGUMENT_FALLBACK_KEYS),
     )
     result = pl.coalesce(
         c.first(sc.RESULT_KEYS),
         pl.when(logfire).then(c.t(sc.LOGFIRE_OUTPUT)),
         pl.when(monocle).then(pl.coalesce(c.t(sc.MONOCLE_RESPONSE), c.t(sc.MONOCLE_OUTPUT))),
+        pl.when(promptflow_function).then(c.t(sc.PROMPTFLOW_OUTPUT)),
         c.first(sc.RESULT_FALLBACK_KEYS),
     )
 
@@ -686,8 +691,8 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
             )
         )
         .alias("tool_call_id"),
-        pl.when(is_tool).then(arguments).alias("arguments"),
-        pl.when(is_tool).then(result).alias("result"),
+        pl.when(is_tool | promptflow_function).then(arguments).alias("arguments"),
+        pl.when(is_tool | promptflow_function).then(result).alias("result"),
         agent_name.alias("agent_name"),
         agent_version.alias("agent_version"),
         prompt_id.alias("prompt_id"),

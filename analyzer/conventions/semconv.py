@@ -468,10 +468,11 @@ CLAUDE_CODE_USAGE_KEYS = (
 # -------------------------------------------------------------------------------------------------
 # Prompt flow tracing (microsoft/promptflow: docs/reference/trace-span-spec-reference.md, TraceType
 # in promptflow/contracts/trace.py; promptflow 1.7+). Every span says `framework` = promptflow;
-# its kind is `span_type`, which has no tool type. An LLM span holds the OpenAI request and
-# response as JSON in `inputs` and `output` (generic names: read on these spans only), its model
-# and usage in the keys below; a parent's `__computed__.cumulative_token_count.*` repeats the
-# usage of the calls under it and is never read.
+# its kind is `span_type`, which has no tool type (a Function span a model asked for by name is
+# that tool's run, its `inputs` and `output` the arguments and result). An LLM span holds the
+# OpenAI request and response as JSON in `inputs` and `output` (generic names: read on these
+# spans only), its model and usage in the keys below; a parent's
+# `__computed__.cumulative_token_count.*` repeats the usage of the calls under it: never read.
 # -------------------------------------------------------------------------------------------------
 PROMPTFLOW_FRAMEWORK = "framework"
 PROMPTFLOW_SPAN_TYPE = "span_type"
