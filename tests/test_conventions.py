@@ -1532,30 +1532,24 @@ def test_claude_code_spans_by_name_and_their_plain_attributes():
 PROMPTFLOW = {"framework": "promptflow"}
 
 
+def openai_response(text: str | None = None, call: tuple[str, str, str] | None = None) -> str:
+    """An OpenAI chat completion as JSON: a text answer, or one tool call (id, name, arguments)."""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if call is not None:
+        message["tool_calls"] = [
+            {"id": call[0], "type": "function", "function": {"name": call[1], "arguments": call[2]}}
+        ]
+    reason = "stop" if call is None else "tool_calls"
+    return js({"choices": [{"finish_reason": reason, "message": message}]})
+
+
 def test_promptflow_span_types_usage_and_content_and_near_misses():
     request = {
         "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}],
         "model": "gpt-35-turbo",
         "tools": [{"type": "function", "function": {"name": "sales", "parameters": {}}}],
     }
-    response = {
-        "choices": [
-            {
-                "finish_reason": "tool_calls",
-                "message": {
-                    "role": "assistant",
-                    "content": None,
-                    "tool_calls": [
-                        {
-                            "id": "call_1",
-                            "type": "function",
-                            "function": {"name": "sales", "arguments": '{"q": 1}'},
-                        }
-                    ],
-                },
-            }
-        ]
-    }
+    response = openai_response(call=("call_1", "sales", '{"q": 1}'))
     llm, function, flow, other_framework, untyped = rows(
         span(
             "openai_chat",
@@ -1566,7 +1560,7 @@ def test_promptflow_span_types_usage_and_content_and_near_misses():
                 "llm.usage.prompt_tokens": 450,
                 "llm.usage.completion_tokens": 17,
                 "inputs": js(request),
-                "output": js(response),
+                "output": response,
             },
         ),
         # a parent repeats its calls' usage under __computed__: never read
@@ -1577,13 +1571,13 @@ def test_promptflow_span_types_usage_and_content_and_near_misses():
                 "span_type": "function",
                 "__computed__.cumulative_token_count.prompt": 450,
                 "inputs": js(request),
-                "output": js(response),
+                "output": response,
             },
         ),
         span("my_flow", {**PROMPTFLOW, "span_type": "Flow"}),
         # near misses: another framework's span_type, a promptflow span with none
         span("job", {"framework": "celery", "span_type": "LLM", "inputs": js(request)}),
-        span("step", {**PROMPTFLOW, "output": js(response)}),
+        span("step", {**PROMPTFLOW, "output": response}),
     )
     assert (llm["role"], llm["convention"], llm["model"]) == (
         "model_call",
@@ -1607,32 +1601,12 @@ def test_promptflow_span_types_usage_and_content_and_near_misses():
 def test_a_promptflow_function_a_model_asked_for_is_that_tool_s_run():
     from analyzer.runs import build_runs
 
-    asks = {
-        "choices": [
-            {
-                "finish_reason": "tool_calls",
-                "message": {
-                    "role": "assistant",
-                    "tool_calls": [
-                        {"id": "c1", "function": {"name": "sales", "arguments": '{"acc": "A-1"}'}}
-                    ],
-                },
-            }
-        ]
-    }
-    answers = {"choices": [{"finish_reason": "stop", "message": {"content": "A-1 sold 5."}}]}
-
-    def llm(output: dict) -> dict[str, Any]:
-        return {
-            **PROMPTFLOW,
-            "span_type": "LLM",
-            "llm.response.model": "gpt-4o",
-            "output": js(output),
-        }
+    def llm(output: str) -> dict[str, Any]:
+        return {**PROMPTFLOW, "span_type": "LLM", "llm.response.model": "gpt-4o", "output": output}
 
     spans = table(
         span("flow", {**PROMPTFLOW, "span_type": "Function", "inputs": js({"q": "sales?"})}),
-        span("chat", llm(asks)),
+        span("chat", llm(openai_response(call=("c1", "sales", '{"acc": "A-1"}')))),
         span(
             "sales",
             {
@@ -1644,7 +1618,7 @@ def test_a_promptflow_function_a_model_asked_for_is_that_tool_s_run():
         ),
         # near miss: a function no model asked for stays a plain span
         span("format", {**PROMPTFLOW, "span_type": "Function", "inputs": js({"x": 1})}),
-        span("chat", llm(answers)),
+        span("chat", llm(openai_response("A-1 sold 5."))),
     )
     steps = build_runs(spans, normalize(spans)).steps
     assert steps.select("kind", "name", "arguments", "result").rows() == [
