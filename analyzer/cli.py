@@ -321,7 +321,9 @@ def _accounting_line(log, skipped: list[str]) -> str:
     if log.outside_runs:
         parts.append(f"{log.outside_runs:,} spans in no run (no agent holds them)")
     if log.warnings:
-        parts.append(f"{len(log.warnings):,} warnings (values cut, clock skew, parent cycles)")
+        parts.append(
+            f"{len(log.warnings):,} warnings (kept, but altered or suspect: a report lists them)"
+        )
     if skipped:
         parts.append(f"{len(skipped)} non-trace files skipped by name")
     return "; ".join(parts)

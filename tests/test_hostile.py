@@ -915,7 +915,9 @@ def test_warnings_reach_summary_json_and_the_terminal(tmp_path: Path):
         ("line 3, span 00000000000000a3", 1),
     ]
     runs = CliRunner().invoke(main, ["runs", str(path)])
-    assert runs.stderr.rstrip().endswith("2 warnings (values cut, clock skew, parent cycles)")
+    assert runs.stderr.rstrip().endswith(
+        "2 warnings (kept, but altered or suspect: a report lists them)"
+    )
 
 
 def test_parents_found_at_ingest_are_the_rows_of_the_parent_spans(tmp_path: Path):
