@@ -1474,6 +1474,42 @@ def test_python_literal_arguments_are_read_as_json_only_when_exact():
         assert read(kept) == kept
 
 
+def test_python_literal_arguments_of_a_tool_that_ran_are_read_as_json_whatever_the_convention():
+    # the tool received its arguments parsed: a repr is how the instrumentation rendered them
+    # (OpenInference's LangChain tool input). Kept as recorded: the arguments of a tool that
+    # failed (they may be why) and those a model asked with (its own text)
+    tool = {"openinference.span.kind": "TOOL", "tool.name": "search"}
+    repr_args = "{'query': 'AI trends', 'days': None, 'exact': True}"
+    ran, failed, model = rows(
+        span("search", {**tool, "input.value": repr_args}),
+        span("search", {**tool, "input.value": repr_args}, status="error"),
+        span(
+            "chat",
+            {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.output.messages": js(
+                    [
+                        {
+                            "role": "assistant",
+                            "parts": [
+                                {
+                                    "type": "tool_call",
+                                    "id": "c1",
+                                    "name": "search",
+                                    "arguments": "{'query': 'x'}",
+                                }
+                            ],
+                        }
+                    ]
+                ),
+            },
+        ),
+    )
+    assert ran["arguments"] == '{"query":"AI trends","days":null,"exact":true}'
+    assert failed["arguments"] == repr_args
+    assert model["requested_calls"] == [call("c1", "search", "{'query': 'x'}")]
+
+
 # -------------------------------------------------------------------------------------------------
 # Claude Code
 # -------------------------------------------------------------------------------------------------

@@ -163,6 +163,28 @@ def test_an_openllmetry_fork_names_its_model_agent_and_tool_arguments_as_read_by
     assert (by_rule["retries"]["runs_checked"], by_rule["retries"]["findings"]) == (1, 0)
 
 
+def test_tool_arguments_an_instrumentation_wrote_as_a_python_repr_are_not_malformed():
+    # OpenInference's LangChain tool spans record the input dict as its repr (NOTES.md,
+    # quo_tav_agent); the model asked with JSON and the tools ran with it
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    path = CORPUS / "evilmartians__agent-prism__quo_tav_agent.json"
+    ingested = read_traces([path])
+    runset = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents)
+    tools = runset.steps.filter(runset.steps["kind"] == "tool_call")
+    search = json.loads(tools["arguments"][0])
+    assert search == {"query": "latest AI trends 2024", "time_range": "year", "topic": "general"}
+    assert len(json.loads(tools["arguments"][1])["urls"]) == 4
+    report = CliRunner().invoke(main, ["report", str(path), "--format", "json"])
+    by_rule = {r["rule_id"]: r for r in json.loads(report.stdout)["findings"]["by_rule"]}
+    assert (by_rule["tool-arguments"]["runs_checked"], by_rule["tool-arguments"]["findings"]) == (
+        1,
+        0,
+    )
+
+
 @pytest.mark.parametrize("name", ["openai_agents_genai_adot", "openai_agents_genai_live"])
 def test_a_coordinator_s_call_after_its_specialist_s_answer_is_no_retry(name: str):
     # OpenAI Agents: the coordinator hands off to (adot) or calls as tools (live) specialist

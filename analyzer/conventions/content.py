@@ -137,9 +137,10 @@ LITERAL_MAX_CHARS = 100_000
 
 
 def python_literal_json(text: str) -> str:
-    """A Python dict or list written as its repr (``{'city': 'Paris'}``: how Monocle records
-    some tools' arguments) as JSON text; `text` unchanged when it is JSON already, or no such
-    literal of JSON values (parsed by `ast.literal_eval`, which runs no code)."""
+    """A Python dict or list written as its repr (``{'city': 'Paris'}``: how Monocle and
+    OpenInference's LangChain tools record some arguments) as JSON text; `text` unchanged when
+    it is JSON already, or no such literal of JSON values (parsed by `ast.literal_eval`, which
+    runs no code)."""
     if len(text) > LITERAL_MAX_CHARS or not text.lstrip().startswith(("{", "[")):
         return text
     if load_json(text) is not text:

@@ -737,14 +737,19 @@ def _patch(series: pl.Series, mask: pl.Series, fn: Any) -> pl.Series:
 
 def _fix_arguments(df: pl.DataFrame, c: _Cols) -> pl.Series:
     """Tool arguments with emitters' wrappers removed (`content.normalize_arguments`), parsing
-    only the values that can hold one: JSON strings, `kwargs` objects, LangSmith raw inputs."""
+    only the values that can hold one: JSON strings, `kwargs` objects, LangSmith raw inputs,
+    Python reprs (`content.python_literal_json`)."""
     args = df["arguments"]
     langsmith = df.with_columns(_ls=c.t(sc.LANGSMITH_SPAN_KIND).is_not_null())["_ls"]
     trimmed = args.str.strip_chars_start()
     wrapped = trimmed.str.starts_with('"') | args.str.contains('"kwargs"', literal=True)
     args = _patch(args, (wrapped & ~langsmith).fill_null(False), ct.normalize_arguments)
-    monocle = (df["convention"] == sc.MONOCLE) & args.is_not_null()
-    args = _patch(args, monocle.fill_null(False), ct.python_literal_json)
+    # a tool that ran was given its arguments parsed: a Python repr of them is how its
+    # instrumentation wrote them (Monocle, OpenInference's LangChain tools); those of a tool
+    # that failed may be why it failed, and a model's requests are its own text: kept
+    ran = (df["role"] == sc.TOOL_CALL) & (df["status"] != "error")
+    literal = args.str.contains(r"^\s*[\[{]") & args.str.contains("'|None|True|False")
+    args = _patch(args, (ran & literal).fill_null(False), ct.python_literal_json)
     return _patch(
         args,
         (langsmith & (wrapped | trimmed.str.starts_with("{"))).fill_null(False),
