@@ -648,6 +648,53 @@ def test_openllmetry_anthropic_blocks_stored_as_json_text():
     assert r["input_messages"] == [msg("user", "[1, 2] is a list, not content blocks")]
 
 
+def test_openai_tool_calls_stored_as_a_completion_s_json_text_are_its_requests():
+    # Koog writes each requested call as its own completion, its content the JSON text of an
+    # OpenAI tool_calls list; the next call's prompt repeats them as the assistant's turn
+    def tool_calls(id: str, name: str) -> str:
+        return js(
+            [
+                {
+                    "function": {"name": name, "arguments": '{"name": "Bob"}'},
+                    "id": id,
+                    "type": "function",
+                }
+            ]
+        )
+
+    r = one(
+        "llm.chat",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.prompt.0.role": "user",
+            "gen_ai.prompt.0.content": "Greet Bob",
+            "gen_ai.prompt.1.role": "assistant",
+            "gen_ai.prompt.1.content": tool_calls("c0", "Earlier"),
+            # near miss: a dict with `function` that is text, and a role: a message, not a call
+            "gen_ai.prompt.2.role": "user",
+            "gen_ai.prompt.2.content": js(
+                [{"type": "text", "text": "a function: f", "function": "f"}]
+            ),
+            "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.finish_reason": "tool_calls",
+            "gen_ai.completion.0.content": tool_calls("c1", "HelloTool"),
+            "gen_ai.completion.1.role": "assistant",
+            "gen_ai.completion.1.finish_reason": "tool_calls",
+            "gen_ai.completion.1.content": tool_calls("c2", "ByeTool"),
+        },
+    )
+    assert r["output_text"] is None
+    assert r["requested_calls"] == [
+        call("c1", "HelloTool", '{"name": "Bob"}'),
+        call("c2", "ByeTool", '{"name": "Bob"}'),
+    ]
+    assert r["input_messages"] == [
+        msg("user", "Greet Bob"),
+        msg("assistant", '[{"id":"c0","name":"Earlier","arguments":"{\\"name\\": \\"Bob\\"}"}]'),
+        msg("user", "a function: f"),
+    ]
+
+
 def test_openllmetry_entity_spans():
     tool, workflow, agent, task, embedding = rows(
         span(

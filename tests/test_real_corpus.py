@@ -185,6 +185,29 @@ def test_tool_arguments_an_instrumentation_wrote_as_a_python_repr_are_not_malfor
     )
 
 
+def test_koog_s_requests_written_as_tool_calls_json_are_the_calls_its_tools_answer():
+    # Koog (NOTES.md): each completion's content is the JSON text of an OpenAI tool_calls
+    # list; read as text, the two tools it asked for ran "unrequested"
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    path = CORPUS / "langfuse__koog-2025-08-26.trace.json"
+    ingested = read_traces([path])
+    runset = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents)
+    first = runset.steps.row(0, named=True)
+    assert [(c["id"], c["name"]) for c in first["requested_calls"]] == [
+        ("call_n2HaWg9KFP0BZDqXv6G4b3nJ", "HelloTool"),
+        ("call_dOeEHJDI0liHrCdFWTpkTsuO", "ByeTool"),
+    ]
+    assert first["output_text"] is None
+    report = CliRunner().invoke(main, ["report", str(path), "--format", "json"])
+    summary = json.loads(report.stdout)
+    assert summary["findings"]["total"] == 0
+    by_rule = {r["rule_id"]: r for r in summary["findings"]["by_rule"]}
+    assert by_rule["requested-calls"]["runs_checked"] == 1
+
+
 @pytest.mark.parametrize("name", ["openai_agents_genai_adot", "openai_agents_genai_live"])
 def test_a_coordinator_s_call_after_its_specialist_s_answer_is_no_retry(name: str):
     # OpenAI Agents: the coordinator hands off to (adot) or calls as tools (live) specialist

@@ -282,7 +282,12 @@ def _read_parts(content: Any, acc: _Parts) -> None:
             if isinstance(text, str) and text:
                 acc.texts.append(text)
             continue
-        if ptype in sc.PART_TOOL_CALL_TYPES or "function_call" in part or "functionCall" in part:
+        if (
+            ptype in sc.PART_TOOL_CALL_TYPES
+            or "function_call" in part
+            or "functionCall" in part
+            or isinstance(part.get("function"), dict)  # an OpenAI tool_calls entry (Koog)
+        ):
             acc.calls.append(_call(part))
             continue
         fresp = part.get("function_response") or part.get("functionResponse")
