@@ -695,6 +695,31 @@ def test_openai_tool_calls_stored_as_a_completion_s_json_text_are_its_requests()
     ]
 
 
+def test_a_call_record_written_as_its_python_repr_in_a_text_part_is_a_requested_call():
+    # ADOT's OpenAI Agents spans put str(item) of the Responses API items into text parts
+    item = (
+        "ResponseFunctionToolCall(arguments='{\"a\":42}', call_id='call_1', name='multiply', "
+        "type='function_call', id='fc_1', caller=None, status='completed')"
+    )
+    parts = [
+        {"type": "text", "content": item},
+        # near misses: another item type, a call with a positional argument, plain text
+        {"type": "text", "content": "ResponseOutputText(text='hi', type='output_text')"},
+        {"type": "text", "content": "print(x, type='function_call')"},
+    ]
+    r = one(
+        "chat gpt-4o",
+        {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.output.messages": js([{"role": "assistant", "parts": parts}]),
+        },
+    )
+    assert r["requested_calls"] == [call("call_1", "multiply", '{"a":42}')]
+    assert r["output_text"] == (
+        "ResponseOutputText(text='hi', type='output_text')\nprint(x, type='function_call')"
+    )
+
+
 def test_openllmetry_entity_spans():
     tool, workflow, agent, task, embedding = rows(
         span(

@@ -208,6 +208,23 @@ def test_koog_s_requests_written_as_tool_calls_json_are_the_calls_its_tools_answ
     assert by_rule["requested-calls"]["runs_checked"] == 1
 
 
+def test_adot_s_python_reprs_of_response_items_are_the_calls_they_record():
+    # ADOT's OpenAI Agents chat spans write each requested call as the repr of a
+    # ResponseFunctionToolCall (NOTES.md): the coordinator's two handoffs, the math call
+    ingested = read_traces([CORPUS / "strands-agents__evals__openai_agents_genai_adot_spans.json"])
+    runset = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents)
+    steps = runset.steps
+    assert steps.select("kind", "name", "executed", "requested_by").rows() == [
+        ("model_call", "gpt-4o-2024-08-06", True, None),
+        ("tool_call", "transfer_to_math_specialist", False, "e611bc87f477961f"),
+        ("tool_call", "transfer_to_research_specialist", False, "e611bc87f477961f"),
+        ("model_call", "gpt-4o-2024-08-06", True, None),
+        ("tool_call", "multiply_numbers", True, "625e0da0e226cb40"),
+        ("model_call", "gpt-4o-2024-08-06", True, None),
+    ]
+    assert steps["output_text"][0] is None
+
+
 @pytest.mark.parametrize("name", ["openai_agents_genai_adot", "openai_agents_genai_live"])
 def test_a_coordinator_s_call_after_its_specialist_s_answer_is_no_retry(name: str):
     # OpenAI Agents: the coordinator hands off to (adot) or calls as tools (live) specialist

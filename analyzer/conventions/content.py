@@ -242,6 +242,23 @@ def _is_call_record(obj: Any) -> bool:
     return isinstance(obj.get("function"), dict) and "role" not in obj
 
 
+def _call_repr(text: str) -> dict[str, Any] | None:
+    """The fields of a tool-call record written as its Python repr, keywords only, all of them
+    literals (ADOT's OpenAI Agents spans put ``ResponseFunctionToolCall(arguments='{}',
+    call_id='call_1', name='f', type='function_call', ...)`` in text parts); None for any other
+    text. Parsed by `ast`, which runs no code."""
+    if len(text) > LITERAL_MAX_CHARS or not text.endswith(")") or "function_call'" not in text:
+        return None
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+        if not isinstance(node, ast.Call) or node.args:
+            return None
+        fields = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return fields if _kind(fields.get("type")) in sc.PART_TOOL_CALL_TYPES else None
+
+
 @dataclass
 class _Parts:
     """What one message's parts/content blocks hold."""
@@ -279,7 +296,10 @@ def _read_parts(content: Any, acc: _Parts) -> None:
             text = part.get("text")
             if not isinstance(text, str):
                 text = part.get("content")
-            if isinstance(text, str) and text:
+            record = _call_repr(text) if isinstance(text, str) else None
+            if record is not None:
+                acc.calls.append(_call(record))
+            elif isinstance(text, str) and text:
                 acc.texts.append(text)
             continue
         if (
