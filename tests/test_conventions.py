@@ -670,7 +670,7 @@ def test_openai_tool_calls_stored_as_a_completion_s_json_text_are_its_requests()
             "gen_ai.prompt.0.content": "Greet Bob",
             "gen_ai.prompt.1.role": "assistant",
             "gen_ai.prompt.1.content": tool_calls("c0", "Earlier"),
-            # near miss: a dict with `function` that is text, and a role: a message, not a call
+            # near miss: a text block whose `function` is a string stays text
             "gen_ai.prompt.2.role": "user",
             "gen_ai.prompt.2.content": js(
                 [{"type": "text", "text": "a function: f", "function": "f"}]

@@ -134,6 +134,8 @@ def normalize_arguments(text: str, langsmith: bool = False) -> str:
 
 #: Longest text `python_literal_json` reads (a literal is parsed whole, in memory).
 LITERAL_MAX_CHARS = 100_000
+#: What `ast` raises on text that is no literal (or one too deep or too large to read).
+_NOT_A_LITERAL = (ValueError, TypeError, SyntaxError, MemoryError, RecursionError)
 
 
 def python_literal_json(text: str) -> str:
@@ -148,7 +150,7 @@ def python_literal_json(text: str) -> str:
     try:
         value = ast.literal_eval(text.strip())
         return orjson.dumps(value).decode() if isinstance(value, dict | list) else text
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    except _NOT_A_LITERAL:
         return text
 
 
@@ -254,7 +256,7 @@ def _call_repr(text: str) -> dict[str, Any] | None:
         if not isinstance(node, ast.Call) or node.args:
             return None
         fields = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+    except _NOT_A_LITERAL:
         return None
     return fields if _kind(fields.get("type")) in sc.PART_TOOL_CALL_TYPES else None
 
