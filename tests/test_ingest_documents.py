@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from analyzer.errors import TraceFormatError
-from analyzer.ingest.accounting import FileLog
+from analyzer.ingest.accounting import FileLog, excerpt
 from analyzer.ingest.documents import document_kind, parse_json_values, read_json_document
 from analyzer.ingest.dumps import FINAL_OUTPUT_ATTR, span_shape
 from analyzer.ingest.sdk_json import iso_to_ns, kind_name, status_name, time_ns
@@ -549,6 +549,59 @@ def test_sdk_truncated_concatenation_keeps_the_objects_before():
     assert "line 102" in entry.reason
     assert entry.excerpt.startswith("{")
     assert entry.spans == 0
+
+
+def test_a_program_s_prints_around_and_between_console_objects_are_quarantined_not_the_spans():
+    # A script's stdout redirected to a file: its own prints sit before, between and after
+    # the exporter's span objects (as in Arize-ai__openinference__python-out.json).
+    chat, tool, root = _console_objects()
+    text = f"SYNC\n{chat}\nctx={{'session.id': 's'}}\n \n{tool}\n{root}\nDONE\n"
+    rows, log = read(data=text.encode())
+    assert [r["span_id"] for r in rows] == [
+        "000000000000a002",
+        "000000000000a003",
+        "000000000000a001",
+    ]
+    assert_accounting(log, records=6, read_=3, span_q=0, record_q=3)
+    where = [(q.position, q.excerpt) for q in log.quarantine]
+    n_chat, n_tool = chat.count("\n") + 1, tool.count("\n") + 1
+    assert where == [  # each excerpt is the stretch skipped, up to the next object
+        ("line 1", excerpt("SYNC\n")),
+        (f"line {2 + n_chat}", excerpt("ctx={'session.id': 's'}\n \n")),
+        (f"line {4 + n_chat + n_tool + root.count(chr(10)) + 1}", excerpt("DONE\n")),
+    ]
+    assert [r["source_pos"] for r in rows] == [2, 4 + n_chat, 4 + n_chat + n_tool]
+
+
+def test_a_cut_object_between_console_objects_loses_itself_only():
+    chat, tool, root = _console_objects()
+    cut = tool[: len(tool) // 2]
+    rows, log = read(data=f"{chat}\n{cut}\n{root}\n".encode())
+    assert [r["span_id"] for r in rows] == ["000000000000a002", "000000000000a001"]
+    assert_accounting(log, records=3, read_=2, span_q=0, record_q=1)
+    [entry] = log.quarantine
+    assert entry.position == f"line {chat.count(chr(10)) + 2}"
+    assert entry.excerpt == excerpt(cut + "\n")
+
+
+def test_text_whose_first_object_line_is_no_trace_is_still_no_trace_file(tmp_path: Path):
+    from analyzer.ingest.detect import sniff_stream
+
+    # near misses: the object after the prints is no span; no line opens an object
+    for text in ('log line\n{\n  "level": "info"\n}\n', 'log line\n  {"a": 1}\n'):
+        assert sniff_stream(io.BytesIO(text.encode()))[0] == "unknown"
+    printed = "SYNC\n" + "\n".join(_console_objects())
+    assert sniff_stream(io.BytesIO(printed.encode()))[0] == "json"
+
+
+def _console_objects() -> list[str]:
+    """The three span objects of `sdk_console_text`, as printed."""
+    text, decoder, objects, i = sdk_console_text(), json.JSONDecoder(), [], 0
+    while i < len(text.strip()):
+        _, end = decoder.raw_decode(text, i)
+        objects.append(text[i:end])
+        i = end + 1
+    return objects
 
 
 def test_sdk_json_array():

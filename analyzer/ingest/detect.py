@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 import zlib
 from typing import BinaryIO
@@ -28,6 +29,7 @@ SNIFF_BYTES = 1 << 16
 #: or JSON of another shape), this many lines (in at most `SCAN_BYTES`) are looked at for one
 #: that starts like an OTLP request: the file is then read as lines, the others quarantined.
 SCAN_LINES = 1000
+_OBJECT_LINE = re.compile(r"^\{", re.M)
 SCAN_BYTES = 8 << 20
 
 #: A compressed file may expand this many times before it is refused as a decompression bomb
@@ -307,7 +309,9 @@ def sniff_stream(stream: BinaryIO, size: int = -1) -> tuple[str, int]:
     when it holds nothing else). A file whose first lines are not OTLP JSON lines (garbage,
     or JSON of another shape) is OTLP JSON lines still when one of its first `SCAN_LINES`
     lines starts like an OTLP request and it is no protobuf: its bad lines are quarantined
-    one by one as it is read.
+    one by one as it is read. Else it is a JSON document when a line of its head opens, in
+    its first column, an object that is a trace (a program's prints captured with its console
+    exporter's span objects): the text before and between the values is quarantined.
     """
     head = _peek(stream, SNIFF_BYTES)
     if head.startswith(PARQUET_MAGIC):
@@ -335,7 +339,25 @@ def sniff_stream(stream: BinaryIO, size: int = -1) -> tuple[str, int]:
         return "proto", 0
     if _otlp_line_ahead(stream, offset):
         return "jsonl", skipped
+    if _trace_value_ahead(head):
+        return "json", skipped
     return "unknown", skipped
+
+
+def _trace_value_ahead(head: bytes) -> bool:
+    """Whether the first line of `head` that opens a JSON object in its first column opens a
+    trace document or span (console-exporter output captured with the program's own prints)."""
+    from analyzer.ingest.documents import document_kind
+
+    text = head.decode("utf-8", errors="replace")
+    found = _OBJECT_LINE.search(text)
+    if found is None:
+        return False
+    try:
+        document_kind(json.JSONDecoder().raw_decode(text, found.start())[0])
+    except (ValueError, RecursionError, TraceFormatError):
+        return False
+    return True
 
 
 def _seekable(stream: BinaryIO) -> bool:

@@ -1,8 +1,10 @@
 """Read any JSON trace *document* (not OTLP JSON lines) into span batches, dispatched by shape.
 
 A file may hold one JSON value or several concatenated ones (the Python SDK's console exporter
-prints pretty span objects back to back); an unparseable tail is quarantined with its line
-and the values before it are kept. Each value is then recognised by its structure:
+prints pretty span objects back to back). Text that is no JSON value (the program's own prints
+captured with the exporter's, a cut object) is quarantined with its line, and reading goes on
+at the next line that opens an object in its first column. Each value is then recognised by
+its structure:
 
 ==========================  ====================================================================
 OTLP request                ``{"resourceSpans": ...}`` (or ``resource_spans``); also wrapped:
@@ -76,6 +78,7 @@ BATCH_SPANS = 8192
 # (Negative ones below -2**63 with exactly 19 digits slip through; none is an id.)
 _BIG_INT = re.compile(rb"\d{20}")
 _SPACE = re.compile(r"\s*")
+_OBJECT_LINE = re.compile(r"^\{", re.M)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # json.loads keeps a lone UTF-16 surrogate written as an escape (JS truncating a string, or
 # Python's ensure_ascii output of one); Arrow cannot encode it, so it becomes U+FFFD.
@@ -97,8 +100,9 @@ def parse_json_values(data: bytes, log: FileLog) -> list[tuple[Any, int]]:
     """The JSON values in `data` with the 1-based line each starts on.
 
     One value is parsed with orjson; concatenated values (or numbers orjson cannot hold) with
-    the json module, one after another. An unparseable rest is quarantined as one record with
-    its line, and the values before it are returned.
+    the json module, one after another. Unparseable text is quarantined as one record with its
+    line, up to the next line that starts with ``{`` (where reading goes on) or to the end when
+    there is none.
     """
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
@@ -135,9 +139,16 @@ def parse_json_values(data: bytes, log: FileLog) -> list[tuple[Any, int]]:
                 if isinstance(err, json.JSONDecodeError)
                 else f"unparseable JSON: {nesting_reason(text=text[index:])}"
             )
-            log.quarantine_record(f"line {line}", reason, text[index : index + EXCERPT_BYTES])
-            break
-        values.append((value, line))
+            # read on from the next line that opens an object in its first column (a program's
+            # own prints between console-exporter objects, a cut object): none, the rest is lost
+            resync = _OBJECT_LINE.search(text, text.find("\n", index) + 1 or len(text))
+            end = len(text) if resync is None else resync.start()
+            excerpt = text[index : min(end, index + EXCERPT_BYTES)]
+            log.quarantine_record(f"line {line}", reason, excerpt)
+            if resync is None:
+                break
+        else:
+            values.append((value, line))
         following = _SPACE.match(text, end).end()  # type: ignore[union-attr]
         line += text.count("\n", index, following)
         index = following
