@@ -1597,6 +1597,7 @@ def test_claude_code_spans_by_name_and_their_plain_attributes():
                 "input_tokens": "10",
                 "output_tokens": "273",
                 "cache_read_tokens": "23030",
+                "cache_creation_tokens": "827",
                 "stop_reason": "tool_use",
                 # kagent's copy of an OTLP value: not a list of reasons
                 "gen_ai.response.finish_reasons": "{'values': [{'stringValue': 'tool_use'}]}",
@@ -1619,9 +1620,10 @@ def test_claude_code_spans_by_name_and_their_plain_attributes():
         "other",
     ]
     assert {r["convention"] for r in (interaction, llm, tool, execution)} == {"claude_code"}
+    # Anthropic's input_tokens leaves the cache reads and writes out; OTel's input includes them
     assert (llm["model"], llm["input_tokens"], llm["output_tokens"]) == (
         "claude-haiku-4-5",
-        10,
+        10 + 23030 + 827,
         273,
     )
     assert (llm["cached_input_tokens"], llm["finish_reasons"]) == (23030, ["tool_use"])

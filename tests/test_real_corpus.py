@@ -307,3 +307,21 @@ def test_a_script_s_prints_around_its_console_spans_are_set_aside_and_the_spans_
     assert all(e.startswith(w) for (_, e), w in zip(quarantine, starts, strict=True))
     assert not any('"name": "ChatCompletion"' in e for _, e in quarantine)
     assert ingested.log.spans_read == ingested.spans.num_rows == 2
+
+
+def test_claude_code_runs_cost_their_cache_reads_and_writes(tmp_path: Path):
+    # Anthropic's input_tokens leaves the cache out (NOTES.md): per run, (uncached + cache
+    # writes) at $1.00, cache reads at $0.10 and output at $5.00 per million (claude-haiku-4-5)
+    import polars as pl
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    path = CORPUS / "agentevals-dev__agentevals__kagent-alpha9__claude_native_2turn.json"
+    result = CliRunner().invoke(main, ["report", str(path), "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    runs = pl.read_parquet(tmp_path / "runs.parquet").sort("started_ns")
+    first = ((60 + 3_071) * 1.00 + 168_084 * 0.10 + 1_655 * 5.00) * 1e-6
+    second = ((18 + 1_007) * 1.00 + 52_862 * 0.10 + 285 * 5.00) * 1e-6
+    assert runs["input_tokens"].to_list() == [60 + 168_084 + 3_071, 18 + 52_862 + 1_007]
+    assert runs["cost_usd"].to_list() == pytest.approx([first, second], abs=1e-12)

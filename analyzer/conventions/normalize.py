@@ -549,10 +549,12 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         base = json_num(details, paths)
         return base + pl.sum_horizontal([json_num(details, (p,)).fill_null(0) for p in parts])
 
-    recorded_in = pl.coalesce(
-        c.first_num(sc.INPUT_TOKEN_KEYS),
-        pl.when(claude).then(c.n(sc.CLAUDE_CODE_INPUT_TOKENS)),
+    claude_in = (
+        c.n(sc.CLAUDE_CODE_INPUT_TOKENS)
+        + c.n(sc.CLAUDE_CODE_CACHE_READ_TOKENS).fill_null(0)
+        + c.n(sc.CLAUDE_CODE_CACHE_CREATION_TOKENS).fill_null(0)
     )
+    recorded_in = pl.coalesce(c.first_num(sc.INPUT_TOKEN_KEYS), pl.when(claude).then(claude_in))
     recorded_out = pl.coalesce(
         c.first_num(sc.OUTPUT_TOKEN_KEYS),
         pl.when(claude).then(c.n(sc.CLAUDE_CODE_OUTPUT_TOKENS)),

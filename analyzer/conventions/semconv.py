@@ -447,9 +447,13 @@ CLAUDE_CODE_ROLES = {
     "claude_code.tool.blocked_on_user": OTHER,  # waiting for the user's permission
 }
 CLAUDE_CODE_MODEL = "model"
-CLAUDE_CODE_INPUT_TOKENS = "input_tokens"  # Anthropic's: cache reads not included
+# Anthropic's counts: `input_tokens` leaves out the cache reads and writes, which OTel's input
+# tokens include, so the input read is the sum of the three (as kagent's Collector recipe
+# writes `gen_ai.usage.input_tokens` for the same spans)
+CLAUDE_CODE_INPUT_TOKENS = "input_tokens"
 CLAUDE_CODE_OUTPUT_TOKENS = "output_tokens"
 CLAUDE_CODE_CACHE_READ_TOKENS = "cache_read_tokens"
+CLAUDE_CODE_CACHE_CREATION_TOKENS = "cache_creation_tokens"
 CLAUDE_CODE_STOP_REASON = "stop_reason"
 CLAUDE_CODE_TOOL_NAME = "tool_name"
 CLAUDE_CODE_TOOL_USE_ID = "tool_use_id"
@@ -463,6 +467,7 @@ CLAUDE_CODE_USAGE_KEYS = (
     CLAUDE_CODE_INPUT_TOKENS,
     CLAUDE_CODE_OUTPUT_TOKENS,
     CLAUDE_CODE_CACHE_READ_TOKENS,
+    CLAUDE_CODE_CACHE_CREATION_TOKENS,
 )
 
 # -------------------------------------------------------------------------------------------------
