@@ -1603,13 +1603,18 @@ def test_claude_code_spans_by_name_and_their_plain_attributes():
                 "gen_ai.response.finish_reasons": "{'values': [{'stringValue': 'tool_use'}]}",
             },
         ),
-        span("claude_code.tool", {"tool_name": "Bash", "tool_use_id": "toolu_1"}),
+        span(
+            "claude_code.tool",
+            {"tool_name": "Bash", "tool_use_id": "toolu_1"},
+            events=[("tool.output", {"bash_command": "kubectl get ns", "output": "not found"})],
+        ),
         span("claude_code.tool.execution", {"tool_use_id": "toolu_1"}, status="error"),
         span("claude_code.tool.blocked_on_user", {"decision": "accept"}),
         # near miss: the same plain names on a span of no family are no usage, model or tool
         span(
             "llm",
             {"model": "m", "input_tokens": 5, "tool_name": "x", "stop_reason": "tool_use"},
+            events=[("tool.output", {"output": "o"})],
         ),
     )
     assert [r["role"] for r in (interaction, llm, tool, execution, blocked)] == [
@@ -1628,10 +1633,11 @@ def test_claude_code_spans_by_name_and_their_plain_attributes():
     )
     assert (llm["cached_input_tokens"], llm["finish_reasons"]) == (23030, ["tool_use"])
     assert (tool["tool_name"], tool["tool_call_id"]) == ("Bash", "toolu_1")
+    assert tool["result"] == "not found"  # its tool.output event
     assert (execution["tool_name"], execution["tool_call_id"]) == (None, "toolu_1")
     assert execution["status"] == "error"
     assert (other_app["role"], other_app["convention"], other_app["model"]) == ("other", None, None)
-    assert (other_app["input_tokens"], other_app["tool_name"]) == (None, None)
+    assert (other_app["input_tokens"], other_app["tool_name"], other_app["result"]) == (None,) * 3
     assert other_app["finish_reasons"] == []
 
 

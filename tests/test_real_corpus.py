@@ -274,6 +274,12 @@ def test_claude_code_tools_fail_with_their_execution_and_a_subagent_stays_in_the
     assert set(tools["merge_reason"].to_list()) == {"nested"}
     models = runset.steps.filter(runset.steps["kind"] == "model_call")
     assert models["cached_input_tokens"].sum() == 549_867
+    # the results are the tool.output events: 16 of the Bash calls and both MCP calls have one
+    with_result = tools.filter(tools["result"].is_not_null())["tool_name"].value_counts()
+    assert dict(with_result.iter_rows()) == {
+        "Bash": 16,
+        "mcp__kagent-tool-server__k8s_get_resources": 2,
+    }
 
 
 def test_usage_only_a_backend_stored_is_counted_and_said_and_list_call_ids_pair():

@@ -617,6 +617,7 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         pl.when(logfire).then(c.t(sc.LOGFIRE_OUTPUT)),
         pl.when(monocle).then(pl.coalesce(c.t(sc.MONOCLE_RESPONSE), c.t(sc.MONOCLE_OUTPUT))),
         pl.when(promptflow_function).then(c.t(sc.PROMPTFLOW_OUTPUT)),
+        pl.when(claude).then(c.t(sc.CLAUDE_CODE_TOOL_OUTPUT)),
         c.first(sc.RESULT_FALLBACK_KEYS),
     )
 

@@ -418,7 +418,8 @@ MONOCLE_ENTITY_1_NAME = "entity.1.name"  # the agent of an invocation, the tool 
 MONOCLE_ENTITY_2_NAME = "entity.2.name"  # the model of an inference span, when entity 2 is one
 MONOCLE_ENTITY_2_TYPE = "entity.2.type"  # "model.llm.gpt-4o"
 MONOCLE_MODEL_TYPE_PREFIX = "model."
-ATTRIBUTE_EVENTS = frozenset(("data.input", "data.output", "metadata"))
+#: Span events read as attributes `<event>.<key>`: Monocle's three and Claude Code's tool result.
+ATTRIBUTE_EVENTS = frozenset(("data.input", "data.output", "metadata", "tool.output"))
 MONOCLE_INPUT = "data.input.input"
 MONOCLE_RESPONSE = "data.output.response"
 MONOCLE_OUTPUT = "data.output.output"  # an MCP request's result
@@ -457,11 +458,13 @@ CLAUDE_CODE_CACHE_CREATION_TOKENS = "cache_creation_tokens"
 CLAUDE_CODE_STOP_REASON = "stop_reason"
 CLAUDE_CODE_TOOL_NAME = "tool_name"
 CLAUDE_CODE_TOOL_USE_ID = "tool_use_id"
+CLAUDE_CODE_TOOL_OUTPUT = "tool.output.output"  # a tool span's `tool.output` event: its result
 CLAUDE_CODE_KEYS = (
     CLAUDE_CODE_MODEL,
     CLAUDE_CODE_STOP_REASON,
     CLAUDE_CODE_TOOL_NAME,
     CLAUDE_CODE_TOOL_USE_ID,
+    CLAUDE_CODE_TOOL_OUTPUT,
 )
 CLAUDE_CODE_USAGE_KEYS = (
     CLAUDE_CODE_INPUT_TOKENS,
