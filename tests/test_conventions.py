@@ -2232,6 +2232,17 @@ def test_outputs_from_provider_response_shapes():
     assert ct.parse_output("[]").text is None
 
 
+def test_an_output_written_as_the_python_repr_of_a_message_is_read_as_that_message():
+    # BeeAI's agent span: str() of its {'role', 'text'} message
+    beeai = ct.parse_output("{'role': 'assistant', 'text': \"It's sunny.\"}")
+    assert (beeai.text, beeai.recognized) == ("It's sunny.", True)
+    # the same as JSON reads the same
+    assert ct.parse_output('{"role": "assistant", "text": "It\'s sunny."}').text == "It's sunny."
+    # near misses, kept as recorded: a repr of no message shape, a repr that is no literal
+    assert ct.parse_output("{'verdict': 'approve'}").text == "{'verdict': 'approve'}"
+    assert ct.parse_output("{'role': Role.ASSISTANT}").text == "{'role': Role.ASSISTANT}"
+
+
 def test_normalize_arguments_and_unwrap():
     assert ct.unwrap_json_string('"{\\"a\\": 1}"') == '{"a": 1}'
     assert ct.unwrap_json_string('{"a": 1}') == '{"a": 1}'

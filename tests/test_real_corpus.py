@@ -331,3 +331,13 @@ def test_claude_code_runs_cost_their_cache_reads_and_writes(tmp_path: Path):
     second = ((18 + 1_007) * 1.00 + 52_862 * 0.10 + 285 * 5.00) * 1e-6
     assert runs["input_tokens"].to_list() == [60 + 168_084 + 3_071, 18 + 52_862 + 1_007]
     assert runs["cost_usd"].to_list() == pytest.approx([first, second], abs=1e-12)
+
+
+def test_beeai_s_answer_is_the_text_of_the_message_its_agent_span_printed():
+    # output.value is str() of a dict, {'role': 'assistant', 'text': "Barcelona is ..."}
+    path = CORPUS / "langfuse__beeai-2025-08-01.trace.json"
+    ingested = read_traces([path])
+    runs = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents).runs
+    [answer] = runs["answer"].to_list()
+    assert answer.startswith("Barcelona is a vibrant city known for its rich cultural heritage")
+    assert answer.endswith("the humidity is at 48%. It's a great time to explore the city!")

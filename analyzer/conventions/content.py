@@ -507,7 +507,8 @@ def _output_message(m: dict[str, Any], acc: Output) -> None:
     m, lc_role = _lc_unwrap(m)
     role = _role(m.get("role") or lc_role, "assistant")
     parts = _Parts()
-    _read_parts(m.get("parts") if "parts" in m else m.get("content"), parts)
+    # BeeAI's messages hold their text as `text`
+    _read_parts(m["parts"] if "parts" in m else m.get("content", m.get("text")), parts)
     _add_calls(m, parts)
     extra = m.get("additional_kwargs")
     if not parts.calls and isinstance(extra, dict):
@@ -630,9 +631,12 @@ def parse_output(value: Any) -> Output:
 
     The text is that of the last assistant message that has text (tool, user and system messages
     in whole-conversation outputs are skipped). A value in no known shape is kept as text as
-    recorded (JSON text for structures): an agent's final output is often such an object.
+    recorded (JSON text for structures): an agent's final output is often such an object. Text
+    that is the Python repr of a dict or list is read as that value.
     """
     decoded = load_json(value)
+    if isinstance(decoded, str) and decoded.lstrip().startswith(("{'", "[{'")):
+        decoded = load_json(python_literal_json(decoded))  # a Python repr (BeeAI's agent output)
     if decoded == [] or decoded == {}:
         return Output(recognized=True)  # an empty output records nothing
     acc = Output()
