@@ -2243,6 +2243,24 @@ def test_an_output_written_as_the_python_repr_of_a_message_is_read_as_that_messa
     assert ct.parse_output("{'role': Role.ASSISTANT}").text == "{'role': Role.ASSISTANT}"
 
 
+def test_bedrock_converse_blocks_in_a_choice_event_are_the_text_and_the_calls_requested():
+    # Strands: gen_ai.choice's message is a JSON list of Converse blocks, or the text alone
+    blocks = [
+        {"text": "Searching."},
+        {"toolUse": {"toolUseId": "tooluse_1", "name": "search", "input": {"q": "NYC"}}},
+        {"toolUse": "not a block"},  # near miss: no call without the block's fields
+    ]
+    event = {"event.name": "gen_ai.choice", "finish_reason": "tool_use", "message": blocks}
+    out = ct.parse_output([event])
+    assert (out.text, out.calls) == ("Searching.", [("tooluse_1", "search", '{"q":"NYC"}')])
+    text_only = ct.parse_output([{"event.name": "gen_ai.choice", "message": "Booked."}])
+    assert (text_only.text, text_only.calls) == ("Booked.", [])
+    # a toolResult block answers its toolUse: its text blocks are the result
+    result = {"toolResult": {"toolUseId": "tooluse_1", "content": [{"text": "3 flights"}]}}
+    [message] = ct.parse_messages([{"role": "user", "content": [result]}])
+    assert (message[0], message[1], message[2]) == ("tool", "3 flights", "tooluse_1")
+
+
 def test_normalize_arguments_and_unwrap():
     assert ct.unwrap_json_string('"{\\"a\\": 1}"') == '{"a": 1}'
     assert ct.unwrap_json_string('{"a": 1}') == '{"a": 1}'

@@ -930,6 +930,26 @@ def test_a_cloudwatch_record_that_cannot_be_read_is_quarantined_and_the_others_k
     assert reasons[0].startswith("spanId") and reasons[1].startswith("not a span object")
 
 
+def test_an_agentcore_session_spans_body_is_read_and_its_log_records_set_aside():
+    sdk = json.loads(_console_objects()[0])
+    log_record = {
+        "timeUnixNano": 1776196952000000000,
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "spanId": "000000000000a002",
+        "body": {"content": "hello"},
+        "attributes": {"event.name": "gen_ai.user.message"},
+    }
+    body = {"sessionSpans": [sdk, log_record, CLOUDWATCH_RECORD]}
+    assert document_kind(body) == "span-list"
+    rows, log = read(data=json.dumps(body).encode())
+    assert [r["span_id"] for r in rows] == ["000000000000a002", "e4b33b81b25786c2"]
+    assert_accounting(log, records=3, read_=2, span_q=0, record_q=1)  # the log record: no span
+    assert log.quarantine[0].reason.startswith("not a span object")
+    # near miss: the key alone, holding no span, is no trace
+    with pytest.raises(TraceFormatError):
+        document_kind({"sessionSpans": [log_record]})
+
+
 def test_the_events_of_an_sdk_span_are_not_taken_for_log_events():
     # near miss: an SDK span has "events" too; it stays one span, its events its own
     span = {"context": {"trace_id": "0x" + "1" * 32, "span_id": "0x" + "2" * 16}, "name": "x"}

@@ -341,3 +341,30 @@ def test_beeai_s_answer_is_the_text_of_the_message_its_agent_span_printed():
     [answer] = runs["answer"].to_list()
     assert answer.startswith("Barcelona is a vibrant city known for its rich cultural heritage")
     assert answer.endswith("the humidity is at 48%. It's a great time to explore the city!")
+
+
+def test_strands_content_events_give_the_requested_calls_their_arguments_and_results():
+    # Strands' events (NOTES.md): gen_ai.choice messages are Bedrock Converse blocks whose
+    # toolUse blocks are the calls requested; a tool span's events hold its arguments and result
+    path = CORPUS / "aws__bedrock-agentcore-sdk-python__strands_tool_call_spans.json"
+    ingested = read_traces([path])
+    runset = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents)
+    steps = runset.steps.filter(runset.steps["run_id"].str.starts_with("e37cbd57"))
+    models = steps.filter(steps["kind"] == "model_call")
+    requested = [[c["id"] for c in calls] for calls in models["requested_calls"].to_list()]
+    assert requested == [
+        ["tooluse_BnlgwOf5eWzE4NBNAuctIf", "tooluse_sFQOGxHlK2MLKRAWeeryvh"],
+        ["tooluse_tE3ANGWrqudhrUcLoATZk4", "tooluse_Ud0Fz45xDebAoG4RoHTe1S"],
+        [],
+    ]
+    tools = steps.filter(steps["kind"] == "tool_call")
+    assert (
+        tools["requested_by"].to_list() == [models["span_id"][0]] * 2 + [models["span_id"][1]] * 2
+    )
+    assert tools["arguments"][2] == '{"flight_id":"DL420"}'
+    assert (
+        tools["result"][2]
+        == "{'booking_id': 'FBDL420', 'flight_id': 'DL420', 'status': 'confirmed'}"
+    )
+    [answer] = runset.runs.filter(runset.runs["run_id"].str.starts_with("e37cbd57"))["answer"]
+    assert answer.startswith("Great! I've successfully booked both for you:")

@@ -203,13 +203,17 @@ def _call(obj: Mapping[str, Any]) -> Call:
     """One requested tool call from any of the known shapes."""
     fn = obj.get("function")
     fn = fn if isinstance(fn, dict) else {}
-    for key in ("function_call", "functionCall"):  # Gemini parts
+    for key in ("function_call", "functionCall", "toolUse"):  # Gemini, Bedrock Converse parts
         inner = obj.get(key)
         if isinstance(inner, dict):
             obj, fn = inner, {}
             break
     call_id = (
-        obj.get("call_id") or obj.get("toolCallId") or obj.get("id") or obj.get("tool_call_id")
+        obj.get("call_id")
+        or obj.get("toolCallId")
+        or obj.get("id")
+        or obj.get("tool_call_id")
+        or obj.get("toolUseId")
     )
     name = (
         obj.get("name") or obj.get("toolName") or fn.get("name") or obj.get(sc.ANY_AGENT_CALL_NAME)
@@ -309,10 +313,13 @@ def _read_parts(content: Any, acc: _Parts) -> None:
             or "function_call" in part
             or "functionCall" in part
             or isinstance(part.get("function"), dict)  # an OpenAI tool_calls entry (Koog)
+            or isinstance(part.get("toolUse"), dict)
         ):
             acc.calls.append(_call(part))
             continue
-        fresp = part.get("function_response") or part.get("functionResponse")
+        fresp = (
+            part.get("function_response") or part.get("functionResponse") or part.get("toolResult")
+        )
         if ptype in sc.PART_TOOL_RESULT_TYPES or isinstance(fresp, dict):
             src = fresp if isinstance(fresp, dict) else part
             rid = (
@@ -320,12 +327,13 @@ def _read_parts(content: Any, acc: _Parts) -> None:
                 or src.get("call_id")
                 or src.get("tool_use_id")
                 or src.get("toolCallId")
+                or src.get("toolUseId")
             )
             name = src.get("name") or src.get("toolName")
             keys = ("response", "result", "output", "content")
             value = next((src[key] for key in keys if key in src), None)
-            if isinstance(value, list) and ptype == "tool_result":
-                # Anthropic tool_result content blocks: keep their text
+            if isinstance(value, list) and (ptype == "tool_result" or "toolResult" in part):
+                # Anthropic tool_result and Bedrock toolResult content blocks: keep their text
                 inner = _Parts()
                 _read_parts(value, inner)
                 value = "\n".join(inner.texts) if inner.texts and not inner.other else value
@@ -620,6 +628,8 @@ def _choice(choice: dict[str, Any], acc: Output) -> None:
     msg = choice.get("message")
     if isinstance(msg, dict):
         _output_message(msg, acc)
+    elif isinstance(msg, list | str) and msg:  # the content alone (Strands: Converse blocks)
+        _output_message({"role": "assistant", "content": msg}, acc)
     elif isinstance(choice.get("text"), str):  # completions API
         acc.text, acc.recognized = choice["text"], True
     else:

@@ -985,6 +985,32 @@ def _content(
     }
 
 
+def _tool_events(
+    df: pl.DataFrame, events: dict[int, list[tuple[str, dict]]]
+) -> tuple[pl.Series, pl.Series]:
+    """The arguments and result a tool span records as events only (Strands: the content of a
+    `gen_ai.tool.message` is the arguments, the message of a `gen_ai.choice` the result)."""
+    with_events = list(events)
+    roles = df["role"].gather(with_events).to_list() if with_events else []
+    rows = [row for row, role in zip(with_events, roles, strict=True) if role == sc.TOOL_CALL]
+    args: list[str | None] = []
+    results: list[str | None] = []
+    for row in rows:
+        ev_in, ev_out = _split_events(events[row])
+        sent = [
+            b["content"]
+            for b in ev_in
+            if b.get(sc.EVENT_NAME_FIELD) == sc.EVENT_TOOL_MESSAGE and b.get("content") is not None
+        ]
+        args.append(ct.arguments_text(sent[-1]) if sent else None)
+        results.append(ct.parse_output(ev_out).text if ev_out else None)
+    empty = pl.repeat(None, df.height, dtype=pl.String, eager=True)
+    if not rows:
+        return empty, empty
+    index = pl.Series(rows, dtype=pl.Int64)
+    return scatter(empty, index, args), scatter(empty, index, results)
+
+
 def _list_array(counts: pl.Series, values: pa.Array) -> pa.Array:
     """A list per row, of `counts` of the `values` in order."""
     offsets = pl.concat([pl.Series([0], dtype=pl.Int64), counts.cum_sum()]).cast(pl.Int32)
@@ -1050,6 +1076,9 @@ def _normalize_slice(table: pa.Table) -> pl.DataFrame:
     result = _patch(df["result"], wrapped.fill_null(False), ct.normalize_result)
 
     found = _content(df, c, prefixed, content_events)
+    event_args, event_result = _tool_events(df, content_events)
+    args = pl.coalesce(args, event_args)
+    result = pl.coalesce(result, event_result)
     attr_finish = _map_distinct(df, "_finish_text", _parse_finish, pl.List(pl.String))
     attr_tooldefs = _map_distinct(
         df, "_tooldefs_text", lambda v: ct.parse_tool_definitions([v]), pl.String

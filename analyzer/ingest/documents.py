@@ -20,7 +20,9 @@ JS SDK spans                ``ReadableSpan`` JSON (``spanContext``) or console-e
 CloudWatch span records     ``aws/spans`` records (``traceId``, ``resource``, ``attributes`` as a
                             map), one per line or in an array, or inside log events
                             (``{"message": "<record as JSON>", ...}``), as in the
-                            ``{"events": [...]}`` of ``aws logs filter-log-events``
+                            ``{"events": [...]}`` of ``aws logs filter-log-events``; with SDK
+                            span JSON in an AgentCore ``{"sessionSpans": [...]}`` (its log
+                            records are quarantined: no span)
 Jaeger JSON                 ``{"data": [{traceID, spans, processes}]}``, one trace, or a list
 Zipkin v2                   ``[{traceId, id, parentId, timestamp, duration, tags}]``, or a list
                             of such lists (``/api/v2/traces``)
@@ -197,6 +199,9 @@ def _json_type(value: Any) -> str:
 #: Fields of a wrapper that hold one OTLP request: Tempo's API (`trace`, `result`), SideSeat's
 #: debug files (`{"timestamp", "project_id", "data"}`, one per line).
 _OTLP_FIELDS = ("result", "trace", "data")
+#: The body of a Bedrock AgentCore Evaluations request: span records (SDK span JSON or
+#: CloudWatch records) and log records, one list.
+_SESSION_SPANS = "sessionSpans"
 
 
 def _is_otlp(obj: Any) -> bool:
@@ -264,6 +269,8 @@ def _kind(value: Any) -> tuple[str, Any]:
                 return "any-agent", value
             if _first_shape(spans) not in (None, "otlp"):
                 return "span-list", value
+        if _first_shape(value.get(_SESSION_SPANS)) not in (None, "otlp"):
+            return "span-list", value
         span = unwrap_log_event(value)
         shape = span_shape(span)
         if shape is not None and shape != "otlp":
@@ -292,7 +299,7 @@ def _kind(value: Any) -> tuple[str, Any]:
 def _span_items(value: Any) -> list[Any]:
     """The span objects of a ``span-list`` or ``otlp-spans`` document."""
     if isinstance(value, Mapping):
-        for key in ("data", "spans", "events"):
+        for key in ("data", "spans", _SESSION_SPANS, "events"):
             if isinstance(value.get(key), list) and value[key]:
                 return value[key]
         return []
