@@ -329,7 +329,10 @@ class _Reader:
         log.records += 1
         position = f"line {line}" if line is not None else f"span {self.ordinal}"
         if convert is None:
-            log.quarantine_record(position, f"not a span object: {_describe(obj)}", _raw(obj))
+            reason = f"not a span object: {_describe(obj)}"
+            if isinstance(obj, Mapping) and "body" in obj and "observedTimeUnixNano" in obj:
+                reason = "an OpenTelemetry log record, not a span (log records are not read)"
+            log.quarantine_record(position, reason, _raw(obj))
             return None
         log.spans_read += 1
         try:
