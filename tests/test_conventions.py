@@ -2243,6 +2243,15 @@ def test_an_output_written_as_the_python_repr_of_a_message_is_read_as_that_messa
     assert ct.parse_output("{'role': Role.ASSISTANT}").text == "{'role': Role.ASSISTANT}"
 
 
+def test_an_openinference_handoff_span_is_a_handoff_not_a_tool():
+    handoff = {"openinference.span.kind": "TOOL", "input.value": "coordinator"}
+    assert one("handoff to math_specialist", handoff)["role"] == "other"
+    # near misses: a tool that names itself so, and a span of another kind with that name
+    named = one("handoff to desk", {**handoff, "tool.name": "handoff to desk"})
+    assert (named["role"], named["tool_name"]) == ("tool_call", "handoff to desk")
+    assert one("handoff to x", {"openinference.span.kind": "AGENT"})["role"] == "agent"
+
+
 def test_bedrock_converse_blocks_in_a_choice_event_are_the_text_and_the_calls_requested():
     # Strands: gen_ai.choice's message is a JSON list of Converse blocks, or the text alone
     blocks = [
@@ -2266,6 +2275,12 @@ def test_normalize_arguments_and_unwrap():
     assert ct.unwrap_json_string('{"a": 1}') == '{"a": 1}'
     assert ct.unwrap_json_string('"not closed') == '"not closed'
     assert ct.normalize_arguments('{"args": [], "kwargs": {"a": 1}}') == '{"a":1}'
+    # smolagents' Tool.__call__ records its own flag beside them (OpenInference 0.1.31)
+    smol = '{"args": [], "sanitize_inputs_outputs": false, "kwargs": {"query": "x"}}'
+    assert ct.normalize_arguments(smol) == '{"query":"x"}'
+    # near miss: another key beside them is an argument of the tool's own
+    other = '{"args": [], "kwargs": {"a": 1}, "mode": "fast"}'
+    assert ct.normalize_arguments(other) == other
     assert ct.normalize_arguments('{"input": {"a": 1}}') == '{"input": {"a": 1}}'
     assert ct.normalize_arguments('{"input": {"a": 1}}', langsmith=True) == '{"a":1}'
     assert ct.normalize_arguments('{"input": "text"}', langsmith=True) == '{"input": "text"}'

@@ -375,3 +375,22 @@ def test_strands_content_events_give_the_requested_calls_their_arguments_and_res
     )
     [answer] = runset.runs.filter(runset.runs["run_id"].str.starts_with("e37cbd57"))["answer"]
     assert answer.startswith("Great! I've successfully booked both for you:")
+
+
+def test_an_openinference_handoff_span_is_no_tool_and_smolagents_kwargs_are_the_arguments():
+    # NOTES.md: "handoff to math_specialist" is OpenAI Agents' handoff, not a tool's run;
+    # smolagents records its Tool.__call__ parameters, whose kwargs are the arguments
+    path = CORPUS / "strands-agents__evals__openai_agents_openinference_adot_spans.json"
+    ingested = read_traces([path])
+    runset = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents)
+    tools = runset.steps.filter(runset.steps["kind"] == "tool_call")
+    assert tools.select("tool_name", "executed").rows() == [
+        ("transfer_to_math_specialist", False),
+        ("transfer_to_research_specialist", False),
+        ("multiply_numbers", True),
+    ]
+    path = CORPUS / "strands-agents__evals__smolagents_live_spans.json"
+    ingested = read_traces([path])
+    runset = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents)
+    tools = runset.steps.filter(runset.steps["kind"] == "tool_call")
+    assert tools["arguments"].to_list() == ['{"query":"population of Tokyo"}']

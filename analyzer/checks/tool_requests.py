@@ -22,8 +22,9 @@ class ToolRequests(Check):
     framework, by the tool's name in order (the pairing of `analyzer.runs`). Tool spans with
     no call id are the framework's own functions and are not judged. A call is judged only
     when every model call that started before it recorded its output (the requests are in
-    the output): otherwise the run is counted as unverifiable, never as passing. Runs without
-    a tool call carrying an id are not applicable.
+    the output), and the run recorded at least one model call (a run with none did not
+    export the calls that asked): otherwise the run is counted as unverifiable, never as
+    passing. Runs without a tool call carrying an id are not applicable.
 
     Why it matters
     --------------
@@ -66,6 +67,14 @@ class ToolRequests(Check):
             .group_by("run_id")
             .agg(pl.col("start_ns").min().alias("_blind_ns"))
         )
+        # a run with no model call at all: the calls that asked were not exported
+        modelless = calls.join(ctx.model_calls, on="run_id", how="anti")
+        ctx.mark(
+            modelless.select("run_id").unique(),
+            "unverifiable",
+            "the run recorded no model call: the tool requests are unknown",
+        )
+        calls = calls.join(modelless, on="run_id", how="anti")
         calls = calls.join(blind, on="run_id", how="left").with_columns(
             _judged=pl.col("_blind_ns").is_null() | (pl.col("start_ns") < pl.col("_blind_ns"))
         )

@@ -104,11 +104,17 @@ def arguments_text(value: Any) -> str | None:
 result_text = arguments_text
 
 
+#: The parameters of a recorded Python call whose keyword arguments are the tool's arguments
+#: (smolagents' ``Tool.__call__(*args, sanitize_inputs_outputs=False, **kwargs)``).
+_CALL_PARAMETERS = frozenset(("args", "kwargs", "sanitize_inputs_outputs"))
+
+
 def normalize_arguments(text: str, langsmith: bool = False) -> str:
     """Undo the wrappers some emitters put around tool arguments (recorded text otherwise kept).
 
     - a JSON string literal holding the arguments (double encoding) is unwrapped once;
-    - OpenLLMetry/smolagents ``{"args": [], "kwargs": {...}}`` becomes the kwargs object;
+    - OpenLLMetry/smolagents ``{"args": [], "kwargs": {...}}`` becomes the kwargs object (also
+      with smolagents' ``sanitize_inputs_outputs`` flag beside them);
     - OpenLLMetry's LangChain tool input ``{"input_str": ..., "tags": ..., "metadata": ...,
       "inputs": {...}, "kwargs": ...}`` becomes ``inputs`` (else ``input_str``);
     - LangSmith tool runs ``{"input": {...}}`` (raw run inputs) become the inner object.
@@ -117,7 +123,7 @@ def normalize_arguments(text: str, langsmith: bool = False) -> str:
     value = load_json(out)
     if isinstance(value, dict):
         keys = set(value)
-        if "kwargs" in keys and keys <= {"args", "kwargs"}:
+        if "kwargs" in keys and keys <= _CALL_PARAMETERS:
             args, kwargs = value.get("args"), value.get("kwargs")
             if not args and isinstance(kwargs, dict):
                 return to_text(kwargs) or out

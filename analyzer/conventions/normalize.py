@@ -345,6 +345,7 @@ def _name_facts(names: pl.Series) -> pl.DataFrame:
             .when(name == sc.PYDANTIC_RUNNING_TOOLS)
             .then(pl.lit(sc.OTHER)),
             _n_pydantic_chat=name.str.starts_with(sc.PYDANTIC_CHAT_PREFIX),
+            _n_oi_handoff=name.str.starts_with(sc.OPENINFERENCE_HANDOFF_PREFIX),
             _n_claude_code=pl.when(name.str.starts_with(sc.CLAUDE_CODE_PREFIX)).then(
                 name.replace_strict(sc.CLAUDE_CODE_ROLES, default=sc.OTHER)
             ),
@@ -420,6 +421,12 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         _lookup(c.t(sc.LLM_REQUEST_TYPE), sc.LLM_REQUEST_TYPE_ROLES),
     )
 
+    # OpenAI Agents' handoff is a TOOL span named for it, with no tool name: a handoff, not a
+    # tool's run (the requested transfer_to_* stays a call no span ran, as in other stacks)
+    oi_role = _lookup(c.t(sc.OPENINFERENCE_SPAN_KIND), sc.OPENINFERENCE_KIND_ROLES, True)
+    oi_handoff = (oi_role == sc.TOOL_CALL) & pl.col("_n_oi_handoff") & c.t(sc.TOOL_NAME).is_null()
+    oi_role = pl.when(oi_handoff).then(pl.lit(sc.OTHER)).otherwise(oi_role)
+
     def kind(conv: str, key: str, roles: dict[str, str], upper: bool = False) -> tuple:
         """A family whose marker is one attribute naming the span's kind."""
         return (conv, _lookup(c.t(key), roles, upper), c.t(key).is_not_null())
@@ -430,7 +437,7 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         # LangSmith derives gen_ai.operation.name from its own kind, lossily (prompt -> chat)
         kind(sc.LANGSMITH, sc.LANGSMITH_SPAN_KIND, sc.LANGSMITH_KIND_ROLES),
         kind(sc.GENAI, sc.GEN_AI_OPERATION_NAME, sc.GENAI_OPERATION_ROLES),
-        kind(sc.OPENINFERENCE, sc.OPENINFERENCE_SPAN_KIND, sc.OPENINFERENCE_KIND_ROLES, True),
+        (sc.OPENINFERENCE, oi_role, c.t(sc.OPENINFERENCE_SPAN_KIND).is_not_null()),
         (
             sc.OPENLLMETRY,
             traceloop,

@@ -186,6 +186,9 @@ OPENINFERENCE_KIND_ROLES = {
     "EVALUATOR": OTHER,
     "PROMPT": OTHER,
 }
+#: openinference-instrumentation-openai-agents names a handoff's TOOL span "handoff to <agent>"
+#: (`_get_span_name`), with no tool name: input.value the agent handing off, output.value the next.
+OPENINFERENCE_HANDOFF_PREFIX = "handoff to "
 # Keys inside the flattened message entries (suffixes after the index).
 OI_MESSAGE = "message"
 OI_MESSAGE_CONTENT = "message_content"
