@@ -29,7 +29,6 @@ SNIFF_BYTES = 1 << 16
 #: or JSON of another shape), this many lines (in at most `SCAN_BYTES`) are looked at for one
 #: that starts like an OTLP request: the file is then read as lines, the others quarantined.
 SCAN_LINES = 1000
-_OBJECT_LINE = re.compile(r"^\{", re.M)
 SCAN_BYTES = 8 << 20
 
 #: A compressed file may expand this many times before it is refused as a decompression bomb
@@ -347,10 +346,10 @@ def sniff_stream(stream: BinaryIO, size: int = -1) -> tuple[str, int]:
 def _trace_value_ahead(head: bytes) -> bool:
     """Whether the first line of `head` that opens a JSON object in its first column opens a
     trace document or span (console-exporter output captured with the program's own prints)."""
-    from analyzer.ingest.documents import document_kind
+    from analyzer.ingest.documents import OBJECT_LINE, document_kind
 
     text = head.decode("utf-8", errors="replace")
-    found = _OBJECT_LINE.search(text)
+    found = OBJECT_LINE.search(text)
     if found is None:
         return False
     try:

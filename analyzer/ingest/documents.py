@@ -70,7 +70,7 @@ from analyzer.ingest.limits import nesting_reason
 from analyzer.ingest.sdk_json import SpanError, SpanRow, sdk_span_row
 from analyzer.spans import SpanBatchBuilder
 
-__all__ = ["BATCH_SPANS", "document_kind", "parse_json_values", "read_json_document"]
+__all__ = ["BATCH_SPANS", "OBJECT_LINE", "document_kind", "parse_json_values", "read_json_document"]
 
 #: Spans per record batch yielded.
 BATCH_SPANS = 8192
@@ -80,7 +80,9 @@ BATCH_SPANS = 8192
 # (Negative ones below -2**63 with exactly 19 digits slip through; none is an id.)
 _BIG_INT = re.compile(rb"\d{20}")
 _SPACE = re.compile(r"\s*")
-_OBJECT_LINE = re.compile(r"^\{", re.M)
+#: A line that opens an object in its first column: where reading goes on after text that is
+#: no JSON value, and how a file of such text around span objects is told from other text.
+OBJECT_LINE = re.compile(r"^\{", re.M)
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 # json.loads keeps a lone UTF-16 surrogate written as an escape (JS truncating a string, or
 # Python's ensure_ascii output of one); Arrow cannot encode it, so it becomes U+FFFD.
@@ -143,7 +145,7 @@ def parse_json_values(data: bytes, log: FileLog) -> list[tuple[Any, int]]:
             )
             # read on from the next line that opens an object in its first column (a program's
             # own prints between console-exporter objects, a cut object): none, the rest is lost
-            resync = _OBJECT_LINE.search(text, text.find("\n", index) + 1 or len(text))
+            resync = OBJECT_LINE.search(text, text.find("\n", index) + 1 or len(text))
             end = len(text) if resync is None else resync.start()
             excerpt = text[index : min(end, index + EXCERPT_BYTES)]
             log.quarantine_record(f"line {line}", reason, excerpt)
