@@ -2243,6 +2243,26 @@ def test_an_output_written_as_the_python_repr_of_a_message_is_read_as_that_messa
     assert ct.parse_output("{'role': Role.ASSISTANT}").text == "{'role': Role.ASSISTANT}"
 
 
+def test_a_tool_span_s_events_are_its_arguments_and_result_only_as_strands_writes_both():
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "book"}
+    args = ("gen_ai.tool.message", {"role": "tool", "content": '{"id": "DL420"}', "id": "t1"})
+    done = ("gen_ai.choice", {"message": '[{"text": "confirmed"}]', "id": "t1"})
+    strands, alone, recorded = rows(
+        span("execute_tool book", tool, events=[args, done]),
+        # near miss: a tool message alone may be the result; it is not taken for arguments
+        span("execute_tool book", tool, events=[args]),
+        # near miss: attributes the span records win over its events
+        span(
+            "execute_tool book",
+            {**tool, "gen_ai.tool.call.arguments": '{"id": "X"}'},
+            events=[args, done],
+        ),
+    )
+    assert (strands["arguments"], strands["result"]) == ('{"id":"DL420"}', "confirmed")
+    assert (alone["arguments"], alone["result"]) == (None, None)
+    assert recorded["arguments"] == '{"id": "X"}'
+
+
 def test_an_openinference_handoff_span_is_a_handoff_not_a_tool():
     handoff = {"openinference.span.kind": "TOOL", "input.value": "coordinator"}
     assert one("handoff to math_specialist", handoff)["role"] == "other"

@@ -996,7 +996,8 @@ def _tool_events(
     df: pl.DataFrame, events: dict[int, list[tuple[str, dict]]]
 ) -> tuple[pl.Series, pl.Series]:
     """The arguments and result a tool span records as events only (Strands: the content of a
-    `gen_ai.tool.message` is the arguments, the message of a `gen_ai.choice` the result)."""
+    `gen_ai.tool.message` is the arguments, the message of a `gen_ai.choice` the result). A
+    tool message is read as the arguments only beside a choice: alone, it may be the result."""
     with_events = list(events)
     roles = df["role"].gather(with_events).to_list() if with_events else []
     rows = [row for row, role in zip(with_events, roles, strict=True) if role == sc.TOOL_CALL]
@@ -1009,7 +1010,7 @@ def _tool_events(
             for b in ev_in
             if b.get(sc.EVENT_NAME_FIELD) == sc.EVENT_TOOL_MESSAGE and b.get("content") is not None
         ]
-        args.append(ct.arguments_text(sent[-1]) if sent else None)
+        args.append(ct.arguments_text(sent[-1]) if sent and ev_out else None)
         results.append(ct.parse_output(ev_out).text if ev_out else None)
     empty = pl.repeat(None, df.height, dtype=pl.String, eager=True)
     if not rows:
