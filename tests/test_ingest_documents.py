@@ -584,7 +584,7 @@ def test_a_cut_object_between_console_objects_loses_itself_only():
     assert entry.excerpt == excerpt(cut + "\n")
 
 
-def test_text_whose_first_object_line_is_no_trace_is_still_no_trace_file(tmp_path: Path):
+def test_text_whose_first_object_line_is_no_trace_is_still_no_trace_file():
     from analyzer.ingest.detect import sniff_stream
 
     # near misses: the object after the prints is no span; no line opens an object
