@@ -1582,6 +1582,59 @@ def test_python_literal_arguments_of_a_tool_that_ran_are_read_as_json_whatever_t
     assert model["requested_calls"] == [call("c1", "search", "{'query': 'x'}")]
 
 
+def test_monocle_s_crewai_keyword_input_is_the_tool_s_arguments_without_crewai_s_fingerprints():
+    # Monocle writes CrewAI's tool input as one "<keyword>: <str(value)>" text per keyword of
+    # CrewStructuredTool.invoke; `input` holds the arguments, to which CrewAI (before 1.13)
+    # added its fingerprints: read as malformed text, both ran tools were flagged
+    crew = {**MONOCLE, "span.type": "agentic.tool.invocation", "entity.1.name": "book_hotel"}
+    fingerprint = "{'agent_fingerprint': {'uuid_str': '5e119362-235a-4db9-960d-26736cb5e1b4'}}"
+    given = f"{{'hotel_name': 'Marriott', 'nights': 2, 'security_context': {fingerprint}}}"
+    ran, several, failed, not_monocle, other_form = rows(
+        span(
+            "CrewStructuredTool.invoke",
+            crew,
+            events=[("data.input", {"input": [f"input: {given}"]})],
+        ),
+        span(
+            "CrewStructuredTool.invoke",
+            crew,
+            events=[("data.input", {"input": ["city: New York", "nights: 2", "late: True"]})],
+        ),
+        span(
+            "CrewStructuredTool.invoke",
+            crew,
+            events=[("data.input", {"input": [f"input: {given}"]})],
+            status="error",
+        ),
+        span(
+            "search",
+            {"openinference.span.kind": "TOOL", "tool.name": "search", "input.value": js(["q: x"])},
+        ),
+        # an MCP request's input: a list of one text, that text
+        span(
+            "BaseSession.send_request",
+            {**MONOCLE, "span.type": "agentic.mcp.invocation", "entity.1.name": "get_weather"},
+            events=[("data.input", {"input": ['{"city": "Paris"}']})],
+        ),
+    )
+    assert ran["arguments"] == '{"hotel_name":"Marriott","nights":2}'
+    assert several["arguments"] == '{"city":"New York","nights":2,"late":true}'
+    # a failed tool's arguments may be why it failed: as recorded
+    assert failed["arguments"] == js([f"input: {given}"])
+    assert not_monocle["arguments"] == '["q: x"]'
+    assert other_form["arguments"] == '{"city": "Paris"}'
+
+
+def test_keyword_arguments_are_read_only_when_every_item_is_a_keyword():
+    read = ct.keyword_arguments
+    assert read("[\"input: {'a': 1}\"]") == '{"a":1}'
+    assert read('["input: x", "n: 2"]') == '{"input":"x","n":2}'  # input beside others: a keyword
+    assert read("[\"q: 'quoted'\"]") == '{"q":"\'quoted\'"}'  # a str() keeps no quotes
+    assert read('["s: {1, 2}", "k: {1: 2}"]') == '{"s":"{1, 2}","k":"{1: 2}"}'  # no JSON value
+    for kept in ('["not a keyword"]', '["a b: 1"]', '["a:1"]', "[1]", "[]", "x: 1"):
+        assert read(kept) == kept
+
+
 # -------------------------------------------------------------------------------------------------
 # Claude Code
 # -------------------------------------------------------------------------------------------------

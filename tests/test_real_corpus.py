@@ -195,6 +195,28 @@ def test_tool_arguments_an_instrumentation_wrote_as_a_python_repr_are_not_malfor
     )
 
 
+def test_crewai_s_tool_input_under_monocle_is_the_model_s_action_input():
+    # Monocle writes CrewAI's tool input as "input: <repr>" with CrewAI's fingerprints added
+    # (NOTES.md, crewai_multi_agent): read as text, both tools that ran were "malformed"
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    path = CORPUS / "monocle2ai__monocle__test_crewai_multi_agent.json"
+    ingested = read_traces([path])
+    runset = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents)
+    tools = runset.steps.filter(runset.steps["kind"] == "tool_call")
+    # what the model wrote after "Action Input:", key for key
+    assert [json.loads(a) for a in tools["arguments"]] == [
+        {"hotel_name": "Marriott", "city": "New York", "nights": 2},
+        {"departure": "Los Angeles", "arrival": "New York", "date": "next week"},
+    ]
+    report = CliRunner().invoke(main, ["report", str(path), "--format", "json"])
+    by_rule = {r["rule_id"]: r for r in json.loads(report.stdout)["findings"]["by_rule"]}
+    assert by_rule["tool-arguments"]["findings"] == 0
+    assert (by_rule["grounded-ids"]["runs_checked"], by_rule["grounded-ids"]["findings"]) == (1, 0)
+
+
 def test_koog_s_requests_written_as_tool_calls_json_are_the_calls_its_tools_answer():
     # Koog (NOTES.md): each completion's content is the JSON text of an OpenAI tool_calls
     # list; read as text, the two tools it asked for ran "unrequested"

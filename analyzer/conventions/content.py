@@ -23,6 +23,7 @@ __all__ = [
     "Output",
     "arguments_text",
     "flattened_tool_definitions",
+    "keyword_arguments",
     "load_json",
     "normalize_arguments",
     "normalize_result",
@@ -158,6 +159,42 @@ def python_literal_json(text: str) -> str:
         return orjson.dumps(value).decode() if isinstance(value, dict | list) else text
     except _NOT_A_LITERAL:
         return text
+
+
+def _keyword_value(text: str) -> Any:
+    """A keyword argument's value from its ``str()``: a literal of JSON values read as its value
+    (``2``, ``{'city': 'Paris'}``), any other text (``New York``, a set) kept as that string."""
+    if len(text) > LITERAL_MAX_CHARS:
+        return text
+    try:
+        value = ast.literal_eval(text.strip())
+        orjson.dumps(value)
+    except (*_NOT_A_LITERAL, orjson.JSONEncodeError):
+        return text
+    return text if isinstance(value, str) else value  # quotes a str() did not write
+
+
+def keyword_arguments(text: str) -> str:
+    """Monocle's record of a CrewAI tool's input (a JSON list of ``"<keyword>: <str(value)>"``
+    texts, `semconv.MONOCLE_KEYWORD_INPUT`) as the JSON object of the tool's arguments.
+
+    The ``input`` keyword of ``CrewStructuredTool.invoke`` holds the arguments; the fingerprints
+    CrewAI added to them (`semconv.CREWAI_ADDED_ARGUMENTS`) are left out. `text` unchanged when
+    an item is not of that form.
+    """
+    items = load_json(text)
+    if not isinstance(items, list) or not items:
+        return text
+    keywords: dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition(": ") if isinstance(item, str) else ("", "", "")
+        if not sep or not name.isidentifier():
+            return text
+        keywords[name] = _keyword_value(value)
+    arguments = keywords.get(sc.CREWAI_TOOL_INPUT)
+    if keywords.keys() == {sc.CREWAI_TOOL_INPUT} and isinstance(arguments, dict):
+        keywords = {k: v for k, v in arguments.items() if k not in sc.CREWAI_ADDED_ARGUMENTS}
+    return orjson.dumps(keywords).decode()
 
 
 def normalize_result(text: str) -> str:

@@ -498,10 +498,14 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
     # for it by that name (`analyzer.calls.mark_requested_tools`), its inputs the arguments
     promptflow_function = (conv == sc.PROMPTFLOW) & (role == sc.OTHER)
     entity = c.t(sc.MONOCLE_ENTITY_1_NAME)
-    # a list of one text (an MCP request's input): that text
+    # a list of one text (an MCP request's input): that text; CrewAI's keyword arguments: the
+    # list, read by `_fix_arguments`
     monocle_input = c.t(sc.MONOCLE_INPUT)
     monocle_input = (
-        pl.when(monocle_input.str.starts_with("["))
+        pl.when(
+            monocle_input.str.starts_with("[")
+            & ~monocle_input.str.contains(sc.MONOCLE_KEYWORD_INPUT)
+        )
         .then(monocle_input.str.json_path_match("$[0]"))
         .otherwise(monocle_input)
     )
@@ -758,6 +762,8 @@ def _fix_arguments(df: pl.DataFrame, c: _Cols) -> pl.Series:
     # instrumentation wrote them (Monocle, OpenInference's LangChain tools); those of a tool
     # that failed may be why it failed, and a model's requests are its own text: kept
     ran = (df["role"] == sc.TOOL_CALL) & (df["status"] != "error")
+    keywords = (df["convention"] == sc.MONOCLE) & args.str.contains(sc.MONOCLE_KEYWORD_INPUT)
+    args = _patch(args, (ran & keywords).fill_null(False), ct.keyword_arguments)
     literal = args.str.contains(r"^\s*[\[{]") & args.str.contains("'|None|True|False")
     args = _patch(args, (ran & literal).fill_null(False), ct.python_literal_json)
     return _patch(

@@ -424,6 +424,14 @@ MONOCLE_MODEL_TYPE_PREFIX = "model."
 #: Span events read as attributes `<event>.<key>`: Monocle's three and Claude Code's tool result.
 ATTRIBUTE_EVENTS = frozenset(("data.input", "data.output", "metadata", "tool.output"))
 MONOCLE_INPUT = "data.input.input"
+#: How Monocle writes CrewAI's tool input: a list of ``"<keyword>: <str(value)>"`` texts, one per
+#: keyword argument of the tool's ``invoke`` (``["input: {'city': 'Paris'}"]``).
+MONOCLE_KEYWORD_INPUT = r'^\["[A-Za-z_][A-Za-z0-9_]*: '
+#: The keyword of ``CrewStructuredTool.invoke`` that holds the tool's arguments.
+CREWAI_TOOL_INPUT = "input"
+#: What CrewAI added to every tool's arguments until 1.13 moved it to the call's config: its
+#: agent and task fingerprints, not an argument the model gave.
+CREWAI_ADDED_ARGUMENTS = frozenset(("security_context",))
 MONOCLE_RESPONSE = "data.output.response"
 MONOCLE_OUTPUT = "data.output.output"  # an MCP request's result
 MONOCLE_PROMPT_TOKENS = "metadata.prompt_tokens"
