@@ -144,7 +144,7 @@ def partial_result(analysis: Analysis, case_class: str | None) -> PartialResult:
         orphans=log.orphans,
         outside_runs=log.outside_runs,
         warnings={f.path: list(f.warnings) for f in log.files},
-        unpriced=unpriced_models(analysis.runs.steps),
+        unpriced=unpriced_models(analysis.runs.steps, analysis.runs.runs),
         facts=summary_facts(analysis, case_class) if case_class is not None else None,
         messages=analysis.runs.messages,
         sources=analysis.runs.sources,
@@ -153,7 +153,7 @@ def partial_result(analysis: Analysis, case_class: str | None) -> PartialResult:
 
 
 def _merge_unpriced(frames: list[pl.DataFrame]) -> pl.DataFrame:
-    """`pricing.unpriced_models` of all steps from those of disjoint partitions (all sums)."""
+    """`pricing.unpriced_models` of all runs from those of disjoint partitions (all sums)."""
     merged = pl.concat(frames, how="vertical_relaxed")
     sums = [c for c in merged.columns if c not in ("model", "reason")]
     return (

@@ -31,8 +31,8 @@ class Analysis:
     packs: tuple[Pack, ...] = ()
     evaluation: Evaluation | None = None  # None when no pack was applied
     prices: PriceTable | None = None
-    #: ``pricing.unpriced_models(runs.steps)`` when computed beforehand (the partitioned path
-    #: does, so that a summary need not load every step); None: compute it from the steps
+    #: ``pricing.unpriced_models(runs.steps, runs.runs)`` when computed beforehand (the
+    #: partitioned path does, so that a summary need not load every step); None: compute it
     unpriced: pl.DataFrame | None = None
     #: What a summary reads, merged from the partitions' (`analyzer.metrics.facts`); None: read
     #: from the tables above

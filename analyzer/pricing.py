@@ -27,7 +27,9 @@ not bill a rejected request and such spans carry no usage.
 
 **Cost of a run** (`price_runs`): the sum over its model calls, null when any model call of
 the run has no cost (unknown model or no usage): never a partial sum, never zero for an
-unknown price. A run with no model call costs 0. Sums are rounded to 1e-12 USD so that they
+unknown price. A run that recorded no model call has no cost either: its calls were not
+exported or not recognised (a subagent's session, a trace split in two), and what it cost is
+unknown. Sums are rounded to 1e-12 USD so that they
 do not depend on summation order. Agent spans that carry aggregated usage are not steps, so
 they are never added again (CONTRACT section 2).
 
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUNDLED_PRICES",
+    "NO_MODEL_CALL",
     "TOKENS_PER_UNIT",
     "PriceTable",
     "apply_prices",
@@ -429,7 +432,8 @@ def price_steps(steps: pl.DataFrame, prices: PriceTable | None = None) -> pl.Dat
 
 
 def price_runs(runs: pl.DataFrame, priced_steps: pl.DataFrame) -> pl.DataFrame:
-    """``runs`` plus ``cost_usd``: the sum over the run's model calls, null if any is unknown."""
+    """``runs`` plus ``cost_usd``: the sum over the run's model calls, null if any is unknown
+    or the run recorded none."""
     model = priced_steps.select("run_id", "cost_usd").filter(
         priced_steps.get_column("kind") == "model_call"
     )
@@ -438,15 +442,10 @@ def price_runs(runs: pl.DataFrame, priced_steps: pl.DataFrame) -> pl.DataFrame:
         .then(pl.lit(None, pl.Float64))
         .otherwise(pl.col("cost_usd").sum())
         .round(_ROUND)
-        .alias("_cost")
+        .alias("cost_usd")
     )
     out = runs.drop("cost_usd", strict=False)
-    out = out.join(totals, on="run_id", how="left", maintain_order="left")
-    # A run absent from the totals made no model call: it cost nothing.
-    has_calls = pl.col("run_id").is_in(model.get_column("run_id").unique().implode())
-    return out.with_columns(
-        cost_usd=pl.when(has_calls).then(pl.col("_cost")).otherwise(pl.lit(0.0))
-    ).drop("_cost")
+    return out.join(totals, on="run_id", how="left", maintain_order="left")
 
 
 def apply_prices(runset: RunSet, prices: PriceTable | None = None) -> RunSet:
@@ -455,21 +454,28 @@ def apply_prices(runset: RunSet, prices: PriceTable | None = None) -> RunSet:
     return dataclasses.replace(runset, steps=steps, runs=price_runs(runset.runs, steps))
 
 
-def unpriced_models(priced_steps: pl.DataFrame) -> pl.DataFrame:
-    """Model calls with no cost, grouped by model name and reason, with their token counts.
+#: The reason of `unpriced_models`' row for the runs that recorded no model call.
+NO_MODEL_CALL = "no model call recorded"
+
+
+def unpriced_models(priced_steps: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFrame:
+    """Why runs have no cost: their model calls with no cost, grouped by model name and reason,
+    with their token counts, and the runs that recorded no model call.
 
     ``reason`` is ``no price`` (the table has no entry for the model, or the model name was
-    not recorded: ``model`` null) or ``no token counts`` (priced, but the call recorded no
-    usage). Columns: model, reason, model_calls, runs, input_tokens, output_tokens,
-    cached_input_tokens; sorted by model (null last), then reason.
+    not recorded: ``model`` null), ``no token counts`` (priced, but the call recorded no
+    usage) or `NO_MODEL_CALL` (``model`` null, no call, ``runs`` those runs). Columns: model,
+    reason, model_calls, runs, input_tokens, output_tokens, cached_input_tokens; sorted by
+    model (null last), then reason.
     """
-    calls = priced_steps.filter((pl.col("kind") == "model_call") & pl.col("cost_usd").is_null())
+    model = priced_steps.filter(pl.col("kind") == "model_call")
+    calls = model.filter(pl.col("cost_usd").is_null())
     reason = (
         pl.when(pl.col("priced_as").is_null())
         .then(pl.lit("no price"))
         .otherwise(pl.lit("no token counts"))
     )
-    return (
+    out = (
         calls.with_columns(reason=reason)
         .group_by("model", "reason")
         .agg(
@@ -480,4 +486,12 @@ def unpriced_models(priced_steps: pl.DataFrame) -> pl.DataFrame:
             pl.col("cached_input_tokens").sum().cast(pl.Int64),
         )
         .sort("model", "reason", nulls_last=True)
+    )
+    silent = runs.filter(~pl.col("run_id").is_in(model.get_column("run_id").implode())).height
+    if not silent:
+        return out
+    row = {"model": None, "reason": NO_MODEL_CALL, "model_calls": 0, "runs": silent}
+    row |= dict.fromkeys(("input_tokens", "output_tokens", "cached_input_tokens"), 0)
+    return pl.concat([out, pl.DataFrame([row], schema=out.schema)]).sort(
+        "model", "reason", nulls_last=True
     )

@@ -535,11 +535,11 @@ def test_merged_unpriced_models_equal_those_of_all_steps(generated: dict, tmp_pa
     prices = load_prices(prices_file)
     reference = analyze_paths([generated["folder"]], prices=prices)
     result = analyze_paths([generated["folder"]], partitions=5, jobs=1, prices=prices)
-    expected = unpriced_models(reference.runs.steps)
+    expected = unpriced_models(reference.runs.steps, reference.runs.runs)
     # three of the generator's four models have no price here
     assert expected.height == 3
     assert result.unpriced.equals(expected)
-    assert unpriced_models(result.runs.steps).equals(expected)
+    assert unpriced_models(result.runs.steps, result.runs.runs).equals(expected)
 
 
 def test_kyc_runs_of_the_generator_meet_the_kyc_pack_alike_on_both_paths(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from analyzer.errors import AgentTraceError, PriceTableError
 from analyzer.pricing import (
+    NO_MODEL_CALL,
     apply_prices,
     load_prices,
     match_models,
@@ -252,7 +253,7 @@ def test_a_call_costs_the_same_bits_priced_alone_or_with_other_calls():
     assert sum(c is not None for c in together) > 200
 
 
-def test_price_runs_null_when_any_call_is_unknown_and_zero_without_model_calls():
+def test_price_runs_null_when_any_call_is_unknown_or_none_was_recorded():
     steps = price_steps(_steps(), prices_from_mapping(TABLE))
     runs = pl.DataFrame({"run_id": ["r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9"]})
     out = price_runs(runs, steps)
@@ -263,15 +264,17 @@ def test_price_runs_null_when_any_call_is_unknown_and_zero_without_model_calls()
         "r3": 0.0,  # only a failed call without usage
         "r4": None,
         "r5": pytest.approx(0.00035),
-        "r6": 0.0,  # no model call at all
+        "r6": None,  # tool calls, no model call: the calls were not exported
         "r7": None,
         "r8": pytest.approx(0.0001),
-        "r9": 0.0,  # no steps
+        "r9": None,  # no steps
     }
 
 
 def test_unpriced_models_lists_models_and_reasons_with_token_counts():
-    out = unpriced_models(price_steps(_steps(), prices_from_mapping(TABLE)))
+    steps = price_steps(_steps(), prices_from_mapping(TABLE))
+    runs = pl.DataFrame({"run_id": ["r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9"]})
+    out = unpriced_models(steps, runs)
     assert out.columns == [
         "model", "reason", "model_calls", "runs",
         "input_tokens", "output_tokens", "cached_input_tokens",
@@ -279,8 +282,11 @@ def test_unpriced_models_lists_models_and_reasons_with_token_counts():
     assert out.rows() == [
         ("m1", "no token counts", 1, 1, 0, 0, 0),
         ("unknown-x", "no price", 1, 1, 10, 10, 0),
+        (None, NO_MODEL_CALL, 0, 2, 0, 0, 0),  # r6 (tool calls only) and r9 (no step)
         (None, "no price", 1, 1, 5, 5, 0),
     ]
+    # every run with a model call: no such row
+    assert unpriced_models(steps, runs.filter(pl.col("run_id") == "r1")).height == 3
 
 
 def test_price_steps_replaces_an_earlier_cost():
@@ -427,7 +433,7 @@ def test_real_traces_computed_costs_agree_with_recorded_costs():
         assert got[:3] == want[:3]
         assert got[3] == pytest.approx(want[3], abs=1e-15)
         assert got[4] == pytest.approx(want[4], abs=1e-12)  # tracers round
-    assert unpriced_models(runset.steps).is_empty()
+    assert unpriced_models(runset.steps, runset.runs).is_empty()
     # The span's own cost stays beside ours on the steps too.
     assert "recorded_cost_usd" in runset.steps.columns
 
@@ -437,7 +443,7 @@ def test_sample_traces_are_all_priced():
 
     runset = apply_prices(analyze_paths([ROOT / "sample_traces"]).runs)
     assert runset.runs.get_column("cost_usd").null_count() == 0
-    assert unpriced_models(runset.steps).is_empty()
+    assert unpriced_models(runset.steps, runset.runs).is_empty()
     # The failed gpt-4.1 call (HTTP 429, no usage) costs 0 and keeps its run priced.
     failed = runset.steps.filter(pl.col("status") == "error", pl.col("kind") == "model_call")
     assert failed.select("model", "cost_usd").rows() == [("gpt-4.1", 0.0)]

@@ -26,9 +26,10 @@ class Budget(Check):
     span.
 
     Cost is the run's computed cost (the ``cost_usd`` column of the runs, filled from a price
-    table). Where no cost was computed (no price table, or a model without a price) the cost
-    limit is skipped for that run and counted as unverifiable (partial when the rule has other
-    limits), never as passing. Likewise for runs that recorded no token counts.
+    table). Where no cost was computed (no price table, a model without a price, or a run
+    that recorded no model call) the cost limit is skipped for that run and counted as
+    unverifiable (partial when the rule has other limits), never as passing. Likewise for runs
+    that recorded no token counts.
 
     Why it matters
     --------------

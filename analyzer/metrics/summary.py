@@ -222,7 +222,7 @@ def _cost_section(
     judged_cost, correct = figures["judged_cost_usd"], figures["correct_runs"]
     unpriced = analysis.unpriced
     if unpriced is None:
-        unpriced = unpriced_models(analysis.runs.steps)
+        unpriced = unpriced_models(analysis.runs.steps, analysis.runs.runs)
     return {
         **figures,
         "unpriced_models": unpriced.to_dicts(),

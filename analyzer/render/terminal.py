@@ -177,6 +177,9 @@ def _metrics_lines(summary: dict[str, Any]) -> list[str]:
         f"({cost['unpriced_runs']:,} unpriced); retries {_usd(cost['retry_cost_usd'])}"
     )
     for model in cost["unpriced_models"][:3]:
+        if not model["model_calls"]:  # runs that recorded no model call
+            lines.append(f"  unpriced: {model['reason']} in {model['runs']:,} of the runs")
+            continue
         lines.append(
             clip(
                 f"  unpriced {model['model'] or '(no model name)'}: {model['reason']}, "
