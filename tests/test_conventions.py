@@ -2938,6 +2938,48 @@ def test_ioa_observe_attributes_are_read_as_the_traceloop_ones_they_fork():
     assert {"ioa_observe.span.kind", "ioa_observe.entity.name"} <= sc.REDACT_KEPT_KEYS
 
 
+def test_agentops_kinds_and_entity_attributes_are_read_as_the_traceloop_ones_they_fork():
+    crew, task, agent, llm, session = rows(
+        span(
+            "crewai.workflow",
+            {
+                "agentops.span.kind": "workflow",
+                "agentops.entity.name": "Crew",  # the entity's type, not a name
+                "crewai.crew.result": "Verse 1",
+                "gen_ai.usage.prompt_tokens": 481,  # the sum of its calls'
+            },
+        ),
+        span(
+            "Write a song..task",
+            {"agentops.span.kind": "workflow.step", "agentops.entity.output": "Verse 1"},
+        ),
+        span("Songwriter.agent", {"agentops.span.kind": "agent", "agentops.entity.name": "Agent"}),
+        span(
+            "ollama/llama3:latest.llm",
+            {
+                "agentops.span.kind": "llm",
+                "gen_ai.request.model": "ollama/llama3:latest",
+                "gen_ai.usage.prompt_tokens": 271,
+                "gen_ai.completion.0.role": "assistant",
+                "gen_ai.completion.0.content": "Final Answer: Verse 1",
+            },
+        ),
+        span("session", {"agentops.span.kind": "session"}),
+    )
+    assert [r["role"] for r in (crew, task, agent, llm, session)] == [
+        "agent",
+        "other",
+        "agent",
+        "model_call",
+        "other",
+    ]
+    assert {r["convention"] for r in (crew, agent, llm)} == {"openllmetry"}
+    assert (crew["agent_name"], agent["agent_name"]) == (None, "Songwriter")
+    assert crew["output_text"] == "Verse 1"  # the crew's result: its answer
+    assert (llm["model"], llm["input_tokens"]) == ("ollama/llama3:latest", 271)
+    assert llm["output_text"] == "Final Answer: Verse 1"
+
+
 def test_openllmetry_langchain_tool_output_is_read_as_the_tool_message_content():
     def end(content, **extra) -> str:  # on_tool_end's record, as OpenLLMetry writes it
         message = {

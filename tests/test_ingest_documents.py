@@ -1144,6 +1144,87 @@ def test_tempo_batches():
     assert log.spans_read == 2
 
 
+AGENTOPS_SPAN = {
+    "span_id": "27ef04df3fea3e34",
+    "parent_span_id": "1935beaad741db0d",
+    "span_name": "ollama/llama3:latest.llm",
+    "span_kind": "Client",
+    "span_type": "request",
+    "service_name": "agentops",
+    "start_time": "2025-08-04T15:12:27.411626+00:00",
+    "end_time": "2025-08-04T15:12:39.463414+00:00",
+    "status_code": "OK",
+    "status_message": "",
+    "attributes": {},
+    "resource_attributes": {"service": {"name": "agentops"}},
+    "span_attributes": {
+        "agentops": {"span": {"kind": "llm"}},
+        "gen_ai": {
+            "prompt": [{"content": "Write a song.", "role": "user"}],
+            "usage": {"prompt_tokens": 210, "completion_tokens": 83},
+        },
+        "agent": {"tools": []},
+    },
+    "event_timestamps": ["2025-08-04T15:12:28+00:00"],
+    "event_names": ["retry"],
+    "event_attributes": [{"attempt": 2}],
+    "link_trace_ids": ["b520ab60214d54b570cf701c7ad28fa0"],
+    "link_span_ids": ["3a5b01c520ec0172"],
+    "link_trace_states": [""],
+    "link_attributes": [{}],
+}
+
+
+def test_an_agentops_trace_export_is_read_with_its_trace_id_and_flat_attributes():
+    root = AGENTOPS_SPAN | {
+        "span_id": "3a5b01c520ec0171",
+        "parent_span_id": "",  # a root
+        "span_name": "crewai.workflow",
+        "span_kind": "Internal",
+        "span_attributes": {"agentops": {"span": {"kind": "workflow"}}},
+        "event_timestamps": [],
+        "event_names": [],
+        "event_attributes": [],
+        "link_trace_ids": [],
+        "link_span_ids": [],
+        "link_trace_states": [],
+        "link_attributes": [],
+    }
+    uneven = AGENTOPS_SPAN | {"span_id": "4c25a4c6bfca0f5b", "event_names": []}
+    trace = {"trace_id": "b520ab60214d54b570cf701c7ad28faf", "span_count": 3, "total_cost": 0}
+    doc = {"trace": trace, "spans": [root, AGENTOPS_SPAN, uneven]}
+    assert document_kind(doc) == "agentops"
+    rows, log = read(data=json.dumps(doc).encode())
+    assert_accounting(log, records=3, read_=3, span_q=1, record_q=0)
+    assert log.quarantine[0].reason.startswith("event_timestamps, event_names, event_attributes")
+    top, llm = rows
+    assert {r["trace_id"] for r in rows} == {trace["trace_id"]}
+    assert (top["parent_span_id"], top["kind"], top["status_code"]) == (None, "internal", "ok")
+    assert (llm["parent_span_id"], llm["kind"], llm["name"]) == (
+        "1935beaad741db0d",
+        "client",
+        "ollama/llama3:latest.llm",
+    )
+    assert llm["start_ns"] == 1754320347411626000
+    got = {k: v for k, (_, v) in attrs(llm).items()}
+    assert got["agentops.span.kind"] == "llm"
+    assert got["gen_ai.prompt.0.content"] == "Write a song."  # a list of objects: indexed
+    assert got["gen_ai.usage.prompt_tokens"] == 210
+    assert attrs(llm, "resource_attributes")["service.name"] == ("str", "agentops")
+    assert [(e["name"], e["time_ns"]) for e in llm["events"]] == [("retry", 1754320348000000000)]
+    assert [(lk["trace_id"], lk["span_id"]) for lk in llm["links"]] == [
+        ("b520ab60214d54b570cf701c7ad28fa0", "3a5b01c520ec0172")
+    ]
+    # outside its export an AgentOps span has no trace id: quarantined, saying so
+    rows, log = read(data=json.dumps([AGENTOPS_SPAN]).encode())
+    assert rows == [] and log.quarantine[0].reason == "trace_id missing"
+    # near misses: a `trace` without its id gives no id to its spans (read one by one, then
+    # quarantined as above); spans of no known shape make no trace
+    assert document_kind({"trace": {"span_count": 1}, "spans": [AGENTOPS_SPAN]}) == "span-list"
+    with pytest.raises(TraceFormatError):
+        document_kind({"trace": trace, "spans": [{"name": "x"}]})
+
+
 # ---------------------------------------------------------------------------------------------
 # Dispatch and field readers
 

@@ -818,7 +818,13 @@ _SOURCE_KEYS = {
         ("oi_output", sc.LLM_OUTPUT_MESSAGES_PREFIX),
         ("tl_completion", sc.GEN_AI_COMPLETION_PREFIX),
         (sc.ANY_AGENT_OUTPUT, sc.PYDANTIC_FINAL_RESULT, sc.GEN_AI_COMPLETION),
-        (sc.TRACELOOP_ENTITY_OUTPUT, sc.OUTPUT_VALUE, sc.ADK_LLM_RESPONSE, sc.LANGFUSE_OUTPUT),
+        (
+            sc.TRACELOOP_ENTITY_OUTPUT,
+            sc.OUTPUT_VALUE,
+            sc.ADK_LLM_RESPONSE,
+            sc.LANGFUSE_OUTPUT,
+            sc.CREWAI_CREW_RESULT,
+        ),
     ),
 }
 

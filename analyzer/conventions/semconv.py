@@ -214,18 +214,34 @@ TRACELOOP_PROMPT_TEMPLATE = "traceloop.prompt.template"
 #: the call carries it, an HTTP client's too)
 TRACELOOP_LS_MODEL_NAME = "traceloop.association.properties.ls_model_name"
 #: Forks of the Traceloop SDK that write its attributes under a prefix of their own, read as
-#: Traceloop's: AGNTCY's ioa-observe (tracer ``ioa.observe.tracer``).
+#: Traceloop's: AGNTCY's ioa-observe (tracer ``ioa.observe.tracer``) and AgentOps
+#: (AgentOps-AI/agentops ``agentops/semconv``; its ``agentops.entity.name`` is the entity's
+#: type, "Agent", "LLM", not its name).
 KEY_ALIASES = {
-    "ioa_observe." + key.removeprefix("traceloop."): key
-    for key in (
-        TRACELOOP_SPAN_KIND,
-        TRACELOOP_ENTITY_NAME,
-        TRACELOOP_ENTITY_VERSION,
-        TRACELOOP_ENTITY_INPUT,
-        TRACELOOP_ENTITY_OUTPUT,
-        TRACELOOP_SESSION_ID,
-        TRACELOOP_LS_MODEL_NAME,
+    prefix + key.removeprefix("traceloop."): key
+    for prefix, keys in (
+        (
+            "ioa_observe.",
+            (
+                TRACELOOP_SPAN_KIND,
+                TRACELOOP_ENTITY_NAME,
+                TRACELOOP_ENTITY_VERSION,
+                TRACELOOP_ENTITY_INPUT,
+                TRACELOOP_ENTITY_OUTPUT,
+                TRACELOOP_SESSION_ID,
+                TRACELOOP_LS_MODEL_NAME,
+            ),
+        ),
+        (
+            "agentops.",
+            (
+                TRACELOOP_SPAN_KIND,
+                TRACELOOP_ENTITY_INPUT,
+                TRACELOOP_ENTITY_OUTPUT,
+            ),
+        ),
     )
+    for key in keys
 }
 LLM_REQUEST_TYPE = "llm.request.type"
 GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS_OLD = (
@@ -242,6 +258,7 @@ TRACELOOP_KIND_ROLES = {
     "workflow": AGENT,  # CONVENTIONS.md section 7: workflow spans are agent runs
     "task": OTHER,
     "handoff": OTHER,
+    "llm": MODEL_CALL,  # AgentOps' kind of a model call (Traceloop writes llm.request.type)
 }
 TRACELOOP_AGENT_KINDS = tuple(sorted(k for k, v in TRACELOOP_KIND_ROLES.items() if v == AGENT))
 TRACELOOP_TOOL_KINDS = tuple(sorted(k for k, v in TRACELOOP_KIND_ROLES.items() if v == TOOL_CALL))
@@ -253,6 +270,9 @@ LLM_REQUEST_TYPE_ROLES = {
 }
 TRACELOOP_TOOL_SUFFIX = ".tool"  # span name f"{entity}.tool"
 TRACELOOP_AGENT_SUFFIX = ".agent"
+#: The answer of a CrewAI crew, on its kickoff's workflow span (the CrewAI instrumentations of
+#: OpenLLMetry and AgentOps): read as that agent span's output.
+CREWAI_CREW_RESULT = "crewai.crew.result"
 
 # -------------------------------------------------------------------------------------------------
 # LangSmith OTel export (langchain-ai/langsmith-sdk at 0f0b8e43,
@@ -792,6 +812,7 @@ CONTENT_KEYS = (
     LANGFUSE_OUTPUT,
     MONOCLE_INPUT,
     MONOCLE_RESPONSE,
+    CREWAI_CREW_RESULT,
 )
 #: Generic attribute names read only on Logfire-classified spans.
 LOGFIRE_KEYS = (LOGFIRE_NAME, LOGFIRE_INPUT, LOGFIRE_OUTPUT)

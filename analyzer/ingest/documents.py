@@ -23,6 +23,8 @@ CloudWatch span records     ``aws/spans`` records (``traceId``, ``resource``, ``
                             ``{"events": [...]}`` of ``aws logs filter-log-events``; with SDK
                             span JSON in an AgentCore ``{"sessionSpans": [...]}`` (its log
                             records are quarantined: no span)
+AgentOps trace export       ``{"trace": {"trace_id", ...}, "spans": [...]}`` (its API's trace
+                            detail: ``span_id``, ``span_name``, nested ``span_attributes``)
 Jaeger JSON                 ``{"data": [{traceID, spans, processes}]}``, one trace, or a list
 Zipkin v2                   ``[{traceId, id, parentId, timestamp, duration, tags}]``, or a list
                             of such lists (``/api/v2/traces``)
@@ -56,6 +58,7 @@ from analyzer.errors import TraceFormatError
 from analyzer.ingest.accounting import EXCERPT_BYTES, FileLog
 from analyzer.ingest.dumps import (
     add_final_output,
+    agentops_span_row,
     cloudwatch_span_row,
     jaeger_span_row,
     js_span_row,
@@ -97,6 +100,7 @@ _CONVERTERS: dict[str, Callable[[Mapping[str, Any]], SpanRow]] = {
     "zipkin": zipkin_span_row,
     "langfuse": langfuse_span_row,
     "cloudwatch": cloudwatch_span_row,
+    "agentops": agentops_span_row,  # outside its export: the trace id only if it carries one
 }
 
 
@@ -233,7 +237,8 @@ def document_kind(value: Any) -> str:
     """The kind of a parsed JSON trace document, as `read_json_document` reads it.
 
     One of ``otlp``, ``otlp-wrapped``, ``otlp-requests``, ``otlp-spans``, ``oteltest``,
-    ``jaeger``, ``langfuse``, ``any-agent``, ``span-list``, ``zipkin-traces``, or ``span:<shape>``
+    ``jaeger``, ``langfuse``, ``agentops``, ``any-agent``, ``span-list``, ``zipkin-traces``, or
+    ``span:<shape>``
     for a single span object. Raises `TraceFormatError` when it is no trace document.
     """
     return _kind(value)[0]
@@ -266,6 +271,12 @@ def _kind(value: Any) -> tuple[str, Any]:
         ):
             return "langfuse", value
         spans = value.get("spans")
+        if (
+            isinstance(value.get("trace"), Mapping)
+            and "trace_id" in value["trace"]
+            and _first_shape(spans) == "agentops"
+        ):
+            return "agentops", value
         if isinstance(spans, list):
             if "final_output" in value and (not spans or _first_shape(spans) is not None):
                 return "any-agent", value
@@ -294,7 +305,7 @@ def _kind(value: Any) -> tuple[str, Any]:
                 return "otlp-spans" if shape == "otlp" else "span-list", value
     raise TraceFormatError(
         f"not a trace: {_describe(value)} (expected OTLP, SDK span JSON, Langfuse, any-agent, "
-        "Phoenix, Jaeger, Zipkin, JS SDK spans or CloudWatch span records)"
+        "Phoenix, Jaeger, Zipkin, JS SDK spans, CloudWatch span records or AgentOps)"
     )
 
 
@@ -437,6 +448,12 @@ class _Reader:
                     (lambda o: langfuse_span_row(o, trace_id)) if isinstance(obs, Mapping) else None
                 )
                 self.add(self.convert(obs, convert, None))
+        elif kind == "agentops":
+            trace_id = value["trace"]["trace_id"]
+            for span in value["spans"]:
+                agentops = span_shape(span) == "agentops"
+                convert = (lambda s: agentops_span_row(s, trace_id)) if agentops else None
+                self.add(self.convert(span, convert, None))
         elif kind == "any-agent":
             converted = self.span_list(value["spans"])
             rows = [c[0] for c in converted if c is not None]

@@ -1,5 +1,5 @@
-"""Span dumps that are not OTLP: Langfuse, any-agent, Phoenix, Jaeger, Zipkin, JS SDK spans and
-CloudWatch span records.
+"""Span dumps that are not OTLP: Langfuse, any-agent, Phoenix, Jaeger, Zipkin, JS SDK spans,
+CloudWatch span records and AgentOps trace exports.
 
 Each ``*_row`` function turns one span object of its format into a `SpanRow`, or raises
 `SpanError` with the reason it cannot (the caller quarantines that span and keeps the others).
@@ -20,6 +20,9 @@ What each format loses, and what is recovered:
   plain map, its kind and status as names; log events that carry one (a field holding the
   record, or its JSON text: CloudWatch's ``message``, Logs Insights' ``@message``) are
   unwrapped (`unwrap_log_event`).
+- AgentOps (its API's trace detail, ``{"trace": {...}, "spans": [...]}``) keeps the trace id
+  once, in ``trace``, nests the attributes by their dotted names (``span_attributes``, put back
+  flat as Phoenix's are) and writes events and links as parallel arrays; the scope is lost.
 - Jaeger and Zipkin keep kind, status and scope in tags, which become the matching columns.
   Zipkin tags are all strings and stay strings (as Langfuse values do); the conventions layer
   reads numbers out of strings.
@@ -53,6 +56,7 @@ __all__ = [
     "FINAL_OUTPUT_ATTR",
     "LANGFUSE_PREFIX",
     "add_final_output",
+    "agentops_span_row",
     "cloudwatch_span_row",
     "jaeger_span_row",
     "js_span_row",
@@ -72,8 +76,8 @@ LANGFUSE_PREFIX = "langfuse.observation."
 
 def span_shape(obj: Any) -> str | None:
     """Which reader takes this span object: ``sdk`` (Python SDK, any-agent), ``phoenix``,
-    ``js``, ``js-console``, ``langfuse``, ``jaeger``, ``zipkin``, ``cloudwatch``, ``otlp`` (a
-    bare OTLP span); None when it is no span object known."""
+    ``js``, ``js-console``, ``langfuse``, ``jaeger``, ``zipkin``, ``cloudwatch``, ``agentops``,
+    ``otlp`` (a bare OTLP span); None when it is no span object known."""
     if not isinstance(obj, Mapping):
         return None
     context = obj.get("context")
@@ -83,6 +87,8 @@ def span_shape(obj: Any) -> str | None:
         return "js"
     if "traceID" in obj and "spanID" in obj:
         return "jaeger"
+    if "span_id" in obj and "span_attributes" in obj:
+        return "agentops"
     if "trace_id" in obj and "span_id" in obj and "start_time" in obj:
         return "sdk"  # the SDK's fields with the context's ids at the top (strands-agents evals)
     has_ids = ("traceId" in obj or "trace_id" in obj) and ("spanId" in obj or "span_id" in obj)
@@ -561,6 +567,62 @@ def js_span_row(span: Mapping[str, Any]) -> SpanRow:
         resource=_js_resource(span.get("resource")),
         events=events,
         links=read_links(span, "traceId", "spanId"),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# AgentOps trace export
+
+
+def _parallel(span: Mapping[str, Any], *keys: str) -> list[tuple[Any, ...]]:
+    """The items of a span's parallel arrays `keys` (AgentOps' events and links), side by side;
+    a `SpanError` when their lengths differ."""
+    arrays = [span.get(key) or [] for key in keys]
+    if any(not isinstance(a, list) or len(a) != len(arrays[0]) for a in arrays):
+        raise SpanError(f"{', '.join(keys)}: not arrays of one length")
+    return list(zip(*arrays, strict=True))
+
+
+def agentops_span_row(span: Mapping[str, Any], trace_id: Any = None) -> SpanRow:
+    """An AgentOps span (an item of its trace export's ``spans``), in the trace `trace_id`
+    (the export's ``trace.trace_id``) unless it carries its own."""
+    trace_id = required(read_id(span.get("trace_id", trace_id), 16, "trace_id"), "trace_id")
+    span_id = required(read_id(span.get("span_id"), 8, "span_id"), "span_id")
+    events = [
+        (read_time(when, f"event {i + 1} timestamp"), as_text(name), as_mapping(attributes))
+        for i, (when, name, attributes) in enumerate(
+            _parallel(span, "event_timestamps", "event_names", "event_attributes")
+        )
+    ]
+    links = []
+    for i, (link_trace, link_span, _, attributes) in enumerate(
+        _parallel(span, "link_trace_ids", "link_span_ids", "link_trace_states", "link_attributes")
+    ):
+        trace_what, span_what = f"link {i + 1} trace id", f"link {i + 1} span id"
+        links.append(
+            (
+                required(read_id(link_trace, 16, trace_what), trace_what),
+                required(read_id(link_span, 8, span_what), span_what),
+                as_mapping(attributes),
+            )
+        )
+    return SpanRow(
+        trace_id=trace_id,
+        span_id=span_id,
+        parent_span_id=read_id(span.get("parent_span_id") or None, 8, "parent_span_id"),
+        name=as_text(span.get("span_name")),
+        kind=kind_name(span.get("span_kind")),
+        start_ns=read_time(span.get("start_time"), "start_time"),
+        end_ns=read_time(span.get("end_time"), "end_time"),
+        status_code=status_name(span.get("status_code")),
+        status_message=as_text(span.get("status_message")) or None,
+        attributes={
+            **_flatten(as_mapping(span.get("attributes"))),
+            **_flatten(as_mapping(span.get("span_attributes"))),
+        },
+        resource=_flatten(as_mapping(span.get("resource_attributes"))),
+        events=events,
+        links=links,
     )
 
 
