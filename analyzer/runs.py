@@ -172,12 +172,18 @@ def build_runs(
         absorbed = was_step & (frame.get_column("role") == "other")
         _note_reading(log, frame, absorbed, pc.take(spans.column("source_file"), rows))
     frame = _roll_up_resends(frame, parents)
-    is_agent = pa.array((frame.get_column("role") == "agent").to_arrow())
+    role = frame.get_column("role")
+    is_agent = pa.array((role == "agent").to_arrow())
     nearest = nearest_marked_ancestor(parents, is_agent)
+    # the agent a step belongs to: the innermost agent span holding it, or the tool call whose
+    # execution holds it (a model call inside a tool's run is that tool's own work: a subagent
+    # run as a tool, like Claude Code's Agent tool, which has no agent span)
+    holder = nearest_marked_ancestor(
+        parents, pa.array(role.is_in(["agent", "tool_call"]).to_arrow())
+    )
     frame = frame.with_columns(
         run_id=_run_ids(frame, parents, spans, run_key, is_agent, nearest),
-        # the agent a step belongs to: the innermost agent span holding it
-        agent_span_id=frame.get_column("span_id").gather(pl.Series(nearest)),
+        agent_span_id=frame.get_column("span_id").gather(pl.Series(holder)),
     )
     in_run = frame.select(
         pl.col("run_id").is_not_null()

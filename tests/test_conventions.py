@@ -1694,6 +1694,74 @@ def test_claude_code_spans_by_name_and_their_plain_attributes():
     assert other_app["finish_reasons"] == []
 
 
+def test_a_microsoft_agent_framework_workflow_run_is_one_run_of_its_agents():
+    # a real MAF capture: a handoff workflow (coordinator, then writer) read as two runs, the
+    # coordinator's ending in its handoff: "no answer" (high) on a workflow that answered
+    from analyzer.runs import build_runs
+
+    workflow = {"workflow.id": "62ef8b57", "workflow.name": "handoff"}
+    agent = {"gen_ai.operation.name": "invoke_agent"}
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"}
+    spans = table(
+        span("workflow.run", workflow),
+        span("invoke_agent coordinator", {**agent, "gen_ai.agent.name": "coordinator"}),
+        span("chat m", {**chat, "gen_ai.response.finish_reasons": '["tool_calls"]'}),
+        span("invoke_agent writer", {**agent, "gen_ai.agent.name": "writer"}),
+        span("chat m", {**chat, "gen_ai.response.finish_reasons": '["stop"]'}),
+    )
+    normalized = normalize(spans)
+    root = normalized.row(0, named=True)
+    assert (root["role"], root["agent_name"], root["convention"]) == ("agent", "handoff", "genai")
+    runs = build_runs(spans, normalized).runs
+    assert runs.select("agent", "model_calls").rows() == [("handoff", 2)]
+    # near miss: another program's span of that name, without the framework's workflow id
+    other = one("workflow.run", {"workflow.name": "nightly"})
+    assert (other["role"], other["agent_name"]) == ("other", None)
+
+
+def test_a_claude_code_call_whose_permission_was_refused_failed_and_never_ran():
+    # a real Claude Agent SDK capture: the coordinator called two MCP tools itself, the
+    # permission hook refused them (no execution span); they read as calls that ran fine
+    from analyzer.runs import build_runs
+
+    spans = [  # (span id, parent, name, attributes, start, end)
+        ("a", None, "claude_code.interaction", {}, 0, 100),
+        ("b", "a", "claude_code.tool", {"tool_name": "get_weather"}, 10, 20),
+        ("c", "b", "claude_code.tool.blocked_on_user", {"decision": "reject"}, 10, 19),
+        ("d", "a", "claude_code.tool", {"tool_name": "search"}, 30, 50),
+        # near miss: allowed, then run
+        ("e", "d", "claude_code.tool.blocked_on_user", {"decision": "accept"}, 30, 35),
+        ("f", "d", "claude_code.tool.execution", {}, 36, 49),
+    ]
+    builder = SpanBatchBuilder()
+    for i, (span_id, parent, name, attrs, start, end) in enumerate(spans):
+        builder.add(
+            trace_id=TRACE,
+            span_id=span_id * 16,
+            parent_span_id=parent and parent * 16,
+            name=name,
+            kind="internal",
+            start_ns=start,
+            end_ns=end,
+            status_code="unset",
+            attributes=attrs_from_mapping(attrs),
+            source_file="mem",
+            source_pos=i,
+        )
+    table_ = pa.Table.from_batches([builder.flush()])
+    normalized = normalize(table_)
+    assert normalized.select("role", "status", "tool_name").rows()[2:5] == [
+        ("tool_call", "error", None),  # the refused call itself, with no name of its own
+        ("tool_call", "unset", "search"),
+        ("other", "unset", None),
+    ]
+    steps = build_runs(table_, normalized).steps
+    assert steps.select("tool_name", "status").rows() == [
+        ("get_weather", "error"),
+        ("search", "unset"),
+    ]
+
+
 # -------------------------------------------------------------------------------------------------
 # Prompt flow
 # -------------------------------------------------------------------------------------------------

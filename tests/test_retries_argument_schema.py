@@ -146,6 +146,31 @@ def test_no_retry_when_the_answer_was_a_sub_agent_s_and_the_next_call_its_caller
     ]
 
 
+def test_no_retry_when_the_answer_was_that_of_a_subagent_run_as_a_tool():
+    # Claude Code has no agent span for a subagent: its calls run inside the Agent tool's
+    # execution. The subagent's last call answered, the coordinator's next call was taken
+    # for the same agent asking again (a false retry on a real Claude Agent SDK capture)
+    inner = {"parent_span_id": sid(1, 2)}
+    rows = [
+        agent(1),
+        model(1, 1, 10),
+        dict(tool(1, 2, 15, "Agent", None), end_ns=60),
+        model(1, 3, 20, **inner),
+        tool(1, 4, 30, "get_weather", '{"city": "Lisbon"}', **inner),
+        model(1, 5, 40, answer="21 C, clear", **inner),
+        model(1, 6, 70, answer="Lisbon: 21 C, clear sky."),
+    ]
+    rs = build_runs(*tables(rows))
+    by_index = dict(rs.steps.select("index", "agent_span_id").rows())
+    assert [by_index[i] for i in range(6)] == [sid(1, 0), sid(1, 0), *[sid(1, 2)] * 3, sid(1, 0)]
+    assert retry_steps(rs).is_empty()
+    # near miss: the subagent answering twice inside its tool is a retry
+    again = [*rows[:6], model(1, 7, 50, answer="21 C", **inner), rows[6]]
+    assert retry_steps(build_runs(*tables(again))).select("span_id", "retry_span_id").rows() == [
+        (sid(1, 5), sid(1, 7))
+    ]
+
+
 def test_unrecorded_outcome_of_a_model_call_makes_the_run_partial():
     rows = [
         agent(1),

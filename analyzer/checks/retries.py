@@ -60,8 +60,8 @@ class Retries(Check):
     starts before the previous one ended (calls in parallel), a repeated call with other
     arguments or of a call that succeeded, steps in different traces (a conversation
     grouped into one run by ``--run-key`` starts each turn in a new trace), and model calls of
-    different agents (the innermost agent span holding each: a sub-agent's answer followed by
-    its caller's next call). A model call whose
+    different agents (the innermost agent span, or tool call, holding each: a sub-agent's
+    answer followed by its caller's next call). A model call whose
     outcome was not recorded (no content, no finish reason) followed by another, and a failed
     tool call followed by a call of the same tool where either call's arguments were not
     recorded, make the run ``partial``: a retry may have been missed there.

@@ -316,6 +316,7 @@ def _name_facts(names: pl.Series) -> pl.DataFrame:
         sc.PYDANTIC_RUNNING_OUTPUT_FUNCTION,
         *[k for k, v in sc.VERCEL_OPERATION_ROLES.items() if v == sc.TOOL_CALL],
         *[k for k, v in sc.CLAUDE_CODE_ROLES.items() if v == sc.TOOL_CALL],
+        sc.CLAUDE_CODE_BLOCKED,  # a call when its permission was refused
     ]
     event_stem = name.str.extract(sc.EVENT_SPAN_NAME, 1)  # "tool.search.wikipedia" of "...start-12"
     model_prefix = pl.any_horizontal([name.str.starts_with(p) for p in sc.LOGFIRE_MODEL_PREFIXES])
@@ -427,6 +428,10 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
     oi_handoff = (oi_role == sc.TOOL_CALL) & pl.col("_n_oi_handoff") & c.t(sc.TOOL_NAME).is_null()
     oi_role = pl.when(oi_handoff).then(pl.lit(sc.OTHER)).otherwise(oi_role)
 
+    claude_code = (
+        pl.when(_claude_code_rejected(c)).then(pl.lit(sc.TOOL_CALL)).otherwise("_n_claude_code")
+    )
+
     def kind(conv: str, key: str, roles: dict[str, str], upper: bool = False) -> tuple:
         """A family whose marker is one attribute naming the span's kind."""
         return (conv, _lookup(c.t(key), roles, upper), c.t(key).is_not_null())
@@ -437,6 +442,7 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         # LangSmith derives gen_ai.operation.name from its own kind, lossily (prompt -> chat)
         kind(sc.LANGSMITH, sc.LANGSMITH_SPAN_KIND, sc.LANGSMITH_KIND_ROLES),
         kind(sc.GENAI, sc.GEN_AI_OPERATION_NAME, sc.GENAI_OPERATION_ROLES),
+        (sc.GENAI, pl.when(_maf_workflow(c)).then(pl.lit(sc.AGENT)), _maf_workflow(c)),
         (sc.OPENINFERENCE, oi_role, c.t(sc.OPENINFERENCE_SPAN_KIND).is_not_null()),
         (
             sc.OPENLLMETRY,
@@ -453,7 +459,7 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         (sc.ADK, adk, adk.is_not_null()),
         (sc.PYDANTIC_AI, pydantic, pydantic.is_not_null()),
         (sc.LOGFIRE, logfire, logfire.is_not_null()),
-        (sc.CLAUDE_CODE, pl.col("_n_claude_code"), pl.col("_n_claude_code").is_not_null()),
+        (sc.CLAUDE_CODE, claude_code, pl.col("_n_claude_code").is_not_null()),
         (
             sc.MONOCLE,
             pl.when(monocle).then(_lookup(c.t(sc.MONOCLE_SPAN_TYPE), monocle_roles)),
@@ -471,6 +477,18 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         (sc.GENAI, pl.when(genai_tool).then(pl.lit(sc.TOOL_CALL)), genai_tool),
         kind(sc.LANGFUSE, sc.LANGFUSE_TYPE, sc.LANGFUSE_TYPE_ROLES, upper=True),
     ]
+
+
+def _maf_workflow(c: _Cols) -> pl.Expr:
+    """A Microsoft Agent Framework workflow run (`semconv.MAF_WORKFLOW_RUN`)."""
+    return (pl.col("span_name") == sc.MAF_WORKFLOW_RUN) & c.t(sc.MAF_WORKFLOW_ID).is_not_null()
+
+
+def _claude_code_rejected(c: _Cols) -> pl.Expr:
+    """Claude Code's wait for a permission that was refused: the call, which never ran."""
+    return (pl.col("span_name") == sc.CLAUDE_CODE_BLOCKED) & (
+        c.t(sc.CLAUDE_CODE_DECISION) == sc.CLAUDE_CODE_REJECTED
+    ).fill_null(False)
 
 
 def _classify(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
@@ -510,8 +528,8 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         .otherwise(monocle_input)
     )
 
-    # status: span status, error.type, an exception event, a Langfuse ERROR level, or a tool
-    # that returned an error result (Strands)
+    # status: span status, error.type, an exception event, a Langfuse ERROR level, a tool
+    # that returned an error result (Strands), or one whose permission was refused (Claude Code)
     error_type = c.t(sc.ERROR_TYPE)
     status_code = pl.col("status_code").str.to_lowercase()
     failed = (
@@ -520,6 +538,7 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         | pl.col("_has_exception")
         | (c.t(sc.LANGFUSE_LEVEL).str.to_uppercase() == sc.LANGFUSE_ERROR_LEVEL)
         | (is_tool & (c.t(sc.GEN_AI_TOOL_STATUS).str.to_lowercase() == "error"))
+        | _claude_code_rejected(c)
     )
     status = (
         pl.when(failed)
@@ -649,6 +668,7 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         pl.when(is_agent & (conv == sc.VERCEL)).then(c.t(sc.AI_TELEMETRY_FUNCTION_ID)),
         pl.when(is_agent & logfire).then(c.t(sc.LOGFIRE_NAME)),
         pl.when(is_agent & monocle).then(entity),
+        pl.when(is_agent & _maf_workflow(c)).then(c.t(sc.MAF_WORKFLOW_NAME)),
         pl.when(is_agent).then(agent_from_name),
     )
     agent_version = pl.coalesce(

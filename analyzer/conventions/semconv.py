@@ -96,6 +96,12 @@ GENAI_OPERATION_ROLES = {
     # one run (CONTRACT section 2: a conversation root holds its agents)
     "conversation": AGENT,
 }
+#: Microsoft Agent Framework workflows (microsoft/agent-framework, its workflow observability:
+#: span names of its own beside the GenAI agent spans). A `workflow.run` span is one run of a
+#: workflow and holds its agents' `invoke_agent` spans: an agent run, like `invoke_workflow`.
+MAF_WORKFLOW_RUN = "workflow.run"
+MAF_WORKFLOW_ID = "workflow.id"  # with the span name, marks the span as the framework's
+MAF_WORKFLOW_NAME = "workflow.name"  # the name of the run's agent
 
 # -------------------------------------------------------------------------------------------------
 # OpenTelemetry GenAI, deprecated names still emitted in the wild.
@@ -478,6 +484,11 @@ CLAUDE_CODE_ROLES = {
     "claude_code.tool.execution": TOOL_CALL,
     "claude_code.tool.blocked_on_user": OTHER,  # waiting for the user's permission
 }
+#: The wait for permission, and its `decision` ("accept", "reject", "unknown"): a call rejected
+#: there never ran (no execution span): read as the call, failed.
+CLAUDE_CODE_BLOCKED = "claude_code.tool.blocked_on_user"
+CLAUDE_CODE_DECISION = "decision"
+CLAUDE_CODE_REJECTED = "reject"
 CLAUDE_CODE_MODEL = "model"
 # Anthropic's counts: `input_tokens` leaves out the cache reads and writes, which OTel's input
 # tokens include, so the input read is the sum of the three (as kagent's Collector recipe
@@ -492,6 +503,7 @@ CLAUDE_CODE_TOOL_USE_ID = "tool_use_id"
 CLAUDE_CODE_TOOL_OUTPUT = "tool.output.output"  # a tool span's `tool.output` event: its result
 CLAUDE_CODE_KEYS = (
     CLAUDE_CODE_MODEL,
+    CLAUDE_CODE_DECISION,
     CLAUDE_CODE_STOP_REASON,
     CLAUDE_CODE_TOOL_NAME,
     CLAUDE_CODE_TOOL_USE_ID,
@@ -868,6 +880,8 @@ NAMING_KEYS = (
     MONOCLE_ENTITY_2_TYPE,
     PROMPTFLOW_FRAMEWORK,
     PROMPTFLOW_SPAN_TYPE,
+    MAF_WORKFLOW_ID,
+    MAF_WORKFLOW_NAME,
     *CLAUDE_CODE_KEYS,
     *MODEL_KEYS,
     *PROVIDER_KEYS,
