@@ -292,6 +292,26 @@ def test_a_tool_that_returned_an_error_result_failed():
     assert (succeeded["status"], chat["status"]) == ("ok", "unset")
 
 
+def test_an_mcp_tool_whose_result_says_it_failed_failed():
+    # MCP reports a tool's failure in its CallToolResult (isError), not as a protocol error:
+    # the span ends ok, and a timed-out lookup read as a call that succeeded
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather"}
+    timed_out = {
+        "content": [{"type": "text", "text": "weather service timed out"}],
+        "isError": True,
+    }
+    ok = {"content": [{"type": "text", "text": "21 C"}], "isError": False}
+    failed, succeeded, nested, chat = rows(
+        span("execute_tool a", tool | {"gen_ai.tool.call.result": js(timed_out)}, status="ok"),
+        span("execute_tool b", tool | {"gen_ai.tool.call.result": js(ok)}, status="ok"),
+        # near misses: the key deeper in a result that is data; a model call's output
+        span("execute_tool c", tool | {"gen_ai.tool.call.result": js({"row": {"isError": True}})}),
+        span("chat m", {"gen_ai.operation.name": "chat", "output.value": js(timed_out)}),
+    )
+    assert (failed["role"], failed["status"], failed["error_type"]) == ("tool_call", "error", None)
+    assert (succeeded["status"], nested["status"], chat["status"]) == ("ok", "unset", "unset")
+
+
 # -------------------------------------------------------------------------------------------------
 # OpenTelemetry GenAI, deprecated names and events
 # -------------------------------------------------------------------------------------------------

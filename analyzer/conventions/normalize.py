@@ -540,14 +540,6 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         | (is_tool & (c.t(sc.GEN_AI_TOOL_STATUS).str.to_lowercase() == "error"))
         | _claude_code_rejected(c)
     )
-    status = (
-        pl.when(failed)
-        .then(pl.lit("error"))
-        .when(status_code.is_in(["ok", "unset"]))
-        .then(status_code)
-        .otherwise(pl.lit("unset"))
-    )
-
     provider = c.first(sc.PROVIDER_KEYS).str.strip_chars().str.to_lowercase()
     provider = provider.replace(sc.PROVIDER_RENAMES)
 
@@ -649,6 +641,19 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         pl.when(promptflow_function).then(c.t(sc.PROMPTFLOW_OUTPUT)),
         pl.when(claude).then(c.t(sc.CLAUDE_CODE_TOOL_OUTPUT)),
         c.first(sc.RESULT_FALLBACK_KEYS),
+    )
+    # an MCP tool reports its own failure in its result (a CallToolResult with isError true),
+    # the span ending ok
+    mcp_error = result.str.contains(sc.MCP_IS_ERROR, literal=True) & (
+        result.str.json_path_match("$." + sc.MCP_IS_ERROR) == "true"
+    )
+    failed = failed | (is_tool & mcp_error).fill_null(False)
+    status = (
+        pl.when(failed)
+        .then(pl.lit("error"))
+        .when(status_code.is_in(["ok", "unset"]))
+        .then(status_code)
+        .otherwise(pl.lit("unset"))
     )
 
     traceloop_agent = pl.col("_n_traceloop_agent")

@@ -96,6 +96,9 @@ GENAI_OPERATION_ROLES = {
     # one run (CONTRACT section 2: a conversation root holds its agents)
     "conversation": AGENT,
 }
+#: The key of an MCP ``CallToolResult`` that says the tool failed (MCP reports a tool's errors in
+#: its result, not as a protocol error: the span of the call ends ok).
+MCP_IS_ERROR = "isError"
 #: Microsoft Agent Framework workflows (microsoft/agent-framework, its workflow observability:
 #: span names of its own beside the GenAI agent spans). A `workflow.run` span is one run of a
 #: workflow and holds its agents' `invoke_agent` spans: an agent run, like `invoke_workflow`.
