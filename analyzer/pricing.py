@@ -29,9 +29,9 @@ not bill a rejected request and such spans carry no usage.
 the run has no cost (unknown model or no usage): never a partial sum, never zero for an
 unknown price. A run that recorded no model call has no cost either: its calls were not
 exported or not recognised (a subagent's session, a trace split in two), and what it cost is
-unknown. Sums are rounded to 1e-12 USD so that they
-do not depend on summation order. Agent spans that carry aggregated usage are not steps, so
-they are never added again (CONTRACT section 2).
+unknown. Sums are rounded to 1e-12 USD so that they do not depend on summation order. Agent
+spans that carry aggregated usage are not steps, so they are never added again (CONTRACT
+section 2).
 
 **Recorded cost.** A cost the span carried itself (``llm.cost.total``, ``operation.cost``,
 ``gen_ai.usage.cost``, any-agent's input + output cost, Langfuse's cost details), read by the
@@ -487,10 +487,10 @@ def unpriced_models(priced_steps: pl.DataFrame, runs: pl.DataFrame) -> pl.DataFr
         )
         .sort("model", "reason", nulls_last=True)
     )
-    silent = runs.filter(~pl.col("run_id").is_in(model.get_column("run_id").implode())).height
-    if not silent:
+    no_call = runs.filter(~pl.col("run_id").is_in(model.get_column("run_id").implode())).height
+    if not no_call:
         return out
-    row = {"model": None, "reason": NO_MODEL_CALL, "model_calls": 0, "runs": silent}
+    row = {"model": None, "reason": NO_MODEL_CALL, "model_calls": 0, "runs": no_call}
     row |= dict.fromkeys(("input_tokens", "output_tokens", "cached_input_tokens"), 0)
     return pl.concat([out, pl.DataFrame([row], schema=out.schema)]).sort(
         "model", "reason", nulls_last=True
