@@ -112,6 +112,31 @@ def test_runs_lists_one_line_per_run(trace_file: Path):
     assert "QUARANTINED: 0 spans, 1 records" in result.stderr
 
 
+def test_runs_and_the_runs_with_findings_print_run_ids_whole():
+    # three agent runs in one trace: TRACE:SPAN ids, longer than the column they were clipped
+    # to ("…"), so that a run id copied from the list was not one `show` knew
+    import polars as pl
+
+    from analyzer.render.terminal import finding_runs_lines
+
+    path = (
+        Path(__file__).parent / "data/real_corpus/langfuse__pydantic-ai-tools-2025-12-04.trace.json"
+    )
+    lines = run("runs", str(path)).stdout.splitlines()
+    run_ids = [line.split()[0] for line in lines[1:]]
+    assert [len(r) for r in run_ids] == [49] * 3 and lines[0].index("AGENT") == 51
+    shown = run("show", run_ids[2], str(path))
+    assert shown.exit_code == 0 and shown.stdout.startswith(f"run      {run_ids[2]}\n")
+    bad = pl.DataFrame(
+        {"case_id": [None], "run_id": [run_ids[0]], "score": [80.0], "findings": [1]},
+        schema_overrides={"case_id": pl.String},
+    ).with_columns(failed_rules=pl.lit(["retries"]))
+    assert finding_runs_lines(bad, None)[-1].split() == ["-", run_ids[0], "80.0", "1", "retries"]
+    # near miss: a --run-key value of any length is cut at the table's widest run id
+    long_id = bad.with_columns(run_id=pl.lit("k" * 200))
+    assert finding_runs_lines(long_id, None)[-1].split()[1] == "k" * 63 + "…"
+
+
 def test_runs_jsonl(trace_file: Path):
     result = run("runs", str(trace_file), "--format", "jsonl")
     row = json.loads(result.stdout.splitlines()[0])

@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from analyzer.ingest.accounting import warning_lines
-from analyzer.textsafe import clip
+from analyzer.textsafe import clip, terminal_safe
 
-__all__ = ["WIDTH", "finding_runs", "finding_runs_lines", "terminal_summary"]
+__all__ = ["RUN_ID_WIDTH", "WIDTH", "finding_runs", "finding_runs_lines", "terminal_summary"]
 
 #: No line is longer than this (in characters, colour codes left out).
 WIDTH = 100
+#: Run ids up to this width are printed whole (TRACE:SPAN ids have 49 characters); a longer
+#: --run-key value is cut.
+RUN_ID_WIDTH = 64
 _RED, _YELLOW, _BOLD, _RESET = "\x1b[31m", "\x1b[33m", "\x1b[1m", "\x1b[0m"
 #: Wrong label fields listed in the terminal (all in summary.json).
 _WRONG_SHOWN = 20
@@ -344,17 +347,20 @@ def finding_runs_lines(bad, limit: int | None) -> list[str]:
         return []
     shown = bad if limit is None else bad.head(limit)
     more = "" if shown.height == bad.height else f"; the first {shown.height}, --verbose for all"
+    # run ids whole (one is what `show` takes), up to a width no --run-key value can break
+    run_ids = [terminal_safe(r) for r in shown.get_column("run_id").to_list()]
+    width = min(max([34, *map(len, run_ids)]), RUN_ID_WIDTH)
     lines = [
         "",
         f"runs with findings {bad.height:,} (worst first{more}):",
-        f"  {'CASE':<16} {'RUN':<34} {'SCORE':>6} {'FINDINGS':>8}  RULES",
+        f"  {'CASE':<16} {'RUN':<{width}} {'SCORE':>6} {'FINDINGS':>8}  RULES",
     ]
-    for r in shown.iter_rows(named=True):
+    for run_id, r in zip(run_ids, shown.iter_rows(named=True), strict=True):
         score = "-" if r["score"] is None else f"{r['score']:.1f}"
         rules = ", ".join(r.get("failed_rules") or [])
         lines.append(
             clip(
-                f"  {clip(r['case_id'] or '-', 16):<16} {clip(r['run_id'], 34):<34} {score:>6} "
+                f"  {clip(r['case_id'] or '-', 16):<16} {clip(run_id, width):<{width}} {score:>6} "
                 f"{r['findings']:>8,}  {rules}",
                 WIDTH,
             )
