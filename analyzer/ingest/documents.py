@@ -271,16 +271,14 @@ def _kind(value: Any) -> tuple[str, Any]:
         ):
             return "langfuse", value
         spans = value.get("spans")
-        if (
-            isinstance(value.get("trace"), Mapping)
-            and "trace_id" in value["trace"]
-            and _first_shape(spans) == "agentops"
-        ):
-            return "agentops", value
         if isinstance(spans, list):
-            if "final_output" in value and (not spans or _first_shape(spans) is not None):
+            shape = _first_shape(spans)
+            if "final_output" in value and (not spans or shape is not None):
                 return "any-agent", value
-            if _first_shape(spans) not in (None, "otlp"):
+            trace = value.get("trace")
+            if shape == "agentops" and isinstance(trace, Mapping) and "trace_id" in trace:
+                return "agentops", value
+            if shape not in (None, "otlp"):
                 return "span-list", value
         if _first_shape(value.get(_SESSION_SPANS)) not in (None, "otlp"):
             return "span-list", value

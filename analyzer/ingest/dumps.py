@@ -594,18 +594,11 @@ def agentops_span_row(span: Mapping[str, Any], trace_id: Any = None) -> SpanRow:
             _parallel(span, "event_timestamps", "event_names", "event_attributes")
         )
     ]
-    links = []
-    for i, (link_trace, link_span, _, attributes) in enumerate(
-        _parallel(span, "link_trace_ids", "link_span_ids", "link_trace_states", "link_attributes")
-    ):
-        trace_what, span_what = f"link {i + 1} trace id", f"link {i + 1} span id"
-        links.append(
-            (
-                required(read_id(link_trace, 16, trace_what), trace_what),
-                required(read_id(link_span, 8, span_what), span_what),
-                as_mapping(attributes),
-            )
-        )
+    keys = ("link_trace_ids", "link_span_ids", "link_trace_states", "link_attributes")
+    links = [
+        {"trace_id": trace, "span_id": span_, "attributes": attributes}
+        for trace, span_, _, attributes in _parallel(span, *keys)
+    ]
     return SpanRow(
         trace_id=trace_id,
         span_id=span_id,
@@ -622,7 +615,7 @@ def agentops_span_row(span: Mapping[str, Any], trace_id: Any = None) -> SpanRow:
         },
         resource=_flatten(as_mapping(span.get("resource_attributes"))),
         events=events,
-        links=links,
+        links=read_links({"links": links}, "trace_id", "span_id", in_context=False),
     )
 
 
