@@ -480,12 +480,9 @@ def runs(paths: tuple[Path, ...], run_key: str | None, case_key: str | None, fmt
         for row in frame.select(cols).iter_rows(named=True):
             click.echo(json_safe(json.dumps(row, ensure_ascii=False, sort_keys=True)))
     else:
-        # run ids whole (one is what `show` takes; TRACE:SPAN ids are longer than a trace's),
-        # up to a width that a --run-key value of any length cannot break
-        from analyzer.render.terminal import RUN_ID_WIDTH
+        from analyzer.render.terminal import run_id_cells
 
-        run_ids = [terminal_safe(r) for r in frame.get_column("run_id").to_list()]
-        width = min(max([32, *map(len, run_ids)]), RUN_ID_WIDTH)
+        run_ids, width = run_id_cells(frame.get_column("run_id").to_list(), 32)
         header = (
             f"{'RUN':<{width}}  {'AGENT':<16} {'CASE':<12} {'MODELS':<22} "
             f"{'LLM':>4} {'TOOLS':>5} {'TOKENS':>9}  ANSWER"
@@ -496,7 +493,7 @@ def runs(paths: tuple[Path, ...], run_key: str | None, case_key: str | None, fmt
             if row["input_tokens"] is not None or row["output_tokens"] is not None:
                 tokens = (row["input_tokens"] or 0) + (row["output_tokens"] or 0)
             click.echo(
-                f"{clip(run_id, width):<{width}}  {clip(row['agent'] or '-', 16):<16} "
+                f"{run_id}  {clip(row['agent'] or '-', 16):<16} "
                 f"{clip(row['case_id'] or '-', 12):<12} "
                 f"{clip(','.join(row['models']) or '-', 22):<22} "
                 f"{row['model_calls']:>4} {row['tool_calls']:>5} {_fmt_int(tokens):>9}  "

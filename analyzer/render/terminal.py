@@ -7,7 +7,7 @@ from typing import Any
 from analyzer.ingest.accounting import warning_lines
 from analyzer.textsafe import clip, terminal_safe
 
-__all__ = ["RUN_ID_WIDTH", "WIDTH", "finding_runs", "finding_runs_lines", "terminal_summary"]
+__all__ = ["WIDTH", "finding_runs", "finding_runs_lines", "run_id_cells", "terminal_summary"]
 
 #: No line is longer than this (in characters, colour codes left out).
 WIDTH = 100
@@ -340,6 +340,15 @@ def finding_runs(runs):
     )
 
 
+def run_id_cells(run_ids: list[str], least: int) -> tuple[list[str], int]:
+    """Run ids as the cells of a column at least `least` wide: terminal-safe and whole (one
+    is what `show` takes), up to `RUN_ID_WIDTH`, past which a --run-key value is cut; and the
+    column's width."""
+    safe = [terminal_safe(r) for r in run_ids]
+    width = min(max([least, *map(len, safe)]), RUN_ID_WIDTH)
+    return [f"{clip(r, width):<{width}}" for r in safe], width
+
+
 def finding_runs_lines(bad, limit: int | None) -> list[str]:
     """`finding_runs` as lines: case, run, score, findings and the rules they broke; the
     first `limit` (None: all)."""
@@ -347,9 +356,7 @@ def finding_runs_lines(bad, limit: int | None) -> list[str]:
         return []
     shown = bad if limit is None else bad.head(limit)
     more = "" if shown.height == bad.height else f"; the first {shown.height}, --verbose for all"
-    # run ids whole (one is what `show` takes), up to a width no --run-key value can break
-    run_ids = [terminal_safe(r) for r in shown.get_column("run_id").to_list()]
-    width = min(max([34, *map(len, run_ids)]), RUN_ID_WIDTH)
+    run_ids, width = run_id_cells(shown.get_column("run_id").to_list(), 34)
     lines = [
         "",
         f"runs with findings {bad.height:,} (worst first{more}):",
@@ -360,7 +367,7 @@ def finding_runs_lines(bad, limit: int | None) -> list[str]:
         rules = ", ".join(r.get("failed_rules") or [])
         lines.append(
             clip(
-                f"  {clip(r['case_id'] or '-', 16):<16} {clip(run_id, width):<{width}} {score:>6} "
+                f"  {clip(r['case_id'] or '-', 16):<16} {run_id} {score:>6} "
                 f"{r['findings']:>8,}  {rules}",
                 WIDTH,
             )
