@@ -480,18 +480,18 @@ MONOCLE_OUTPUT_TOOL_NAME = "tool_name"
 # subagent's calls are nested in its Agent tool's execution.
 # -------------------------------------------------------------------------------------------------
 CLAUDE_CODE_PREFIX = "claude_code."
-CLAUDE_CODE_ROLES = {
-    "claude_code.interaction": AGENT,  # one user prompt and what the agent did about it
-    "claude_code.llm_request": MODEL_CALL,
-    "claude_code.tool": TOOL_CALL,
-    "claude_code.tool.execution": TOOL_CALL,
-    "claude_code.tool.blocked_on_user": OTHER,  # waiting for the user's permission
-}
 #: The wait for permission, and its `decision` ("accept", "reject", "unknown"): a call rejected
 #: there never ran (no execution span): read as the call, failed.
 CLAUDE_CODE_BLOCKED = "claude_code.tool.blocked_on_user"
 CLAUDE_CODE_DECISION = "decision"
 CLAUDE_CODE_REJECTED = "reject"
+CLAUDE_CODE_ROLES = {
+    "claude_code.interaction": AGENT,  # one user prompt and what the agent did about it
+    "claude_code.llm_request": MODEL_CALL,
+    "claude_code.tool": TOOL_CALL,
+    "claude_code.tool.execution": TOOL_CALL,
+    CLAUDE_CODE_BLOCKED: OTHER,  # waiting for the user's permission
+}
 CLAUDE_CODE_MODEL = "model"
 # Anthropic's counts: `input_tokens` leaves out the cache reads and writes, which OTel's input
 # tokens include, so the input read is the sum of the three (as kagent's Collector recipe
