@@ -54,7 +54,6 @@ _FIRST = (
     "tool_call_id",
     "arguments",
     "result",
-    "output_text",
     "agent_name",
     "agent_version",
     "prompt_id",
@@ -329,10 +328,18 @@ def _merge(frame: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
         nulls_last=True,
     )
     backend = pl.col("backend_usage").fill_null(False)
+    apart = pl.col("output_reasoning_apart").fill_null(False)
     combined = (
         ordered.group_by("_top", maintain_order=True)
         .agg(
             *[pl.col(c).drop_nulls().first() for c in _FIRST],
+            # a record that marked the call's reasoning apart tells its answer from its thoughts;
+            # another (an instrumentation that wrote thoughts as text) does not
+            pl.when(apart.any())
+            .then(pl.col("output_text").filter(apart).first())
+            .otherwise(pl.col("output_text").drop_nulls().first())
+            .alias("output_text"),
+            apart.any().alias("output_reasoning_apart"),
             *[pl.col(c).sort_by(backend, maintain_order=True).drop_nulls().first() for c in _USAGE],
             backend.all().alias("backend_usage"),
             *[

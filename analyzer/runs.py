@@ -2,14 +2,14 @@
 
 The run model of the contract (section 2), computed column-wise with polars:
 
-- **run**: one per trace; where a trace holds several top-level agent spans (agent spans with
-  no agent above them), one per such span, ``run_id = TRACEID:SPANID``. A conversation or
-  workflow root (GenAI ``invoke_workflow``, AG2 ``conversation``, Traceloop ``workflow``) is
-  an agent span: the agents under it are one run. A top-level agent span whose chain of parents
-  breaks joins the run that holds it in time (`_linked_agents`). With ``run_key`` the value of
-  that attribute (first found on the trace's spans, root first, then the resource) groups
-  traces into runs; traces without it keep the default. Only groups holding at least one
-  agent, model-call or tool-call span are runs.
+- **run**: one per trace; where a trace holds several top-level agent spans (agent spans with no
+  agent above them), one per such span, ``run_id = TRACEID:SPANID``. A conversation or workflow
+  root (GenAI ``invoke_workflow``, AG2 ``conversation``, Traceloop ``workflow``, Strands
+  ``invoke_swarm`` and ``invoke_graph``) is an agent span: the agents under it are one run. A
+  top-level agent span whose chain of parents breaks joins the run that holds it in time
+  (`_linked_agents`). With ``run_key`` the value of that attribute (first found on the trace's
+  spans, root first, then the resource) groups traces into runs; traces without it keep the
+  default. Only groups holding at least one agent, model-call or tool-call span are runs.
 - **calls**: spans that record the same call are one step (`analyzer.calls`: a model span
   nested in another of the same request, a wrapper tool span over the instrumented one, the
   event spans of one call, a detached span of another instrumentation within the call's
@@ -19,8 +19,9 @@ The run model of the contract (section 2), computed column-wise with polars:
 - **steps**: model calls and tool calls in start order (ties: end, then span id). A tool call a
   model requested in its output and that no tool-execution span ran is still a step
   (``executed = False``); requests and executions are joined by tool call id, else by tool
-  name in order. An output tool's call (`semconv.OUTPUT_TOOL_NAMES`: structured-output
-  frameworks return their answer through it) is a step of kind ``output``, not a tool call.
+  name and arguments (`_pair_by_arguments`), else by tool name in order. An output tool's call
+  (`semconv.OUTPUT_TOOL_NAMES`: structured-output frameworks return their answer through it)
+  is a step of kind ``output``, not a tool call.
 - **answer**: see `_answers` (a tool-free final model call, or an output tool called last).
 - **sources**: one row per text the run had seen, with the time from which it was available
   (`sources_before` selects those of a step).
@@ -425,7 +426,7 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
         .with_row_index("_r")
     )
     execs = tools.select(
-        "run_id", "span_id", "tool_call_id", "tool_name", "start_ns"
+        "run_id", "span_id", "tool_call_id", "tool_name", "start_ns", "arguments"
     ).with_row_index("_t")
 
     by_id = (
@@ -443,11 +444,15 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
     if left_req.is_empty():  # every request matched by id, or none recorded (no content)
         pairs = by_id
     else:
-        left_req = left_req.sort("run_id", "_req_start", "_req_pos").with_columns(
-            _rank=pl.int_range(pl.len()).over("run_id", "_req_name")
+        left_exec = execs.join(by_id, on="_t", how="anti")
+        by_args = _pair_by_arguments(left_req, left_exec)
+        left_req = (
+            left_req.join(by_args, on="_r", how="anti")
+            .sort("run_id", "_req_start", "_req_pos")
+            .with_columns(_rank=pl.int_range(pl.len()).over("run_id", "_req_name"))
         )
         left_exec = (
-            execs.join(by_id, on="_t", how="anti")
+            left_exec.join(by_args, on="_t", how="anti")
             .sort("run_id", "start_ns", "span_id")
             .with_columns(_rank=pl.int_range(pl.len()).over("run_id", "tool_name"))
         )
@@ -460,7 +465,7 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
             .filter(pl.col("start_ns") >= pl.col("_req_start"))
             .select("_r", "_t")
         )
-        pairs = pl.concat([by_id, by_name])
+        pairs = pl.concat([by_id, by_args, by_name])
     matched = pairs.join(requests.select("_r", "requested_by", "_req_args"), on="_r").join(
         execs.select("_t", "run_id", "span_id"), on="_t"
     )
@@ -511,6 +516,45 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
         name=pl.when(pl.col("role") == "model_call").then("model").otherwise("tool_name"),
     )
     return steps.select(_STEP_COLUMNS)
+
+
+def _pair_by_arguments(requests: pl.DataFrame, execs: pl.DataFrame) -> pl.DataFrame:
+    """Tool spans without a call id paired (``_r``, ``_t``) with the request of the same tool
+    and the same arguments (as JSON values: key order and spacing aside), in order. Where one
+    response's calls were recorded as several model spans, or a framework refused a request,
+    the order of names alone pairs a span with another call's request."""
+    canonical = pl.col("_args").map_elements(_canonical_json, return_dtype=pl.String)
+    requests = (
+        requests.filter(pl.col("_req_args").is_not_null())
+        .sort("run_id", "_req_start", "_req_pos")
+        .with_columns(_args=pl.col("_req_args"))
+        .with_columns(_key=canonical)
+        .with_columns(_rank=pl.int_range(pl.len()).over("run_id", "_req_name", "_key"))
+    )
+    execs = (
+        execs.filter(pl.col("arguments").is_not_null())
+        .sort("run_id", "start_ns", "span_id")
+        .with_columns(_args=pl.col("arguments"))
+        .with_columns(_key=canonical)
+        .with_columns(_rank=pl.int_range(pl.len()).over("run_id", "tool_name", "_key"))
+    )
+    return (
+        requests.join(
+            execs,
+            left_on=["run_id", "_req_name", "_key", "_rank"],
+            right_on=["run_id", "tool_name", "_key", "_rank"],
+        )
+        .filter(pl.col("start_ns") >= pl.col("_req_start"))
+        .select("_r", "_t")
+    )
+
+
+def _canonical_json(text: str) -> str:
+    """JSON text in one spelling (sorted keys, no spaces); other text stripped."""
+    try:
+        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+    except (ValueError, RecursionError):
+        return text.strip()
 
 
 def position_in_run() -> pl.Expr:
@@ -687,9 +731,10 @@ def _answers(frame: pl.LazyFrame, steps: pl.LazyFrame) -> pl.LazyFrame:
     """run_id -> has_answer, answer, answer_ns, answer_span_id.
 
     The answer is the output of the last successful model call that requested no tool, at that
-    call's end; its text is the run's top agent span output where recorded. A run whose last
-    model call requested tools, or with no successful tool-free call, has no answer. A run with
-    no model call answers with its agent span's recorded output, at the agent span's end.
+    call's end; its text is the output of the run's last outer agent span (the last to end of
+    those with no agent above) where recorded. A run whose last model call requested tools, or
+    with no successful tool-free call, has no answer. A run with no model call answers with its
+    agent span's recorded output, at the agent span's end.
 
     Except for output tools (`semconv.OUTPUT_TOOL_NAMES`): frameworks that return a structured
     answer have the model call such a tool and stop. When a successful output-tool call comes
@@ -730,12 +775,18 @@ def _answers(frame: pl.LazyFrame, steps: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("arguments").alias("_o_text"),
         )
     )
-    agent = _top_agent(frame).select(
-        "run_id",
-        pl.col("span_id").alias("_g_span"),
-        pl.col("end_ns").alias("_g_end"),
-        pl.col("output_text").alias("_g_text"),
-        pl.col("status").alias("_g_status"),
+    # a run of several turns (a run key, a resumed invocation) answers in its last one
+    last_agent = _outer_agents(frame).sort("run_id", "end_ns", "span_id")
+    agent = (
+        last_agent.group_by("run_id", maintain_order=True)
+        .last()
+        .select(
+            "run_id",
+            pl.col("span_id").alias("_g_span"),
+            pl.col("end_ns").alias("_g_end"),
+            pl.col("output_text").alias("_g_text"),
+            pl.col("status").alias("_g_status"),
+        )
     )
     runs = frame.select("run_id").unique()
     out = runs.join(last, on="run_id", how="left").join(final, on="run_id", how="left")

@@ -206,6 +206,7 @@ def test_genai_chat_span_reads_every_canonical_field():
             msg("tool", "shipped", "call_1"),
         ],
         "output_text": "Let me check.",
+        "output_reasoning_apart": True,  # its reasoning part, left out of the text
         "requested_calls": [call("call_2", "refund", '{"order":"CMD-1"}')],
         "finish_reasons": ["tool_calls"],  # the attribute wins over the message's "tool_call"
         "agent_name": "support",
@@ -1049,6 +1050,61 @@ def test_a_call_llm_span_is_adks_model_call_only_with_adk_keys():
     assert (app["role"], app["convention"]) == ("other", None)
     assert [r["role"] for r in (first, second, adk_system, adk_key)] == ["model_call"] * 4
     assert (adk_system["convention"], adk_key["convention"]) == ("adk", "adk")
+
+
+def test_reasoning_parts_are_left_out_of_the_text_and_the_record_that_marks_them_wins():
+    # ADK 2.x records a call twice: call_llm's llm_response flags the thought part; the
+    # generate_content span under it writes that part as a plain text part
+    thought = "The brief says 21 C and the weather tool said 21 C: grounded."
+    response = {
+        "content": {
+            "role": "model",
+            "parts": [{"text": thought, "thought": True}, {"text": "PASS"}],
+        },
+        "finish_reason": "STOP",
+    }
+    written = [{"role": "assistant", "parts": [{"type": "text", "content": thought}]}]
+    written[0]["parts"].append({"type": "text", "content": "PASS"})
+    adk = {"gen_ai.system": "gcp.vertex.agent", "gen_ai.request.model": "gemini-2.5-flash"}
+    genai = {
+        "gen_ai.operation.name": "generate_content",
+        "gen_ai.request.model": "gemini-2.5-flash",
+    }
+    spans = table(
+        span("call_llm", {**adk, "gcp.vertex.agent.llm_response": js(response)}),
+        span("generate_content", {**genai, "gen_ai.output.messages": js(written)}),
+    )
+    outer, inner = normalize(spans).to_dicts()
+    assert (outer["output_text"], outer["output_reasoning_apart"]) == ("PASS", True)
+    assert (inner["output_text"], inner["output_reasoning_apart"]) == (thought + "\nPASS", False)
+    # (merged as one call, the marked record's text is the call's: tests/test_same_call.py)
+    # the other ways a reasoning part is marked; a Vercel step-start part is no reasoning
+    marked = [
+        [{"role": "assistant", "parts": [{"type": "reasoning", "content": "hm"}, text]}]
+        for text in ({"type": "text", "content": "ok"},)
+    ]
+    responses = {
+        "object": "response",
+        "output": [
+            {"type": "reasoning", "summary": []},
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "ok"}],
+            },
+        ],
+    }
+    step_start = [
+        {"role": "assistant", "content": [{"type": "step-start"}, {"type": "text", "text": "ok"}]}
+    ]
+    reasoning, response_item, vercel = rows(
+        span("chat", {"gen_ai.operation.name": "chat", "gen_ai.output.messages": js(marked[0])}),
+        span("chat", {"gen_ai.operation.name": "chat", "output.value": js(responses)}),
+        span("chat", {"gen_ai.operation.name": "chat", "gen_ai.output.messages": js(step_start)}),
+    )
+    assert (reasoning["output_text"], reasoning["output_reasoning_apart"]) == ("ok", True)
+    assert (response_item["output_text"], response_item["output_reasoning_apart"]) == ("ok", True)
+    assert (vercel["output_text"], vercel["output_reasoning_apart"]) == ("ok", False)
 
 
 def test_adk_spans_by_name_and_the_tool_span_near_misses():
@@ -2956,6 +3012,30 @@ def test_pydantic_ai_agent_spans_named_after_their_agent():
 def test_ag2_conversation_root_is_an_agent_span():
     attrs = {"gen_ai.operation.name": "conversation", "ag2.span.type": "conversation"}
     assert one("conversation", attrs)["role"] == "agent"
+
+
+def test_strands_swarm_and_graph_roots_are_agent_spans():
+    # strands/telemetry/tracer.py start_multiagent_span: `invoke_{instance}`, a Swarm or a Graph
+    swarm, graph, node, other = rows(
+        span(
+            "invoke_swarm", {"gen_ai.operation.name": "invoke_swarm", "gen_ai.agent.name": "swarm"}
+        ),
+        span("invoke_graph", {"gen_ai.operation.name": "invoke_graph"}),
+        span("execute_node", {"gen_ai.operation.name": "execute_node"}),  # one node of the graph
+        span("invoke_team", {"gen_ai.operation.name": "invoke_team"}),  # no such instance
+    )
+    assert (swarm["role"], graph["role"]) == ("agent", "agent")
+    assert (node["role"], other["role"]) == ("other", "other")
+    # the agents under a swarm are one run, as under any conversation root
+    from analyzer.runs import build_runs
+
+    invoke = {"gen_ai.operation.name": "invoke_agent"}
+    spans = table(
+        span("invoke_swarm", {"gen_ai.operation.name": "invoke_swarm"}),
+        span("invoke_agent researcher", {**invoke, "gen_ai.agent.name": "researcher"}),
+        span("invoke_agent writer", {**invoke, "gen_ai.agent.name": "writer"}),
+    )
+    assert build_runs(spans, normalize(spans)).runs["run_id"].to_list() == [TRACE]
 
 
 def test_event_style_spans_carry_their_call_key():

@@ -449,6 +449,35 @@ def test_strands_content_events_give_the_requested_calls_their_arguments_and_res
     assert answer.startswith("Great! I've successfully booked both for you:")
 
 
+def test_strands_tool_spans_give_the_schema_their_calls_are_judged_against():
+    # Strands writes each tool's input schema on its execute_tool span (gen_ai.tool.json_schema);
+    # without it the run that books was unverifiable: "no JSON Schema known for book_flight"
+    from click.testing import CliRunner
+
+    from analyzer.cli import main
+
+    path = CORPUS / "aws__bedrock-agentcore-sdk-python__strands_tool_call_spans.json"
+    ingested = read_traces([path])
+    runset = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents)
+    offered = {
+        json.loads(text)[0]["name"]: json.loads(text)[0]["parameters"]["required"]
+        for defs in runset.runs["tool_definitions"].to_list()
+        for text in defs
+    }
+    assert offered == {
+        "book_flight": ["flight_id"],
+        "book_hotel": ["hotel_id", "checkin", "checkout"],
+        "search_flights": ["origin", "destination", "date"],
+        "search_hotels": ["city", "checkin", "checkout"],
+    }
+    report = CliRunner().invoke(main, ["report", str(path), "--format", "json"])
+    by_rule = {r["rule_id"]: r for r in json.loads(report.stdout)["findings"]["by_rule"]}
+    assert (by_rule["tool-arguments"]["runs_checked"], by_rule["tool-arguments"]["findings"]) == (
+        2,
+        0,
+    )
+
+
 def test_an_openinference_handoff_span_is_no_tool_and_smolagents_kwargs_are_the_arguments():
     # NOTES.md: "handoff to math_specialist" is OpenAI Agents' handoff, not a tool's run;
     # smolagents records its Tool.__call__ parameters, whose kwargs are the arguments

@@ -222,6 +222,52 @@ def test_requested_call_without_execution_is_a_step():
     assert (run["tool_calls"], run["unexecuted_tool_calls"]) == (2, 1)
 
 
+def test_tool_spans_without_ids_join_the_request_of_their_arguments_first():
+    # a real Claude Agent SDK export (Langfuse) splits one response's two calls over two model
+    # spans; a framework may refuse a request and run the next: in name order alone, a span
+    # takes another call's request
+    def model(span_id, start, *calls_):
+        return dict(
+            span_id=span_id * 16,
+            parent_span_id="a" * 16,
+            role="model_call",
+            start_ns=start,
+            end_ns=start + 1,
+            requested_calls=list(calls_),
+        )
+
+    def tool(span_id, start, arguments):
+        return dict(
+            span_id=span_id * 16,
+            parent_span_id="a" * 16,
+            role="tool_call",
+            start_ns=start,
+            end_ns=start + 1,
+            tool_name="send",
+            arguments=arguments,
+        )
+
+    rows = [
+        dict(span_id="a" * 16, role="agent", start_ns=0, end_ns=100),
+        model("b", 1, call("send", '{"to": "ops", "n": 1}')),  # refused: no span
+        model("c", 10, call("send", '{"n": 2, "to": "ops"}')),
+        tool("d", 20, '{"to":"ops","n":2}'),  # the same arguments, written otherwise
+    ]
+    tools = build_runs(*tables(rows)).steps.filter(pl.col("kind") == "tool_call")
+    assert tools.select("span_id", "requested_by", "executed").rows() == [
+        (None, "b" * 16, False),
+        ("d" * 16, "c" * 16, True),
+    ]
+    # near misses: other arguments, or none recorded, join in name order as before
+    for arguments in ('{"to": "sales"}', None):
+        tools = build_runs(*tables([*rows[:3], tool("d", 20, arguments)])).steps
+        tools = tools.filter(pl.col("kind") == "tool_call")
+        assert tools.select("span_id", "requested_by").rows() == [
+            (None, "c" * 16),
+            ("d" * 16, "b" * 16),
+        ]
+
+
 def test_requests_and_executions_join_by_name_in_order_without_ids():
     rows = [
         dict(span_id="a" * 16, role="agent", start_ns=0, end_ns=100),
@@ -283,6 +329,7 @@ def test_run_key_groups_traces_into_one_run():
             start_ns=0,
             end_ns=10,
             attrs={"gen_ai.conversation.id": "conv-9"},
+            output_text="first turn",
         ),
         dict(span_id="b" * 16, parent_span_id="a" * 16, role="model_call", start_ns=1, end_ns=2),
         dict(
@@ -292,6 +339,7 @@ def test_run_key_groups_traces_into_one_run():
             start_ns=20,
             end_ns=30,
             attrs={"gen_ai.conversation.id": "conv-9"},
+            output_text="last turn",
         ),
         dict(
             trace_id=T2,
@@ -311,6 +359,13 @@ def test_run_key_groups_traces_into_one_run():
     # From the first turn's start to the last turn's end, not the first turn alone.
     assert (run["started_ns"], run["duration_s"]) == (0, 30 / 1e9)
     assert run["agent_span_id"] == "a" * 16
+    # the answer is the last turn's, at its last model call (not the first turn's text)
+    assert (run["answer"], run["answer_span_id"]) == ("last turn", "d" * 16)
+    # near miss: a last turn that recorded no output answers with its model call's text
+    silent = [{**r, "output_text": None} if r["span_id"] == "c" * 16 else r for r in rows]
+    silent[3] = {**silent[3], "output_text": "model's words"}
+    rs = build_runs(*tables(silent), run_key="gen_ai.conversation.id")
+    assert rs.runs.row(0, named=True)["answer"] == "model's words"
 
 
 def test_orphan_span_becomes_a_root_and_parent_cycles_terminate():

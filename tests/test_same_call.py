@@ -97,6 +97,44 @@ def test_a_model_span_nested_in_another_is_one_call_with_the_richest_fields():
     assert sorted(rs.span_runs["span_id"]) == ["a0", "m1", "m2", "t1"]
 
 
+def test_of_two_records_of_a_call_the_one_that_set_its_reasoning_apart_gives_the_text():
+    # ADK 2.x: call_llm's llm_response flags the thought parts ("thought": true); the
+    # generate_content span under it writes the same parts as plain text parts
+    thought = "The user wants a verdict. The brief names 21 C, so it is grounded.\n"
+    rs = rebuild(
+        [
+            agent("a0"),
+            model("m1", "a0", 10, 100, output_text="PASS", output_reasoning_apart=True),
+            model(
+                "m2", "m1", 12, 98, input_tokens=7, output_tokens=3, output_text=thought + "PASS"
+            ),
+        ]
+    )
+    assert rs.steps["output_text"].to_list() == ["PASS"]
+    assert rs.runs["answer"].to_list() == ["PASS"]
+    # a call whose marked record holds no text (its reasoning, then tool requests) has none
+    asks = call("get_weather", '{"city": "Lisbon"}', id="c1")
+    rs = rebuild(
+        [
+            agent("a0"),
+            model("m1", "a0", 10, 100, output_reasoning_apart=True, requested_calls=[asks]),
+            model("m2", "m1", 12, 98, output_text=thought, requested_calls=[asks]),
+        ]
+    )
+    assert rs.steps.filter(pl.col("kind") == "model_call")["output_text"].to_list() == [None]
+    # near miss: no record marks reasoning: the innermost text, as for every other field
+    rs = rebuild(
+        [
+            agent("a0"),
+            model("m1", "a0", 10, 100, output_text="PASS"),
+            model(
+                "m2", "m1", 12, 98, input_tokens=7, output_tokens=3, output_text=thought + "PASS"
+            ),
+        ]
+    )
+    assert rs.steps["output_text"].to_list() == [thought + "PASS"]
+
+
 def test_three_deep_is_one_call():
     rs = rebuild(
         [

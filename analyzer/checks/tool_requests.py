@@ -19,12 +19,12 @@ class ToolRequests(Check):
     -----
     ``unrequested_tool_call``: a tool call that carries a tool call id, and that no model call
     of the run requested: neither by that id nor, where ids differ between the model and the
-    framework, by the tool's name in order (the pairing of `analyzer.runs`). Tool spans with
-    no call id are the framework's own functions and are not judged. A call is judged only
-    when every model call that started before it recorded its output (the requests are in
-    the output), and the run recorded at least one model call (a run with none did not
-    export the calls that asked): otherwise the run is counted as unverifiable, never as
-    passing. Runs without a tool call carrying an id are not applicable.
+    framework, by the tool's name and arguments, else its name in order (the pairing of
+    `analyzer.runs`). Tool spans with no call id are the framework's own functions and are not
+    judged. A call is judged only when every model call that started before it recorded its
+    output (the requests are in the output), and the run recorded at least one model call (a
+    run with none did not export the calls that asked): otherwise the run is counted as
+    unverifiable, never as passing. Runs without a tool call carrying an id are not applicable.
 
     Why it matters
     --------------

@@ -316,6 +316,7 @@ class _Parts:
     calls: list[Call] = field(default_factory=list)
     results: list[tuple[str | None, str | None, str | None]] = field(default_factory=list)
     other: list[Any] = field(default_factory=list)
+    reasoning: bool = False  # parts marked as reasoning were left out of the texts
 
 
 def _read_parts(content: Any, acc: _Parts) -> None:
@@ -339,7 +340,10 @@ def _read_parts(content: Any, acc: _Parts) -> None:
             acc.other.append(part)
             continue
         ptype = _kind(part.get("type"))
-        if ptype in sc.PART_SKIP_TYPES or part.get("thought") is True:
+        if ptype in sc.PART_REASONING_TYPES or part.get("thought") is True:
+            acc.reasoning = True
+            continue
+        if ptype in sc.PART_SKIP_TYPES:
             continue
         if ptype in sc.PART_TEXT_TYPES or (ptype is None and isinstance(part.get("text"), str)):
             text = part.get("text")
@@ -542,6 +546,9 @@ class Output:
     calls: list[Call] = field(default_factory=list)
     finish_reasons: list[str] = field(default_factory=list)
     recognized: bool = False
+    #: the output marked its reasoning apart (thought parts, reasoning items), and the text
+    #: leaves it out: of two records of one call, this one's text is the answer's
+    reasoning: bool = False
 
     def empty(self) -> bool:
         return self.text is None and not self.calls
@@ -571,6 +578,7 @@ def _output_message(m: dict[str, Any], acc: Output) -> None:
     if role in ("tool", "user", "system"):
         return  # whole-conversation outputs (agent spans) hold these too: not the answer
     acc.calls.extend(parts.calls)
+    acc.reasoning |= parts.reasoning
     if parts.texts:
         acc.text = "\n".join(parts.texts)  # the last assistant message with text wins
 
@@ -623,6 +631,8 @@ def _output_item(d: dict[str, Any], acc: Output) -> None:
             if itype == "function_call":
                 acc.calls.append(_call(item))
                 acc.recognized = True
+            elif itype == "reasoning":
+                acc.reasoning = True
             elif itype == "message" or "role" in item:
                 _output_message(item, acc)
         return

@@ -627,6 +627,7 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         c.t(sc.TOOL_CALL_FUNCTION_NAME),
         tool_from_name,
     )
+    tool_schema = c.first(sc.TOOL_SCHEMA_KEYS)
     arguments = pl.coalesce(
         c.first(sc.ARGUMENT_KEYS),
         pl.when(logfire).then(c.t(sc.LOGFIRE_INPUT)),
@@ -744,15 +745,12 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
             pl.when(claude).then(c.t(sc.CLAUDE_CODE_STOP_REASON)), c.first(sc.FINISH_REASON_KEYS)
         ).alias("_finish_text"),
         c.first(sc.TOOL_DEFINITION_KEYS).alias("_tooldefs_text"),
-        # a tool span's own definition (OpenInference), parsed once per distinct value
-        pl.when(
-            is_tool
-            & (c.t(sc.TOOL_JSON_SCHEMA).is_not_null() | c.t(sc.TOOL_PARAMETERS).is_not_null())
-        )
+        # a tool span's own definition (OpenInference, Strands), parsed once per distinct value
+        pl.when(is_tool & (tool_schema.is_not_null() | c.t(sc.TOOL_PARAMETERS).is_not_null()))
         .then(
             pl.struct(
                 name=tool_name,
-                json_schema=c.t(sc.TOOL_JSON_SCHEMA),
+                json_schema=tool_schema,
                 parameters=c.t(sc.TOOL_PARAMETERS),
             ).struct.json_encode()
         )
@@ -1022,6 +1020,7 @@ def _content(
             [sum(1 for c in o.calls if c[2] is not None) for o in outputs], pl.Int64, 0
         ),
         "_output_text": scattered([o.text for o in outputs], pl.String),
+        "_output_reasoning": scattered([o.reasoning for o in outputs], pl.Boolean, False),
         "_content_finish": pl.Series(
             lists([len(o.finish_reasons) for o in outputs], pa.array(reasons, pa.string()))
         ),
@@ -1133,6 +1132,7 @@ def _normalize_slice(table: pa.Table) -> pl.DataFrame:
         args.alias("arguments"),
         result.alias("result"),
         found["_output_text"].alias("output_text"),
+        found["_output_reasoning"].alias("output_reasoning_apart"),
         pl.when(attr_finish.list.len() > 0)
         .then(attr_finish)
         .otherwise(found["_content_finish"])

@@ -63,6 +63,8 @@ NORMALIZED_SCHEMA = pa.schema(
         ("result", pa.string()),  # tool result as text
         ("input_messages", pa.list_(MESSAGE)),  # what a model call (or agent) was given
         ("output_text", pa.string()),  # a model call's text output; an agent's final output
+        # the output marked its reasoning apart and output_text leaves it out (`content.Output`)
+        ("output_reasoning_apart", pa.bool_()),
         ("requested_calls", pa.list_(REQUESTED_CALL)),  # tool calls a model call asked for
         ("finish_reasons", pa.list_(pa.string())),
         ("agent_name", pa.string()),

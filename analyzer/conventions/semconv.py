@@ -59,6 +59,9 @@ GEN_AI_PROMPT_NAME = "gen_ai.prompt.name"
 # Strands Agents (strands/telemetry/tracer.py): "success" | "error", the tool result's status; a
 # tool that returned an error result ends its span with status OK.
 GEN_AI_TOOL_STATUS = "gen_ai.tool.status"
+# Strands (strands/tools/executors/_executor.py): on its execute_tool span, the invoked tool's
+# input JSON Schema (a bare schema), read like OpenInference's `tool.json_schema`.
+GEN_AI_TOOL_JSON_SCHEMA = "gen_ai.tool.json_schema"
 # Stable general conventions used by GenAI spans.
 ERROR_TYPE = "error.type"  # stable; "Conditionally Required if the operation ended in an error"
 HTTP_REQUEST_RESEND_COUNT = "http.request.resend_count"  # stable HTTP conventions
@@ -95,6 +98,10 @@ GENAI_OPERATION_ROLES = {
     # AG2 (ag2ai/ag2 autogen/instrumentation.py): the root of a group chat; its agents are
     # one run (CONTRACT section 2: a conversation root holds its agents)
     "conversation": AGENT,
+    # Strands multi-agent orchestration (strands/telemetry/tracer.py `start_multiagent_span`,
+    # `invoke_{instance}` for a Swarm or a Graph): the agents under it are one run
+    "invoke_swarm": AGENT,
+    "invoke_graph": AGENT,
 }
 #: The key of an MCP ``CallToolResult`` that says the tool failed (MCP reports a tool's errors in
 #: its result, not as a protocol error: the span of the call ends ok).
@@ -694,7 +701,10 @@ LANGCHAIN_MESSAGE_ROLES = {
     "ChatMessage": None,  # carries its own role
 }
 PART_TEXT_TYPES = frozenset({"text", "input_text", "output_text"})
-PART_SKIP_TYPES = frozenset({"reasoning", "thinking", "redacted_thinking", "step-start"})
+#: Parts that hold a model's reasoning, never its answer (a part may also be flagged
+#: ``"thought": true``, as Gemini and ADK write it).
+PART_REASONING_TYPES = frozenset({"reasoning", "thinking", "redacted_thinking"})
+PART_SKIP_TYPES = PART_REASONING_TYPES | {"step-start"}
 PART_TOOL_CALL_TYPES = frozenset({"tool_call", "tool_use", "tool-call", "function_call"})
 PART_TOOL_RESULT_TYPES = frozenset(
     {
@@ -779,6 +789,8 @@ FINISH_REASON_KEYS = (
     AI_RESPONSE_FINISH_REASON,
     MONOCLE_FINISH_REASON,
 )
+#: On a tool span: the tool's own definition or argument schema (`content.tool_span_definition`).
+TOOL_SCHEMA_KEYS = (TOOL_JSON_SCHEMA, GEN_AI_TOOL_JSON_SCHEMA)
 TOOL_DEFINITION_KEYS = (GEN_AI_TOOL_DEFINITIONS, AI_PROMPT_TOOLS, LANGFUSE_TOOL_DEFINITIONS)
 AGENT_NAME_KEYS = (GEN_AI_AGENT_NAME, AGENT_NAME, PYDANTIC_AGENT_NAME)
 CONVERSATION_KEYS = (
@@ -910,7 +922,7 @@ EXACT_KEYS = frozenset(
         *RESULT_KEYS,
         *RESULT_FALLBACK_KEYS,
         *TOOL_DEFINITION_KEYS,
-        TOOL_JSON_SCHEMA,
+        *TOOL_SCHEMA_KEYS,
         TOOL_PARAMETERS,
         *CONVERSATION_KEYS,
         *PROMPT_TEMPLATE_KEYS,
