@@ -732,9 +732,10 @@ def _answers(frame: pl.LazyFrame, steps: pl.LazyFrame) -> pl.LazyFrame:
 
     The answer is the output of the last successful model call that requested no tool, at that
     call's end; its text is the output of the run's last outer agent span (the last to end of
-    those with no agent above) where recorded. A run whose last model call requested tools, or
-    with no successful tool-free call, has no answer. A run with no model call answers with its
-    agent span's recorded output, at the agent span's end.
+    those with no agent above) where recorded (``null``, a serialized None, records none). A
+    run whose last model call requested tools, or with no successful tool-free call, has no
+    answer. A run with no model call answers with its agent span's recorded output, at the
+    agent span's end.
 
     Except for output tools (`semconv.OUTPUT_TOOL_NAMES`): frameworks that return a structured
     answer have the model call such a tool and stop. When a successful output-tool call comes
@@ -784,7 +785,10 @@ def _answers(frame: pl.LazyFrame, steps: pl.LazyFrame) -> pl.LazyFrame:
             "run_id",
             pl.col("span_id").alias("_g_span"),
             pl.col("end_ns").alias("_g_end"),
-            pl.col("output_text").alias("_g_text"),
+            # a framework's serialized None ("null", CrewAI's flow result) records no answer
+            pl.when(~pl.col("output_text").str.strip_chars().is_in(["null", ""]))
+            .then("output_text")
+            .alias("_g_text"),
             pl.col("status").alias("_g_status"),
         )
     )

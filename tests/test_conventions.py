@@ -524,6 +524,41 @@ def test_openinference_llm_span_with_flattened_messages_and_tool_calls():
     assert r["conversation_id"] == "sess-7"
 
 
+def test_arguments_a_flattened_call_leaves_out_come_from_the_raw_response():
+    # OpenInference (OpenAI Agents) writes no function.arguments for a call whose arguments are
+    # "{}"; output.value, the raw response, records them: the call's arguments are known
+    o = "llm.output_messages.0.message."
+    raw = {
+        "object": "response",
+        "output": [
+            {"type": "function_call", "call_id": "call_T", "name": "transfer", "arguments": "{}"},
+            {"type": "function_call", "call_id": "call_W", "name": "w", "arguments": '{"c": 2}'},
+        ],
+    }
+    flat = {
+        "openinference.span.kind": "LLM",
+        o + "role": "assistant",
+        o + "tool_calls.0.tool_call.id": "call_T",
+        o + "tool_calls.0.tool_call.function.name": "transfer",
+        o + "tool_calls.1.tool_call.id": "call_W",
+        o + "tool_calls.1.tool_call.function.name": "w",
+        o + "tool_calls.1.tool_call.function.arguments": '{"c": 1}',
+    }
+    filled, unknown = rows(
+        span("response", {**flat, "output.value": js(raw)}),
+        span("response", flat),  # near miss: no other source, the arguments stay unknown
+    )
+    # the flattened call's own arguments are kept: only what it left out is filled
+    assert filled["requested_calls"] == [
+        call("call_T", "transfer", "{}"),
+        call("call_W", "w", '{"c": 1}'),
+    ]
+    assert unknown["requested_calls"] == [
+        call("call_T", "transfer", None),
+        call("call_W", "w", '{"c": 1}'),
+    ]
+
+
 def test_prompt_identity_is_name_version_and_recorded_template():
     """OpenInference and Traceloop record the template a prompt was rendered from: it is the
     prompt's identity (the config hash reads it instead of the text rendered per case)."""
@@ -2994,6 +3029,39 @@ def test_langchain_usage_held_only_in_the_generation_message():
     }
     openai = one("ChatOpenAI", {"openinference.span.kind": "LLM", "output.value": js(result)})
     assert (openai["input_tokens"], openai["output_tokens"]) == (9, 2)
+
+
+def test_dspy_tool_spans_are_named_after_their_tool_not_its_method():
+    # openinference-instrumentation-dspy names a tool's span "<tool>.acall" or "<tool>.__call__"
+    # (its _AsyncToolCallWrapper, _ToolCallWrapper) and records no tool.name
+    kind = {"openinference.span.kind": "TOOL"}
+    acall, call_, named, other, plain = rows(
+        span("get_weather.acall", {**kind, "input.value": js({"city": "Lisbon"})}),
+        span("search_facts.__call__", kind),
+        span("x.acall", {**kind, "tool.name": "lookup"}),  # a recorded name wins
+        span("fetch.page", kind),  # near miss: another suffix is part of the name
+        span("get_weather.acall", {"gen_ai.operation.name": "execute_tool"}),  # not OpenInference
+    )
+    assert [r["tool_name"] for r in (acall, call_, named, other, plain)] == [
+        "get_weather",
+        "search_facts",
+        "lookup",
+        "fetch.page",
+        "get_weather.acall",
+    ]
+
+
+def test_llamaindex_s_request_preparation_span_is_no_model_call():
+    # openinference-instrumentation-llama-index gives every span of an LLM's methods the LLM
+    # kind: _prepare_chat_with_tools builds the request (its output: messages and tools) beside
+    # the call that sends it; counted, each call of a tool-calling agent counted twice
+    llm = {"openinference.span.kind": "LLM", "llm.model_name": "m"}
+    prepare, chat, private = rows(
+        span("OpenAILike._prepare_chat_with_tools", {**llm, "output.value": js({"tools": []})}),
+        span("OpenAILike.achat", {**llm, "llm.token_count.prompt": 5}),
+        span("OpenAILike._achat", {**llm, "llm.token_count.prompt": 5}),  # near miss: a call
+    )
+    assert (prepare["role"], chat["role"], private["role"]) == ("other", "model_call", "model_call")
 
 
 def test_pydantic_ai_agent_spans_named_after_their_agent():

@@ -109,6 +109,21 @@ def test_agent_output_is_the_answer_text_when_recorded():
     assert (run["answer"], run["answer_ns"]) == ("final verdict", 40)
 
 
+def test_an_agent_output_of_a_serialized_none_is_no_answer_text():
+    # CrewAI writes a flow that returned None as the text "null" on its span: the model's
+    # last reply is the answer, not the word "null"
+    for recorded in ("null", " null\n", ""):
+        run = build_runs(*tables(kyc_rows(a={"output_text": recorded}))).runs.row(0, named=True)
+        assert (run["has_answer"], run["answer"]) == (True, '{"decision": "approve"}')
+    # near miss: a model call's own reply "null" is its answer, as recorded
+    run = build_runs(*tables(kyc_rows(d={"output_text": "null"}))).runs.row(0, named=True)
+    assert run["answer"] == "null"
+    # an agent whose run has no model call and whose output is "null" has no answer
+    rows = [dict(span_id="a" * 16, role="agent", start_ns=0, end_ns=10, output_text="null")]
+    run = build_runs(*tables(rows)).runs.row(0, named=True)
+    assert (run["has_answer"], run["answer"]) == (False, None)
+
+
 def test_no_answer_when_last_model_call_requested_tools():
     rows = kyc_rows(
         d={"requested_calls": [call("screen_sanctions", "{}", "c2")], "output_text": None}

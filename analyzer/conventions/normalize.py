@@ -361,6 +361,7 @@ def _name_facts(names: pl.Series) -> pl.DataFrame:
             _n_adk_tool=pl.when(name.str.starts_with(sc.ADK_EXECUTE_TOOL_PREFIX)).then(
                 name.str.strip_prefix(sc.ADK_EXECUTE_TOOL_PREFIX).str.strip_chars()
             ),
+            _n_dspy_tool=name.str.extract(sc.OPENINFERENCE_DSPY_TOOL_SPAN, 1),
             _n_traceloop_tool=pl.when(name.str.ends_with(sc.TRACELOOP_TOOL_SUFFIX)).then(
                 name.str.strip_suffix(sc.TRACELOOP_TOOL_SUFFIX)
             ),
@@ -426,7 +427,10 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
     # tool's run (the requested transfer_to_* stays a call no span ran, as in other stacks)
     oi_role = _lookup(c.t(sc.OPENINFERENCE_SPAN_KIND), sc.OPENINFERENCE_KIND_ROLES, True)
     oi_handoff = (oi_role == sc.TOOL_CALL) & pl.col("_n_oi_handoff") & c.t(sc.TOOL_NAME).is_null()
-    oi_role = pl.when(oi_handoff).then(pl.lit(sc.OTHER)).otherwise(oi_role)
+    oi_prepare = (oi_role == sc.MODEL_CALL) & pl.col("span_name").str.ends_with(
+        sc.OPENINFERENCE_LLAMAINDEX_PREPARE_SUFFIX
+    )
+    oi_role = pl.when(oi_handoff | oi_prepare).then(pl.lit(sc.OTHER)).otherwise(oi_role)
 
     claude_code = (
         pl.when(_claude_code_rejected(c)).then(pl.lit(sc.TOOL_CALL)).otherwise("_n_claude_code")
@@ -611,11 +615,14 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
 
     traceloop_kind = c.t(sc.TRACELOOP_SPAN_KIND).str.to_lowercase()
     adk_tool, traceloop_tool = pl.col("_n_adk_tool"), pl.col("_n_traceloop_tool")
+    dspy_tool = pl.col("_n_dspy_tool")
     tool_from_name = (
         pl.when(adk_tool.is_not_null())
         .then(adk_tool)
         .when(traceloop_tool.is_not_null() & (conv == sc.OPENLLMETRY))
         .then(traceloop_tool)
+        .when(dspy_tool.is_not_null() & (conv == sc.OPENINFERENCE))
+        .then(dspy_tool)
         .otherwise(pl.col("_n_plain_tool"))
     )
     tool_name = pl.coalesce(
@@ -942,13 +949,16 @@ def _content_of_row(
         messages = ct.parse_system_instructions(system) + messages
 
     output = ct.Output()
-    for src in _sources("output", t, flat, ev_out, pyd_events, conv):
+    outputs = _sources("output", t, flat, ev_out, pyd_events, conv)
+    for src in outputs:
         if src is not None:
             output = src if isinstance(src, ct.Output) else ct.parse_output(src)
             if not output.empty():
                 break
     if role != sc.MODEL_CALL:
         output.calls = []  # only a model call requests tools; agent outputs repeat them
+    elif any(call_id and args is None for call_id, _, args in output.calls):
+        output.calls = _fill_arguments(output.calls, outputs)
 
     tooldefs = None
     if flat.get("oi_tools") or flat.get("tl_functions"):
@@ -956,6 +966,24 @@ def _content_of_row(
             flat.get("oi_tools", []), flat.get("tl_functions", [])
         )
     return messages, output, tooldefs
+
+
+def _fill_arguments(calls: list[ct.Call], later: Iterator[Any]) -> list[ct.Call]:
+    """`calls` with the arguments they leave out taken, by call id, from the later output
+    sources (OpenInference writes no ``function.arguments`` for ``{}``; the raw response in
+    ``output.value`` has them). Arguments a call records are kept."""
+    missing = {call_id for call_id, _, args in calls if call_id and args is None}
+    found: dict[str, str] = {}
+    for src in later:
+        if src is None:
+            continue
+        other = src if isinstance(src, ct.Output) else ct.parse_output(src)
+        for call_id, _, args in other.calls:
+            if call_id in missing and args is not None:
+                found.setdefault(call_id, args)
+        if len(found) == len(missing):
+            break
+    return [(i, name, found.get(i) if args is None and i else args) for i, name, args in calls]
 
 
 _EMPTY_CONTENT: tuple[list[ct.Message], ct.Output, str | None] = ([], ct.Output(), None)

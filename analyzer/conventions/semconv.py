@@ -205,6 +205,12 @@ OPENINFERENCE_KIND_ROLES = {
 #: openinference-instrumentation-openai-agents names a handoff's TOOL span "handoff to <agent>"
 #: (`_get_span_name`), with no tool name: input.value the agent handing off, output.value the next.
 OPENINFERENCE_HANDOFF_PREFIX = "handoff to "
+#: openinference-instrumentation-dspy names a tool's span after the tool and the method that ran
+#: it (`_ToolCallWrapper`, `_AsyncToolCallWrapper`), with no tool name: group 1 is the tool.
+OPENINFERENCE_DSPY_TOOL_SPAN = r"^(.+)\.(?:acall|__call__)$"
+#: openinference-instrumentation-llama-index gives every span of an LLM's methods the LLM kind;
+#: this one builds the request (its output: messages and tools) beside the call that sends it.
+OPENINFERENCE_LLAMAINDEX_PREPARE_SUFFIX = "._prepare_chat_with_tools"
 # Keys inside the flattened message entries (suffixes after the index).
 OI_MESSAGE = "message"
 OI_MESSAGE_CONTENT = "message_content"
