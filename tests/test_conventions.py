@@ -3051,6 +3051,24 @@ def test_dspy_tool_spans_are_named_after_their_tool_not_its_method():
     ]
 
 
+def test_crewai_s_report_of_a_tool_failure_is_no_second_call():
+    # CrewAI's event spans: a failed tool call is its tool_usage_error span, then a zero-length
+    # tool_failure_detected span reporting the same failure (same tool, same arguments)
+    tool = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "get_weather",
+        "gen_ai.tool.call.arguments": '{"city": "Lisbon"}',
+    }
+    failed, report, ran = rows(
+        span("call tool", {**tool, "crewai.event_name": "tool_usage_error"}, status="error"),
+        span(
+            "tool failure", {**tool, "crewai.event_name": "tool_failure_detected"}, status="error"
+        ),
+        span("call tool", {**tool, "crewai.event_name": "tool_usage_finished"}),  # near miss
+    )
+    assert (failed["role"], report["role"], ran["role"]) == ("tool_call", "other", "tool_call")
+
+
 def test_llamaindex_s_request_preparation_span_is_no_model_call():
     # openinference-instrumentation-llama-index gives every span of an LLM's methods the LLM
     # kind: _prepare_chat_with_tools builds the request (its output: messages and tools) beside

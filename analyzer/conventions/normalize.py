@@ -440,9 +440,11 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         """A family whose marker is one attribute naming the span's kind."""
         return (conv, _lookup(c.t(key), roles, upper), c.t(key).is_not_null())
 
+    report = c.t(sc.CREWAI_EVENT_NAME).is_in(sc.CREWAI_REPORT_EVENTS).fill_null(False)
     return [
         # ADK's merged parallel-tool span also says execute_tool: it is not one more call
         (sc.ADK, pl.when(merged).then(pl.lit(sc.OTHER)), merged),
+        (sc.GENAI, pl.when(report).then(pl.lit(sc.OTHER)), report),
         # LangSmith derives gen_ai.operation.name from its own kind, lossily (prompt -> chat)
         kind(sc.LANGSMITH, sc.LANGSMITH_SPAN_KIND, sc.LANGSMITH_KIND_ROLES),
         kind(sc.GENAI, sc.GEN_AI_OPERATION_NAME, sc.GENAI_OPERATION_ROLES),

@@ -295,6 +295,11 @@ TRACELOOP_AGENT_SUFFIX = ".agent"
 #: The answer of a CrewAI crew, on its kickoff's workflow span (the CrewAI instrumentations of
 #: OpenLLMetry and AgentOps): read as that agent span's output.
 CREWAI_CREW_RESULT = "crewai.crew.result"
+#: CrewAI's own event spans name their event. A failed tool call is its `tool_usage_error`
+#: span, then a zero-length `tool_failure_detected` span reporting the same failure (same tool,
+#: arguments and execute_tool operation): a report, not a second call.
+CREWAI_EVENT_NAME = "crewai.event_name"
+CREWAI_REPORT_EVENTS = ("tool_failure_detected",)
 
 # -------------------------------------------------------------------------------------------------
 # LangSmith OTel export (langchain-ai/langsmith-sdk at 0f0b8e43,
@@ -936,6 +941,7 @@ EXACT_KEYS = frozenset(
         *LOGFIRE_KEYS,
         PROMPTFLOW_INPUTS,
         MONOCLE_OUTPUT,
+        CREWAI_EVENT_NAME,
     )
 )
 
