@@ -40,6 +40,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import orjson
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -59,6 +60,7 @@ __all__ = [
     "TOOL_FINISH_REASONS",
     "RunSet",
     "build_runs",
+    "canonical_arguments",
     "cut_text",
     "empty_messages",
     "root_first",
@@ -523,21 +525,19 @@ def _pair_by_arguments(requests: pl.DataFrame, execs: pl.DataFrame) -> pl.DataFr
     and the same arguments (as JSON values: key order and spacing aside), in order. Where one
     response's calls were recorded as several model spans, or a framework refused a request,
     the order of names alone pairs a span with another call's request."""
-    canonical = pl.col("_args").map_elements(_canonical_json, return_dtype=pl.String)
-    requests = (
-        requests.filter(pl.col("_req_args").is_not_null())
-        .sort("run_id", "_req_start", "_req_pos")
-        .with_columns(_args=pl.col("_req_args"))
-        .with_columns(_key=canonical)
-        .with_columns(_rank=pl.int_range(pl.len()).over("run_id", "_req_name", "_key"))
-    )
-    execs = (
-        execs.filter(pl.col("arguments").is_not_null())
-        .sort("run_id", "start_ns", "span_id")
-        .with_columns(_args=pl.col("arguments"))
-        .with_columns(_key=canonical)
-        .with_columns(_rank=pl.int_range(pl.len()).over("run_id", "tool_name", "_key"))
-    )
+
+    def keyed(frame: pl.DataFrame, args: str, order: list[str], name: str) -> pl.DataFrame:
+        """The rows that record arguments, with their canonical text and rank among equals."""
+        canonical = pl.col(args).map_elements(canonical_arguments, return_dtype=pl.String)
+        return (
+            frame.filter(pl.col(args).is_not_null())
+            .sort(order)
+            .with_columns(_key=canonical)
+            .with_columns(_rank=pl.int_range(pl.len()).over("run_id", name, "_key"))
+        )
+
+    requests = keyed(requests, "_req_args", ["run_id", "_req_start", "_req_pos"], "_req_name")
+    execs = keyed(execs, "arguments", ["run_id", "start_ns", "span_id"], "tool_name")
     return (
         requests.join(
             execs,
@@ -549,12 +549,14 @@ def _pair_by_arguments(requests: pl.DataFrame, execs: pl.DataFrame) -> pl.DataFr
     )
 
 
-def _canonical_json(text: str) -> str:
-    """JSON text in one spelling (sorted keys, no spaces); other text stripped."""
+def canonical_arguments(text: str) -> str:
+    """Arguments as canonical JSON (sorted keys, no spaces); text that is not JSON stays as is,
+    stripped. Two calls with the same arguments written otherwise have the same text."""
     try:
-        return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
-    except (ValueError, RecursionError):
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
         return text.strip()
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def position_in_run() -> pl.Expr:

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-import orjson
 import polars as pl
 
 from analyzer.checks.base import Check, CheckContext, findings
-from analyzer.runs import _requests_tools, run_codes
+from analyzer.runs import _requests_tools, canonical_arguments, run_codes
 
 if TYPE_CHECKING:
     from analyzer.runs import RunSet
@@ -295,15 +294,6 @@ def _model_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     return found, unknown
 
 
-def _canonical(text: str) -> str:
-    """Arguments as canonical JSON (sorted keys, no spaces); text that is not JSON stays as is."""
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return text.strip()
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
-
-
 def _tool_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     calls = (
         steps.lazy()
@@ -328,7 +318,7 @@ def _tool_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     calls = calls.join(failing, on=group, how="semi", maintain_order="left")
     distinct = calls.get_column("arguments").drop_nulls().unique()
     canon = pl.DataFrame(
-        {"arguments": distinct, "_canon": [_canonical(t) for t in distinct.to_list()]},
+        {"arguments": distinct, "_canon": [canonical_arguments(t) for t in distinct.to_list()]},
         schema={"arguments": pl.String, "_canon": pl.String},
     )
     calls = calls.join(canon, on="arguments", how="left", maintain_order="left").with_columns(
