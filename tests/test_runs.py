@@ -241,31 +241,26 @@ def test_tool_spans_without_ids_join_the_request_of_their_arguments_first():
     # a real Claude Agent SDK export (Langfuse) splits one response's two calls over two model
     # spans; a framework may refuse a request and run the next: in name order alone, a span
     # takes another call's request
-    def model(span_id, start, *calls_):
+    def step(span_id, start, role, **fields):
         return dict(
             span_id=span_id * 16,
             parent_span_id="a" * 16,
-            role="model_call",
+            role=role,
             start_ns=start,
             end_ns=start + 1,
-            requested_calls=list(calls_),
+            **fields,
         )
 
+    def model(span_id, start, arguments):
+        return step(span_id, start, "model_call", requested_calls=[call("send", arguments)])
+
     def tool(span_id, start, arguments):
-        return dict(
-            span_id=span_id * 16,
-            parent_span_id="a" * 16,
-            role="tool_call",
-            start_ns=start,
-            end_ns=start + 1,
-            tool_name="send",
-            arguments=arguments,
-        )
+        return step(span_id, start, "tool_call", tool_name="send", arguments=arguments)
 
     rows = [
         dict(span_id="a" * 16, role="agent", start_ns=0, end_ns=100),
-        model("b", 1, call("send", '{"to": "ops", "n": 1}')),  # refused: no span
-        model("c", 10, call("send", '{"n": 2, "to": "ops"}')),
+        model("b", 1, '{"to": "ops", "n": 1}'),  # refused: no span
+        model("c", 10, '{"n": 2, "to": "ops"}'),
         tool("d", 20, '{"to":"ops","n":2}'),  # the same arguments, written otherwise
     ]
     tools = build_runs(*tables(rows)).steps.filter(pl.col("kind") == "tool_call")

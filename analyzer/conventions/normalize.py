@@ -347,6 +347,7 @@ def _name_facts(names: pl.Series) -> pl.DataFrame:
             .then(pl.lit(sc.OTHER)),
             _n_pydantic_chat=name.str.starts_with(sc.PYDANTIC_CHAT_PREFIX),
             _n_oi_handoff=name.str.starts_with(sc.OPENINFERENCE_HANDOFF_PREFIX),
+            _n_oi_prepare=name.str.ends_with(sc.OPENINFERENCE_LLAMAINDEX_PREPARE_SUFFIX),
             _n_claude_code=pl.when(name.str.starts_with(sc.CLAUDE_CODE_PREFIX)).then(
                 name.replace_strict(sc.CLAUDE_CODE_ROLES, default=sc.OTHER)
             ),
@@ -427,9 +428,7 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
     # tool's run (the requested transfer_to_* stays a call no span ran, as in other stacks)
     oi_role = _lookup(c.t(sc.OPENINFERENCE_SPAN_KIND), sc.OPENINFERENCE_KIND_ROLES, True)
     oi_handoff = (oi_role == sc.TOOL_CALL) & pl.col("_n_oi_handoff") & c.t(sc.TOOL_NAME).is_null()
-    oi_prepare = (oi_role == sc.MODEL_CALL) & pl.col("span_name").str.ends_with(
-        sc.OPENINFERENCE_LLAMAINDEX_PREPARE_SUFFIX
-    )
+    oi_prepare = (oi_role == sc.MODEL_CALL) & pl.col("_n_oi_prepare")
     oi_role = pl.when(oi_handoff | oi_prepare).then(pl.lit(sc.OTHER)).otherwise(oi_role)
 
     claude_code = (
@@ -954,7 +953,7 @@ def _content_of_row(
     outputs = _sources("output", t, flat, ev_out, pyd_events, conv)
     for src in outputs:
         if src is not None:
-            output = src if isinstance(src, ct.Output) else ct.parse_output(src)
+            output = _as_output(src)
             if not output.empty():
                 break
     if role != sc.MODEL_CALL:
@@ -970,6 +969,11 @@ def _content_of_row(
     return messages, output, tooldefs
 
 
+def _as_output(src: Any) -> ct.Output:
+    """An output source as parsed (Vercel's comes ready)."""
+    return src if isinstance(src, ct.Output) else ct.parse_output(src)
+
+
 def _fill_arguments(calls: list[ct.Call], later: Iterator[Any]) -> list[ct.Call]:
     """`calls` with the arguments they leave out taken, by call id, from the later output
     sources (OpenInference writes no ``function.arguments`` for ``{}``; the raw response in
@@ -979,8 +983,7 @@ def _fill_arguments(calls: list[ct.Call], later: Iterator[Any]) -> list[ct.Call]
     for src in later:
         if src is None:
             continue
-        other = src if isinstance(src, ct.Output) else ct.parse_output(src)
-        for call_id, _, args in other.calls:
+        for call_id, _, args in _as_output(src).calls:
             if call_id in missing and args is not None:
                 found.setdefault(call_id, args)
         if len(found) == len(missing):
