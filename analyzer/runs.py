@@ -192,13 +192,15 @@ def build_runs(
         pl.col("run_id").is_not_null()
         & pl.col("role").is_in(["agent", "model_call", "tool_call"]).any().over("run_id")
     ).to_series()
+    # every span, in a run or not: the root of a trace split into runs per agent span is in none
+    spans_of_traces = frame.select("trace_id", "parent_span_id", "start_ns", "span_id", "_i")
     if not in_run.all():  # else no copy: most inputs are runs only
         frame = frame.filter(in_run)
     if log is not None:
         log.outside_runs += in_run.len() - frame.height
     steps = _steps(frame)
     sources = _sources(frame, steps)
-    runs = _runs(frame, steps, sources, spans, case_key, span_rows)
+    runs = _runs(frame, steps, sources, spans, case_key, span_rows, spans_of_traces)
     span_runs = frame.select("trace_id", "span_id", "run_id")  # in span order: no sort
     messages = _messages(frame, steps)
     return RunSet(runs=runs, steps=steps, sources=sources, span_runs=span_runs, messages=messages)
@@ -866,6 +868,7 @@ def _runs(
     spans: pa.Table,
     case_key: str | None,
     span_rows: pa.Array | None,
+    spans_of_traces: pl.DataFrame,
 ) -> pl.DataFrame:
     # One plan, run by the in-memory engine (what two parts share runs once); run ids as codes
     # (`run_codes`) while joining, cast back at the end.
@@ -941,7 +944,7 @@ def _runs(
         answer=pl.col("answer").str.slice(0, ANSWER_CAP),
         run_id=pl.col("run_id").cast(pl.String),
     ).collect(engine="in-memory")
-    attrs = _run_attributes(frame, spans, runs, span_rows)
+    attrs = _run_attributes(frame, spans, runs, span_rows, spans_of_traces)
     runs = runs.join(attrs, on="run_id", how="left")
     runs = runs.with_columns(
         agent=pl.coalesce("agent", "service_name"),
@@ -1066,24 +1069,45 @@ def _rows_of_spans(rows: pl.Series, span_rows: pa.Array | None) -> pa.Array:
 
 
 def _run_attributes(
-    frame: pl.DataFrame, spans: pa.Table, runs: pl.DataFrame, span_rows: pa.Array | None
+    frame: pl.DataFrame,
+    spans: pa.Table,
+    runs: pl.DataFrame,
+    span_rows: pa.Array | None,
+    spans_of_traces: pl.DataFrame,
 ) -> pl.DataFrame:
-    """run_id -> attributes (JSON object: resource attributes overlaid by the root span's)."""
+    """run_id -> attributes (JSON object: resource attributes overlaid by the root span's).
+
+    A run split per agent span (`TRACE:SPAN`) has that agent span as its root; the attributes
+    of its trace's root (the application's span around the agent runs) come in between, so a
+    case id or a rule's ``when`` attribute set there applies to each run of the trace."""
     members = frame.select("run_id", "parent_span_id", "start_ns", "span_id", "_i")
     roots = root_first(members, "run_id").select("run_id", "_i")
-    top = runs.select("run_id", "agent_span_id").join(
+    top = runs.select("run_id", "trace_id", "agent_span_id").join(
         frame.select(pl.col("span_id").alias("agent_span_id"), "run_id", pl.col("_i").alias("_ai")),
         on=["run_id", "agent_span_id"],
         how="left",
     )
-    # For runs split per agent span, that span is the run's root.
-    roots = roots.join(top.select("run_id", "_ai"), on="run_id", how="left").with_columns(
-        _row=pl.when(pl.col("run_id").str.contains(":"))
-        .then(pl.coalesce("_ai", "_i"))
-        .otherwise("_i")
+    split = pl.col("run_id").str.contains(":")
+    split_traces = top.filter(split).select("trace_id").unique()
+    trace_roots = root_first(spans_of_traces.join(split_traces, on="trace_id"), "trace_id")
+    roots = (
+        roots.join(top.select("run_id", "trace_id", "_ai"), on="run_id", how="left")
+        .join(trace_roots.select("trace_id", pl.col("_i").alias("_ti")), on="trace_id", how="left")
+        .with_columns(
+            _row=pl.when(split).then(pl.coalesce("_ai", "_i")).otherwise("_i"),
+            _outer=pl.when(split & (pl.col("_ti") != pl.coalesce("_ai", "_i"))).then("_ti"),
+        )
     )
-    indices = _rows_of_spans(roots.get_column("_row"), span_rows)
-    picked = spans.select(["attributes", "resource_attributes"]).take(indices)
+    own = _rows_of_spans(roots.get_column("_row"), span_rows)
+    outer = _rows_of_spans(roots.get_column("_outer"), span_rows)
+    attributes = spans.column("attributes")
+    picked = pa.table(
+        {
+            "resource_attributes": spans.column("resource_attributes").take(own),
+            "outer_attributes": attributes.take(outer),
+            "attributes": attributes.take(own),
+        }
+    )
     attributes, names, versions = _attributes_json(picked)
     return pl.DataFrame(
         {
@@ -1100,9 +1124,9 @@ _ESCAPED = r'["\\\x00-\x1f]'
 
 
 def _attributes_json(picked: pa.Table) -> tuple[pl.Series, pl.Series, pl.Series]:
-    """Per row of `picked` (a span's ``attributes`` and ``resource_attributes``): its attributes
-    as one JSON object (resource attributes overlaid by the span's; the text of
-    ``json.dumps(..., sort_keys=True, ensure_ascii=False)``), and ``service.name`` and
+    """Per row of `picked` (columns of attribute lists, each overlaid by the next: a span's
+    ``resource_attributes`` then its ``attributes``): its attributes as one JSON object (the
+    text of ``json.dumps(..., sort_keys=True, ensure_ascii=False)``), and ``service.name`` and
     ``service.version`` as text.
 
     Rows whose attributes are plain (text without quotes, backslashes or control characters,
@@ -1111,7 +1135,7 @@ def _attributes_json(picked: pa.Table) -> tuple[pl.Series, pl.Series, pl.Series]
     """
     n = picked.num_rows
     parts = []
-    for column in ("resource_attributes", "attributes"):  # the span's own win: read after
+    for column in picked.column_names:  # the last column's win: read after
         lists = attribute_lists(picked.column(column))
         values = lists.flatten()
         table = pa.table(
@@ -1173,8 +1197,8 @@ def _python_attributes(picked: pa.Table) -> tuple[list[str], list[str | None], l
     An attribute's value is the first set of str, int, float, bool, else the parsed json (its
     text if it does not parse)."""
     records: list[dict] = [{} for _ in range(picked.num_rows)]
-    # The root span's own attributes win over its resource's: set after them.
-    for column in ("resource_attributes", "attributes"):
+    # a later column's attributes win: set after the earlier ones
+    for column in picked.column_names:
         lists = attribute_lists(picked.column(column)).to_pylist()
         for record, attrs in zip(records, lists, strict=True):
             for a in attrs or ():

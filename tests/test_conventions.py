@@ -3069,6 +3069,41 @@ def test_crewai_s_report_of_a_tool_failure_is_no_second_call():
     assert (failed["role"], report["role"], ran["role"]) == ("tool_call", "other", "tool_call")
 
 
+def test_a_tool_call_waiting_for_an_approval_is_no_call_that_ran():
+    # Pydantic AI: a tool raising ApprovalRequired/CallDeferred names it on its span; before
+    # 2026-03 (and in format versions < 5 still) only status ERROR and the exception event.
+    # Strands: a tool's interrupt ends its span with no result and no tool status.
+    pai = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "screen_sanctions",
+        "gen_ai.tool.call.id": "call_screen",
+    }
+    deferral = {"pydantic_ai.tool.deferral.name": "ApprovalRequired"}
+    raised = [("exception", {"exception.type": "pydantic_ai.exceptions.CallDeferred"})]
+    other_error = [("exception", {"exception.type": "ValueError"})]
+    strands = {**pai, "gen_ai.system": "strands-agents"}
+    paused = rows(
+        span("execute_tool screen_sanctions", {**pai, **deferral}),
+        span("running tool", {**pai, **deferral}, status="error", events=raised),
+        span("running tool", pai, status="error", events=raised),  # before the attribute
+        span("execute_tool screen_sanctions", strands, status="ok"),
+    )
+    assert [r["role"] for r in paused] == ["other"] * 4
+    failed, ran, errored, old_error, ran_no_status = rows(
+        span("running tool", pai, status="error", events=other_error),  # near miss: a failure
+        span("execute_tool x", {**strands, "gen_ai.tool.status": "success"}, status="ok"),
+        span("execute_tool x", {**strands, "gen_ai.tool.status": "error"}, status="ok"),
+        span("Tool: x", {**strands, "tool.status": "error"}, status="ok"),  # before 2025-10
+        span("execute_tool x", pai),  # near miss: not Strands, no status is no interrupt
+    )
+    calls = (failed, ran, errored, old_error, ran_no_status)
+    assert [r["role"] for r in calls] == ["tool_call"] * 5
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "kyc"}
+    # near miss: the exception on a span that names no tool (an agent's) pauses no call
+    assert one("kyc run", agent, status="error", events=raised)["role"] == "agent"
+    assert [r["status"] for r in calls] == ["error", "ok", "error", "error", "unset"]
+
+
 def test_llamaindex_s_request_preparation_span_is_no_model_call():
     # openinference-instrumentation-llama-index gives every span of an LLM's methods the LLM
     # kind: _prepare_chat_with_tools builds the request (its output: messages and tools) beside

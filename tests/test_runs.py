@@ -529,10 +529,11 @@ def test_run_attributes_json_columnar_equals_the_python_reference():
     def attrs(given):
         return given if isinstance(given, list) else attrs_from_mapping(given)
 
+    # each column overlaid by the next: the resource's, then the span's
     picked = pa.table(
         {
-            "attributes": pa.array([attrs(a) for _, a in rows], ATTRS),
             "resource_attributes": pa.array([attrs(r) for r, _ in rows], ATTRS),
+            "attributes": pa.array([attrs(a) for _, a in rows], ATTRS),
         }
     )
     texts, names, versions = _attributes_json(picked)
@@ -546,6 +547,31 @@ def test_run_attributes_json_columnar_equals_the_python_reference():
         [None, "1.0", "2"],
     )
     assert names[9] == "span" and texts[8] == "{}"
+
+
+def test_run_attributes_json_overlays_every_column_in_order():
+    # a run split per agent span: its resource, its trace's root span, then the agent span
+    from analyzer.runs import _attributes_json, _python_attributes
+    from analyzer.spans import ATTRS, attrs_from_mapping
+
+    resource = [{"service.name": "kyc"}, {"service.name": "kyc"}]
+    outer = [{"app.case_id": "K-1", "who": "app"}, None]  # no root above the second
+    own = [{"who": "agent", "gen_ai.agent.name": "a"}, {"who": "agent"}]
+    picked = pa.table(
+        {
+            "resource_attributes": pa.array([attrs_from_mapping(r) for r in resource], ATTRS),
+            "outer_attributes": pa.array(
+                [attrs_from_mapping(o) if o else None for o in outer], ATTRS
+            ),
+            "attributes": pa.array([attrs_from_mapping(a) for a in own], ATTRS),
+        }
+    )
+    texts, _, _ = _attributes_json(picked)
+    assert texts.to_list() == [
+        '{"app.case_id": "K-1", "gen_ai.agent.name": "a", "service.name": "kyc", "who": "agent"}',
+        '{"service.name": "kyc", "who": "agent"}',
+    ]
+    assert texts.to_list() == _python_attributes(picked)[0]
 
 
 def _spans_as_read() -> tuple[pa.Table, pa.Table]:

@@ -440,10 +440,12 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         return (conv, _lookup(c.t(key), roles, upper), c.t(key).is_not_null())
 
     report = c.t(sc.CREWAI_EVENT_NAME).is_in(sc.CREWAI_REPORT_EVENTS).fill_null(False)
+    paused = _paused_call(c)
     return [
         # ADK's merged parallel-tool span also says execute_tool: it is not one more call
         (sc.ADK, pl.when(merged).then(pl.lit(sc.OTHER)), merged),
         (sc.GENAI, pl.when(report).then(pl.lit(sc.OTHER)), report),
+        (sc.GENAI, pl.when(paused).then(pl.lit(sc.OTHER)), paused),
         # LangSmith derives gen_ai.operation.name from its own kind, lossily (prompt -> chat)
         kind(sc.LANGSMITH, sc.LANGSMITH_SPAN_KIND, sc.LANGSMITH_KIND_ROLES),
         kind(sc.GENAI, sc.GEN_AI_OPERATION_NAME, sc.GENAI_OPERATION_ROLES),
@@ -487,6 +489,22 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
 def _maf_workflow(c: _Cols) -> pl.Expr:
     """A Microsoft Agent Framework workflow run (`semconv.MAF_WORKFLOW_RUN`)."""
     return (pl.col("span_name") == sc.MAF_WORKFLOW_RUN) & c.t(sc.MAF_WORKFLOW_ID).is_not_null()
+
+
+def _paused_call(c: _Cols) -> pl.Expr:
+    """A tool span whose call waited for a person's approval (or a result from outside) and did
+    not run: Pydantic AI's deferral, a Strands interrupt. The call is no tool call of its own: the
+    model's request stays a call that never ran, unless a resumed run's span runs it."""
+    deferred = c.t(sc.PYDANTIC_TOOL_DEFERRAL).is_not_null() | pl.col("_exception_type").is_in(
+        sc.PYDANTIC_DEFERRALS
+    )
+    interrupted = (
+        (c.first(sc.PROVIDER_KEYS) == sc.STRANDS_SYSTEM)
+        & c.first(sc.TOOL_STATUS_KEYS).is_null()
+        & (pl.col("status_code").str.to_lowercase() != "error")
+        & ~pl.col("_has_exception")
+    )
+    return (c.t(sc.GEN_AI_TOOL_NAME).is_not_null() & (deferred | interrupted)).fill_null(False)
 
 
 def _claude_code_rejected(c: _Cols) -> pl.Expr:
@@ -542,7 +560,7 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         | error_type.is_not_null()
         | pl.col("_has_exception")
         | (c.t(sc.LANGFUSE_LEVEL).str.to_uppercase() == sc.LANGFUSE_ERROR_LEVEL)
-        | (is_tool & (c.t(sc.GEN_AI_TOOL_STATUS).str.to_lowercase() == "error"))
+        | (is_tool & (c.first(sc.TOOL_STATUS_KEYS).str.to_lowercase() == "error"))
         | _claude_code_rejected(c)
     )
     provider = c.first(sc.PROVIDER_KEYS).str.strip_chars().str.to_lowercase()

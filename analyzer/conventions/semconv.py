@@ -57,8 +57,13 @@ GEN_AI_OUTPUT_MESSAGES = "gen_ai.output.messages"  # v1.37, opt-in
 GEN_AI_SYSTEM_INSTRUCTIONS = "gen_ai.system_instructions"  # v1.37, opt-in, JSON [parts]
 GEN_AI_PROMPT_NAME = "gen_ai.prompt.name"
 # Strands Agents (strands/telemetry/tracer.py): "success" | "error", the tool result's status; a
-# tool that returned an error result ends its span with status OK.
+# tool that returned an error result ends its span with status OK. Before October 2025 the key
+# was `tool.status`. A call that raised an interrupt (it waits for a person's answer, and runs
+# again on resume) ends its span with no result: neither key, no result event.
 GEN_AI_TOOL_STATUS = "gen_ai.tool.status"
+STRANDS_TOOL_STATUS = "tool.status"
+STRANDS_SYSTEM = "strands-agents"  # gen_ai.system (or gen_ai.provider.name) of every Strands span
+TOOL_STATUS_KEYS = (GEN_AI_TOOL_STATUS, STRANDS_TOOL_STATUS)
 # Strands (strands/tools/executors/_executor.py): on its execute_tool span, the invoked tool's
 # input JSON Schema (a bare schema), read like OpenInference's `tool.json_schema`.
 GEN_AI_TOOL_JSON_SCHEMA = "gen_ai.tool.json_schema"
@@ -414,6 +419,17 @@ PYDANTIC_EVENTS = "events"  # v1 model span (and Logfire): JSON list of gen_ai.*
 PYDANTIC_TOOL_ARGUMENTS = "tool_arguments"  # v1/v2
 PYDANTIC_TOOL_RESPONSE = "tool_response"  # v1/v2
 PYDANTIC_OPERATION_COST = "operation.cost"  # USD
+# A tool call that raised ApprovalRequired or CallDeferred waits for an approval or a result from
+# outside the run, and runs (a new span) when the run is resumed: since 2026-03 its span names
+# the exception here; before (and in format versions < 5 still) the span has status ERROR and
+# the exception event (`_instrumentation.py`, `capabilities/instrumentation.py`).
+PYDANTIC_TOOL_DEFERRAL = "pydantic_ai.tool.deferral.name"
+PYDANTIC_DEFERRALS = (
+    "pydantic_ai.exceptions.ApprovalRequired",
+    "pydantic_ai.exceptions.CallDeferred",
+    "ApprovalRequired",  # exception.type as older OpenTelemetry SDKs wrote it
+    "CallDeferred",
+)
 GEN_AI_AGGREGATED_INPUT_TOKENS = "gen_ai.aggregated_usage.input_tokens"  # agent span since V2
 GEN_AI_AGGREGATED_OUTPUT_TOKENS = "gen_ai.aggregated_usage.output_tokens"
 GEN_AI_AGGREGATED_CACHE_READ_TOKENS = "gen_ai.aggregated_usage.cache_read.input_tokens"
@@ -890,7 +906,7 @@ NAMING_KEYS = (
     LANGFUSE_TYPE,
     LANGFUSE_MODEL,
     LANGFUSE_LEVEL,
-    GEN_AI_TOOL_STATUS,
+    *TOOL_STATUS_KEYS,
     LANGFUSE_USAGE_DETAILS,
     LANGFUSE_COST_DETAILS,
     GEN_AI_AGENT_VERSION,
@@ -942,6 +958,7 @@ EXACT_KEYS = frozenset(
         PROMPTFLOW_INPUTS,
         MONOCLE_OUTPUT,
         CREWAI_EVENT_NAME,
+        PYDANTIC_TOOL_DEFERRAL,
     )
 )
 

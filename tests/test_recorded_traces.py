@@ -1,0 +1,74 @@
+"""Runs recorded from real frameworks by `tests/data/recorded/record_approvals.py`: a tool call
+that waits for a person's approval, then the conversation resumed in a second agent run.
+
+The paused call's span is no tool call that ran: the model's request stays a call that never
+ran, and the resumed run's span runs it. Expectations read from the recording script's story.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+from click.testing import CliRunner
+
+from analyzer.cli import main
+from analyzer.conventions import normalize
+from analyzer.ingest.reader import read_traces
+from analyzer.runs import build_runs
+
+RECORDED = Path(__file__).parent / "data" / "recorded"
+PYDANTIC_AI = RECORDED / "pydantic_ai_approval.jsonl"
+STRANDS = RECORDED / "strands_interrupt.jsonl"
+PAUSED = ["screen_sanctions", "lookup_owner"]  # the request that never ran comes at its end
+
+
+def _runs(path: Path, run_key: str | None = None) -> list[tuple]:
+    ingested = read_traces([path])
+    assert ingested.log.balanced() and ingested.log.spans_quarantined == 0
+    runs = build_runs(
+        ingested.spans, normalize(ingested.spans), parents=ingested.parents, run_key=run_key
+    ).runs
+    columns = ["model_calls", "tool_sequence", "unexecuted_tool_calls", "failed_tool_calls"]
+    return runs.sort("case_id", "started_ns").select("case_id", *columns, "has_answer").rows()
+
+
+def test_pydantic_ai_paused_calls_never_ran_and_each_agent_run_keeps_the_case():
+    # one run per agent span (the default); the application's root span holds the case id
+    paused = (1, PAUSED, 1, 0, False)  # ApprovalRequired: no failure (version 2 says ERROR)
+    resumed = (1, ["screen_sanctions"], 0, 0, True)
+    assert _runs(PYDANTIC_AI) == [
+        ("PAI-1", *paused),
+        ("PAI-1", *resumed),
+        ("PAI-2", *paused),
+        ("PAI-2", *resumed),
+        ("PAI-3", *paused),
+    ]
+
+
+def test_pydantic_ai_conversation_as_one_run_counts_the_screening_once():
+    whole = (2, ["lookup_owner", "screen_sanctions"], 0, 0, True)
+    assert _runs(PYDANTIC_AI, run_key="gen_ai.conversation.id") == [
+        ("PAI-1", *whole),
+        ("PAI-2", *whole),
+        ("PAI-3", 1, PAUSED, 1, 0, False),
+    ]
+
+
+def test_pydantic_ai_conversation_report_finds_only_the_unanswered_case(tmp_path: Path):
+    out = tmp_path / "out"
+    args = ["report", str(PYDANTIC_AI), "--run-key", "gen_ai.conversation.id", "--out", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    findings = pl.read_parquet(out / "findings.parquet")
+    assert findings.select("case_id", "kind").rows() == [("PAI-3", "no_answer")]
+    steps = pl.read_parquet(out / "steps.parquet").filter(pl.col("tool_name") == "screen_sanctions")
+    assert steps.select("executed", "status").rows() == [(True, "unset")] * 2 + [(False, "unset")]
+
+
+def test_strands_interrupted_calls_never_ran():
+    assert _runs(STRANDS) == [
+        ("STR-1", 1, PAUSED, 1, 0, False),
+        ("STR-1", 1, ["screen_sanctions"], 0, 0, True),
+        ("STR-2", 1, PAUSED, 1, 0, False),
+    ]
