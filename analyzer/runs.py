@@ -120,7 +120,8 @@ class RunSet(RunTables):
     span_runs: pl.DataFrame
     #: the prompt (input) messages of model-call steps, one row a message: run_id, index (the
     #: step's), position, role, content (cut at MESSAGE_CAP), tool_call_id, name; ordered by
-    #: run_id, index, position. Read by report.html alone (empty where not built).
+    #: run_id, index, position. Read by report.html, and by the tool_requests rule (the tool
+    #: messages' call ids: calls a resumed run's conversation had requested).
     messages: pl.DataFrame = field(default_factory=lambda: empty_messages())
 
     def run(self, run_id: str) -> tuple[dict, pl.DataFrame]:

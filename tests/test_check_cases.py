@@ -22,8 +22,9 @@ Any step also takes ``status`` (error: a failed call), ``resend`` (its
 of ``{name, parameters}``).
 
 Model calls (``model`` and ``answer`` steps) record as input messages the run's ``input`` and
-their own ``{model: {input: ...}}``: a text (one user message) or a list of ``{role: text}``;
-without any, a run has no message source (as when content capture is off).
+their own ``{model: {input: ...}}``: a text (one user message) or a list of ``{role: text}``
+(a tool message may add ``id``, the call it answers); without any, a run has no message source
+(as when content capture is off).
 
 Run keys: ``name``, ``attrs`` (root span attributes), ``agent``, ``agent_output``, ``input``,
 ``duration_s`` (the agent span's length), ``cost_usd`` (added as the runs' cost column),
@@ -56,12 +57,19 @@ def _case_files() -> list[Path]:
 
 
 def _messages(given: Any) -> list[dict[str, Any]]:
-    """Input messages from a case: a text (one user message) or a list of {role: text}."""
+    """Input messages from a case: a text (one user message) or a list of {role: text} (a tool
+    message may add ``id``: the call it answers)."""
     if given is None:
         return []
     if isinstance(given, str):
         return [msg("user", given)]
-    return [msg(role, text) for item in given for role, text in item.items()]
+    out = []
+    for item in given:
+        fields = dict(item)
+        call_id = fields.pop("id", None)
+        ((role, text),) = fields.items()
+        out.append(msg(role, text, call_id))
+    return out
 
 
 def _run_rows(index: int, run: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, str]]:

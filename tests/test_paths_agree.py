@@ -73,13 +73,15 @@ def _value(value: Any) -> dict[str, Any]:
 
 
 def _messages(messages: list[dict[str, Any]]) -> str:
-    """gen_ai.input.messages: one text part per message."""
-    return json.dumps(
-        [
-            {"role": m["role"], "parts": [{"type": "text", "content": m["content"]}]}
-            for m in messages
-        ]
-    )
+    """gen_ai.input.messages: one text part per message; a tool message answering a call, its
+    tool_call_response part."""
+
+    def part(m: dict[str, Any]) -> dict[str, Any]:
+        if m.get("tool_call_id") is not None:
+            return {"type": "tool_call_response", "id": m["tool_call_id"], "response": m["content"]}
+        return {"type": "text", "content": m["content"]}
+
+    return json.dumps([{"role": m["role"], "parts": [part(m)]} for m in messages])
 
 
 def _output(row: dict[str, Any]) -> str | None:

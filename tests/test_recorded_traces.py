@@ -66,6 +66,18 @@ def test_pydantic_ai_conversation_report_finds_only_the_unanswered_case(tmp_path
     assert steps.select("executed", "status").rows() == [(True, "unset")] * 2 + [(False, "unset")]
 
 
+def test_a_resumed_run_s_first_call_was_requested_by_its_conversation(tmp_path: Path):
+    # one run per agent span: the resumed run starts by running the approved screening, which
+    # its own model calls never asked for; the conversation it was given had (the tool
+    # message answering its id). The paused runs have no answer.
+    for path, paused in ((PYDANTIC_AI, ["PAI-1", "PAI-2", "PAI-3"]), (STRANDS, ["STR-1", "STR-2"])):
+        out = tmp_path / path.stem
+        result = CliRunner().invoke(main, ["report", str(path), "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        findings = pl.read_parquet(out / "findings.parquet").sort("case_id")
+        assert findings.select("case_id", "kind").rows() == [(c, "no_answer") for c in paused]
+
+
 def test_strands_interrupted_calls_never_ran():
     assert _runs(STRANDS) == [
         ("STR-1", 1, PAUSED, 1, 0, False),

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from analyzer.checks.base import Check, CheckContext, findings
+
+if TYPE_CHECKING:
+    from analyzer.runs import RunSet
 
 __all__ = ["ToolRequests"]
 
@@ -25,6 +29,13 @@ class ToolRequests(Check):
     output (the requests are in the output), and the run recorded at least one model call (a
     run with none did not export the calls that asked): otherwise the run is counted as
     unverifiable, never as passing. Runs without a tool call carrying an id are not applicable.
+
+    A run that starts by running a call, before its first model call, may resume a
+    conversation whose model asked for that call in an earlier run (a call paused for an
+    approval, run once approved): the call is requested when a model call of the run was given
+    its result in the conversation (a tool message answering its id: providers accept no result
+    of a call the conversation did not request); when the run recorded no prompt at all, it is
+    unverifiable.
 
     Why it matters
     --------------
@@ -78,11 +89,18 @@ class ToolRequests(Check):
             _judged=pl.col("_blind_ns").is_null() | (pl.col("start_ns") < pl.col("_blind_ns"))
         )
         flagged = calls.filter(pl.col("_judged") & pl.col("requested_by").is_null())
+        flagged, unknown = _resumed(ctx, flagged)
         unjudged = calls.filter(~pl.col("_judged")).join(flagged, on="run_id", how="anti")
         ctx.mark(
             unjudged.select("run_id").unique(),
             "unverifiable",
             "a model call before a tool call did not record its output (the tool requests)",
+        )
+        ctx.mark(
+            unknown.join(flagged, on="run_id", how="anti").join(unjudged, on="run_id", how="anti"),
+            "unverifiable",
+            "the run starts with a tool call and recorded no conversation (it may resume one "
+            "whose model asked for the call)",
         )
         return findings(
             flagged,
@@ -97,3 +115,32 @@ class ToolRequests(Check):
             spans="span",
             pos="call_no",
         )
+
+
+def _resumed(ctx: CheckContext, flagged: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The flagged calls less those that ran before their run's first model call and that the
+    run's conversation had requested (a resumed run), and the runs of those left unknown (no
+    prompt recorded)."""
+    first = ctx.model_calls.group_by("run_id").agg(pl.col("start_ns").min().alias("_first_ns"))
+    early = flagged.join(first, on="run_id").filter(pl.col("start_ns") < pl.col("_first_ns"))
+    if early.is_empty():
+        return flagged, pl.DataFrame(schema={"run_id": pl.String})
+    answered, prompted = ctx.shared(answered_in_prompts)
+    unknown = early.join(prompted, on="run_id", how="anti")
+    cleared = pl.concat(
+        [early.join(answered, on=["run_id", "tool_call_id"], how="semi"), unknown]
+    ).select("run_id", "index")
+    left = flagged.join(cleared, on=["run_id", "index"], how="anti")
+    return left, unknown.select("run_id").unique()
+
+
+def answered_in_prompts(runset: RunSet) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(run_id, tool_call_id) of the calls whose result a model call of the run was given
+    (a tool message of its prompt), and the run_id of the runs that recorded any prompt."""
+    messages = runset.messages
+    answered = (
+        messages.filter((pl.col("role") == "tool") & pl.col("tool_call_id").is_not_null())
+        .select("run_id", "tool_call_id")
+        .unique()
+    )
+    return answered, messages.select("run_id").unique()
