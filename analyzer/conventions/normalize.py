@@ -439,13 +439,13 @@ def _role_exprs(c: _Cols) -> list[tuple[str, pl.Expr, pl.Expr]]:
         """A family whose marker is one attribute naming the span's kind."""
         return (conv, _lookup(c.t(key), roles, upper), c.t(key).is_not_null())
 
+    # a tool span that is no call: CrewAI's report of a failure, a call paused for an approval
     report = c.t(sc.CREWAI_EVENT_NAME).is_in(sc.CREWAI_REPORT_EVENTS).fill_null(False)
-    paused = _paused_call(c)
+    no_call = report | _paused_call(c)
     return [
         # ADK's merged parallel-tool span also says execute_tool: it is not one more call
         (sc.ADK, pl.when(merged).then(pl.lit(sc.OTHER)), merged),
-        (sc.GENAI, pl.when(report).then(pl.lit(sc.OTHER)), report),
-        (sc.GENAI, pl.when(paused).then(pl.lit(sc.OTHER)), paused),
+        (sc.GENAI, pl.when(no_call).then(pl.lit(sc.OTHER)), no_call),
         # LangSmith derives gen_ai.operation.name from its own kind, lossily (prompt -> chat)
         kind(sc.LANGSMITH, sc.LANGSMITH_SPAN_KIND, sc.LANGSMITH_KIND_ROLES),
         kind(sc.GENAI, sc.GEN_AI_OPERATION_NAME, sc.GENAI_OPERATION_ROLES),
