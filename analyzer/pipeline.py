@@ -62,7 +62,7 @@ def analyze_runs(
     prices = prices if prices is not None else load_prices()
     runset = apply_prices(runset, prices)
     if retries is None:  # once: for retry costs here and the retries rules
-        retries = scan_retries(runset.steps)
+        retries = scan_retries(runset.steps, runset.messages)
     runset = _with_retries(runset, retries.found)
     evaluation = None
     if packs:

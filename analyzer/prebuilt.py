@@ -89,7 +89,7 @@ def build_prebuilt(spans: pa.Table, log: IngestLog | None = None) -> tuple[RunSe
     from analyzer.conventions import normalize
 
     runset = build_runs(spans, normalize(spans), log=log)
-    return runset, scan_retries(runset.steps)
+    return runset, scan_retries(runset.steps, runset.messages)
 
 
 def write_prebuilt(

@@ -60,7 +60,10 @@ class Retries(Check):
     arguments or of a call that succeeded, steps in different traces (a conversation
     grouped into one run by ``--run-key`` starts each turn in a new trace), and model calls of
     different agents (the innermost agent span, or tool call, holding each: a sub-agent's
-    answer followed by its caller's next call). A model call whose
+    answer followed by its caller's next call), and a model call holding another conversation:
+    both calls recorded their prompt and the later one's does not begin with the earlier one's
+    messages (a retry sends its conversation again, extended at most; another agent's first
+    call, where no agent span tells the agents apart, starts its own). A model call whose
     outcome was not recorded (no content, no finish reason) followed by another, and a failed
     tool call followed by a call of the same tool where either call's arguments were not
     recorded, make the run ``partial``: a retry may have been missed there.
@@ -148,7 +151,7 @@ def retry_steps(runset: RunSet) -> pl.DataFrame:
 
 def all_retries(runset: RunSet) -> RetryScan:
     """`scan_retries` of every step of ``runset`` (what the retries rules share)."""
-    return scan_retries(runset.steps)
+    return scan_retries(runset.steps, runset.messages)
 
 
 class RetryScan(NamedTuple):
@@ -193,9 +196,10 @@ _SCANNED = (
 )
 
 
-def scan_retries(steps: pl.DataFrame) -> RetryScan:
-    """Retries of the runs in ``steps``, and the runs where a model call's outcome, or the
-    arguments of a failed tool call, were not recorded (a retry may have been missed).
+def scan_retries(steps: pl.DataFrame, messages: pl.DataFrame) -> RetryScan:
+    """Retries of the runs in ``steps`` (their prompts in ``messages``, as `RunSet.messages`),
+    and the runs where a model call's outcome, or the arguments of a failed tool call, were not
+    recorded (a retry may have been missed).
 
     Done once per analysis: the pipeline prices the superseded attempts with it and hands it
     to `evaluate`, whose retries rules all read it."""
@@ -216,7 +220,7 @@ def scan_retries(steps: pl.DataFrame) -> RetryScan:
         )
     # run ids as codes (`run_codes`): joined and grouped as integers, not as texts
     steps = steps.with_columns(pl.col("run_id").cast(run_codes()))
-    models, unknown = _model_retries(steps)
+    models, unknown = _model_retries(steps, messages)
     tools, unrecorded = _tool_retries(steps)
     unknown, unrecorded = unknown.cast(pl.String), unrecorded.cast(pl.String)
     resends = steps.filter(pl.col("http_resend_count") > 0).select(
@@ -242,7 +246,7 @@ def _prev(column: str) -> pl.Expr:
     return pl.col(column).shift(1)
 
 
-def _model_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
+def _model_retries(steps: pl.DataFrame, messages: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     asks = _requests_tools(steps.lazy()).collect(engine="in-memory")
     rows = steps.select(
         "run_id",
@@ -280,6 +284,14 @@ def _model_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
         .alias("pattern"),
         (after_model & prev_answered & ~_prev("_known")).alias("_unknown"),
         _prev("span_id").alias("_superseded"),
+        _prev("index").alias("_earlier"),
+    )
+    candidates = flagged.filter(pl.col("pattern").is_not_null() | pl.col("_unknown"))
+    flagged = candidates.with_columns(_run=pl.col("run_id").cast(pl.String)).join(
+        _other_conversations(candidates, messages),
+        left_on=["_run", "index"],
+        right_on=["run_id", "index"],
+        how="anti",
     )
     found = flagged.filter(pl.col("pattern").is_not_null()).select(
         "run_id",
@@ -292,6 +304,40 @@ def _model_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
     )
     unknown = flagged.filter("_unknown").get_column("run_id").unique(maintain_order=True)
     return found, unknown
+
+
+def _other_conversations(candidates: pl.DataFrame, messages: pl.DataFrame) -> pl.DataFrame:
+    """The (run_id, index) of the ``candidates`` (model calls with the ``_earlier`` model call
+    they may retry) that hold another conversation: both calls recorded their prompt, and the
+    later one's does not begin with the earlier one's messages (same role, content and call id,
+    in order). A retry re-sends its conversation, extended at most; another agent's call,
+    where no agent span tells the agents apart, starts its own."""
+    pairs = candidates.select(
+        pl.col("run_id").cast(pl.String),
+        pl.col("index").cast(pl.Int64),
+        pl.col("_earlier").cast(pl.Int64),
+    )
+    messages = messages.join(pairs.select("run_id").unique(), on="run_id", how="semi")
+    same = ["role", "content", "tool_call_id"]
+    sizes = messages.group_by("run_id", "index").agg(pl.len().alias("_n"))
+    earlier = messages.select("run_id", pl.col("index").alias("_earlier"), "position", *same)
+    later = messages.select(
+        "run_id", "index", "position", *[pl.col(c).alias(f"_{c}") for c in same]
+    )
+    matched = (
+        pairs.join(earlier, on=["run_id", "_earlier"])
+        .join(later, on=["run_id", "index", "position"])
+        .filter(pl.all_horizontal(pl.col(c).eq_missing(pl.col(f"_{c}")) for c in same))
+        .group_by("run_id", "index")
+        .agg(pl.len().alias("_matched"))
+    )
+    return (
+        pairs.join(sizes, on=["run_id", "index"])
+        .join(sizes.rename({"index": "_earlier", "_n": "_n_earlier"}), on=["run_id", "_earlier"])
+        .join(matched, on=["run_id", "index"], how="left")
+        .filter(pl.col("_matched").fill_null(0) < pl.col("_n_earlier"))
+        .select(pl.col("run_id"), pl.col("index").cast(candidates.schema["index"]))
+    )
 
 
 def _tool_retries(steps: pl.DataFrame) -> tuple[pl.DataFrame, pl.Series]:
