@@ -4,8 +4,8 @@
 resumed in a second agent run. The paused call's span is no tool call that ran: the model's
 request stays a call that never ran, and the resumed run's span runs it.
 
-`record_haystack.py`: several Haystack agents in one trace, with no agent span to tell their
-model calls apart. Expectations read from each script's story.
+`record_haystack.py`, `record_llamaindex.py`: several agents in one trace, with no agent span
+to tell their model calls apart. Expectations read from each script's story.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+import pytest
 from click.testing import CliRunner
 
 from analyzer.cli import main
@@ -23,7 +24,6 @@ from analyzer.runs import build_runs
 RECORDED = Path(__file__).parent / "data" / "recorded"
 PYDANTIC_AI = RECORDED / "pydantic_ai_approval.jsonl"
 STRANDS = RECORDED / "strands_interrupt.jsonl"
-HAYSTACK = RECORDED / "haystack_agents.jsonl"
 PAUSED = ["screen_sanctions", "lookup_owner"]  # the request that never ran comes at its end
 
 
@@ -90,21 +90,26 @@ def test_strands_interrupted_calls_never_ran():
     ]
 
 
-def test_haystack_agents_first_calls_are_no_retries_of_the_answer_before(tmp_path: Path):
-    # HS-1: the planner answers, then each agent's first call starts a conversation of its own
-    # (no retry; by the rule's letter alone, two "model calls after an answer"). HS-2: the
+@pytest.mark.parametrize(
+    ("file", "cases"), [("haystack_agents.jsonl", "HS"), ("llamaindex_agents.jsonl", "LI")]
+)
+def test_agents_first_calls_are_no_retries_of_the_answer_before(
+    tmp_path: Path, file: str, cases: str
+):
+    # -1: the planner answers, then each agent's first call starts a conversation of its own
+    # (no retry; by the rule's letter alone, two "model calls after an answer"). -2: the
     # planner's conversation sent again with a correction is one retry, of its first call.
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["report", str(HAYSTACK), "--out", str(out)])
+    result = CliRunner().invoke(main, ["report", str(RECORDED / file), "--out", str(out)])
     assert result.exit_code == 0, result.output
     runs = pl.read_parquet(out / "runs.parquet").sort("case_id")
     assert runs.select("case_id", "model_calls", "retries").rows() == [
-        ("HS-1", 5, 0),
-        ("HS-2", 4, 1),
+        (f"{cases}-1", 5, 0),
+        (f"{cases}-2", 4, 1),
     ]
     findings = pl.read_parquet(out / "findings.parquet")
     assert findings.select("case_id", "kind", "detail").rows() == [
-        ("HS-2", "retry", "1 retry > max 0: 1 model call after an answer")
+        (f"{cases}-2", "retry", "1 retry > max 0: 1 model call after an answer")
     ]
     steps = pl.read_parquet(out / "steps.parquet")
     resent = steps.filter(pl.col("output_text") == '["owner"]').get_column("span_id")
