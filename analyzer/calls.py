@@ -2,7 +2,7 @@
 
 Several instrumentations often record one call each, or one framework records a call as
 several spans. Counted as they are, one call becomes two or three (tokens and cost too), and
-the tool a model requested appears twice, once "never ran". Three shapes are recognised, with
+the tool a model requested appears twice, once with no tool span. Three shapes are recognised, with
 no list of frameworks; in each, the two spans must record the same call: the times overlap,
 the models agree (equal, or one a snapshot or a path of the other, or one unknown), and so
 does the usage (equal, or one of them records none; usage an exporting backend filled in

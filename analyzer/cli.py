@@ -581,7 +581,7 @@ def show(
             step["input_tokens"] is not None or step["output_tokens"] is not None
         ):
             tokens = f"{_fmt_int(step['input_tokens'])}/{_fmt_int(step['output_tokens'])}"
-        status = step["status"] if step["executed"] else "never ran"
+        status = step["status"] if step["executed"] else "no span"
         if step["kind"] == "model_call":
             asked = ", ".join(
                 f"{c['name']}({c['arguments'] or ''})" for c in step["requested_calls"] or []

@@ -20,8 +20,8 @@ class AllowedTools(Check):
     Flags
     -----
     ``wrong_tool``: each tool call whose tool is not in ``tools``, one finding per call (a
-    call the model requested that never ran counts too). Tool names match exactly. A run with a
-    tool call that recorded no tool name is counted as unverifiable.
+    call the model requested that no tool span recorded counts too). Tool names match exactly.
+    A run with a tool call that recorded no tool name is counted as unverifiable.
 
     Why it matters
     --------------
@@ -65,7 +65,7 @@ class AllowedTools(Check):
                 pl.col("call_no") + 1,
                 pl.when(pl.col("executed").fill_null(True))
                 .then(pl.lit(""))
-                .otherwise(pl.lit(", requested, never ran")),
+                .otherwise(pl.lit(", requested, no tool span")),
                 pl.lit(shown),
             ),
             tool="tool",

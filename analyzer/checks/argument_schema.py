@@ -34,7 +34,7 @@ class ArgumentSchema(Check):
     gives line, column and what is wrong), or fail the tool's JSON Schema (Draft 2020-12; the
     detail gives the most relevant error, where it is and how many more there are;
     ``argument`` names the top-level argument at fault when there is one). A call the model
-    requested that never ran counts too: its arguments are the model's.
+    requested that no tool span recorded counts too: its arguments are the model's.
 
     The schema of a tool comes from the pack (``tools:`` or ``tool_specs:``) when it defines
     that tool, else from the tool definitions the trace recorded (``gen_ai.tool.definitions``,

@@ -377,7 +377,7 @@ class _Shared:
             "index",
             "call_no",
             pl.col("tool_name").alias("tool"),
-            # A requested call that never ran has no span: its requesting model call is the
+            # A requested call that no tool span recorded: its requesting model call is the
             # evidence.
             pl.coalesce("span_id", "requested_by").alias("span"),
             "span_id",

@@ -85,7 +85,7 @@ class GroundedArguments(Check):
     source``. A value that shows up only in a source read after the call is flagged too (the
     detail says so, and names the call's own result when the value first shows up there,
     only echoed back). The model's own outputs are not sources: an id it made up does not ground
-    itself. Calls the model requested that never ran count.
+    itself. Calls the model requested that no tool span recorded count.
 
     Text values are grounded when a source contains them, as recorded or with its JSON
     escapes decoded, after case and whitespace folding (``acc-30418`` is grounded by

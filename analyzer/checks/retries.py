@@ -52,7 +52,7 @@ class Retries(Check):
       call is superseded;
     - a tool call repeating the name and arguments (compared as canonical JSON: key order and
       spacing do not matter) of the previous call of that tool with those arguments, when that
-      call failed; a call the model requested that never ran counts too;
+      call failed; a call the model requested that no tool span recorded counts too;
     - each HTTP resend recorded on a model or tool call span (``http.request.resend_count``).
 
     Not retries: a model call after a tool call (the agent loop going on), a model call that
@@ -205,7 +205,7 @@ def scan_retries(steps: pl.DataFrame, messages: pl.DataFrame) -> RetryScan:
     to `evaluate`, whose retries rules all read it."""
     steps = steps.select(_SCANNED).sort("run_id", "index")
     if steps.get_column("trace_id").has_nulls():
-        # A requested call that never ran records no trace: it is in its model call's.
+        # A requested call with no tool span records no trace: it is in its model call's.
         traces = (
             steps.filter(pl.col("span_id").is_not_null())
             .select(

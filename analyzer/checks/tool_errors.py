@@ -22,7 +22,7 @@ class ToolErrors(Check):
     one finding per tool, the failed calls as evidence. A failure the agent recovered from (the
     same tool called again and succeeding before the answer) is not flagged, nor is a run that
     stopped without answering (the required-tools rule reports ``no_answer`` there). A call the
-    model requested that never ran has no status and is not a failure.
+    model requested that no tool span recorded has no status and is not a failure.
 
     Why it matters
     --------------

@@ -51,7 +51,7 @@ class Trajectory(Check):
     each expected argument; a later call that gets it right does not repair the first.
 
     Tool calls are all the calls the model made, including those requested that no tool span
-    recorded ("requested, never ran"): the trajectory judges the agent's decisions.
+    recorded ("requested, no tool span"): the trajectory judges the agent's decisions.
 
     Arguments compare after case and whitespace folding ("CMD-127745" equals " cmd-127745");
     numbers compare as numbers (1 equals 1.0, and "249" in the call equals 249 expected); a
@@ -220,7 +220,7 @@ class Trajectory(Check):
                 "tool",
                 pl.when(pl.col("executed").fill_null(True))
                 .then(pl.lit("called"))
-                .otherwise(pl.lit("requested, never ran")),
+                .otherwise(pl.lit("requested, no tool span")),
                 pl.col("call_no") + 1,
             ),
             tool="tool",

@@ -408,7 +408,7 @@
       tr.appendChild(name);
       var st = s.status || "";
       if (s.error) st += " (" + s.error + ")";
-      if (s.executed === false) st += " not run";
+      if (s.executed === false) st += " no span";
       tr.appendChild(el("td", s.status === "error" ? "sev-high" : null, st));
       tr.appendChild(el("td", "num", s.start === null ? "\u2014" : "+" + ms(s.start)));
       tr.appendChild(el("td", "num", ms(s.dur)));

@@ -925,7 +925,7 @@ def _accounting(summary: Mapping[str, Any]) -> str:
         ("Runs with content recorded", _num(runs.get("with_content"))),
         ("Model calls", _num(runs.get("model_calls"))),
         ("Tool calls", _num(runs.get("tool_calls"))),
-        ("Tool calls requested, never run", _num(runs.get("unexecuted_tool_calls"))),
+        ("Tool calls requested, no tool span", _num(runs.get("unexecuted_tool_calls"))),
         ("Input tokens", _num(runs.get("input_tokens"))),
         ("Output tokens", _num(runs.get("output_tokens"))),
         ("Cached input tokens", _num(runs.get("cached_input_tokens"))),
@@ -1591,7 +1591,7 @@ def _step_row(step: Mapping[str, Any]) -> dict[str, str]:
     if step.get("error_type"):
         status += f" ({_t(step.get('error_type'), 40)})"
     if tool and step.get("executed") is False:
-        status += " not run"
+        status += " no span"
     if tool:
         arguments = _t(step.get("arguments"), 300)
     else:

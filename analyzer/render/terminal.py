@@ -71,7 +71,7 @@ def _plain_lines(summary: dict[str, Any]) -> list[str]:
         f"runs     {runs['count']:,} ({runs['with_answer']:,} answered, "
         f"{runs['without_answer']:,} without answer)",
         f"calls    {runs['model_calls']:,} model calls, {runs['tool_calls']:,} tool calls "
-        f"({runs['unexecuted_tool_calls']:,} requested but never run)",
+        f"({runs['unexecuted_tool_calls']:,} requested, no tool span)",
         f"tokens   {tokens}",
         clip(f"models   {', '.join(runs['models']) or '-'}", 100),
         clip("agents   " + ", ".join(f"{a} ({n})" for a, n in runs["agents"].items()), 100),
