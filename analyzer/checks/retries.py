@@ -63,7 +63,8 @@ class Retries(Check):
     answer followed by its caller's next call), and a model call holding another conversation:
     both calls recorded their prompt and the later one's does not begin with the earlier one's
     messages (a retry sends its conversation again, extended at most; another agent's first
-    call, where no agent span tells the agents apart, starts its own). A model call whose
+    call where no agent span tells the agents apart, or the same instructions given the next
+    document, start their own). A model call whose
     outcome was not recorded (no content, no finish reason) followed by another, and a failed
     tool call followed by a call of the same tool where either call's arguments were not
     recorded, make the run ``partial``: a retry may have been missed there.
