@@ -5,7 +5,8 @@ The run model of the contract (section 2), computed column-wise with polars:
 - **run**: one per trace; where a trace holds several top-level agent spans (agent spans with no
   agent above them), one per such span, ``run_id = TRACEID:SPANID``. A conversation or workflow
   root (GenAI ``invoke_workflow``, AG2 ``conversation``, Traceloop ``workflow``, Strands
-  ``invoke_swarm`` and ``invoke_graph``) is an agent span: the agents under it are one run. A
+  ``invoke_swarm`` and ``invoke_graph``) is an agent span: the agents under it are one run; so
+  is a framework's span over two or more of its own agent spans (`_framework_roots`). A
   top-level agent span whose chain of parents breaks joins the run that holds it in time
   (`_linked_agents`). With ``run_key`` the value of that attribute (first found on the trace's
   spans, root first, then the resource) groups traces into runs; traces without it keep the
@@ -179,6 +180,10 @@ def build_runs(
     role = frame.get_column("role")
     is_agent = pa.array((role == "agent").to_arrow())
     nearest = nearest_marked_ancestor(parents, is_agent)
+    roots = _framework_roots(frame, parents, is_agent, nearest)
+    if roots is not None:  # runs are cut at them as at agent spans
+        is_agent = pc.or_(is_agent, roots)
+        nearest = nearest_marked_ancestor(parents, is_agent)
     # the agent a step belongs to: the innermost agent span holding it, or the tool call whose
     # execution holds it (a model call inside a tool's run is that tool's own work: a subagent
     # run as a tool, like Claude Code's Agent tool, which has no agent span)
@@ -243,6 +248,36 @@ def _run_ids(
     keyed = _trace_attribute(spans, run_key)
     per_trace = frame.select("trace_id").join(keyed, on="trace_id", how="left").get_column("_value")
     return pl.select(pl.coalesce(per_trace, ids)).to_series().alias("run_id")
+
+
+def _framework_roots(
+    frame: pl.DataFrame, parent: pa.Array, is_agent: pa.Array, nearest: pa.Array
+) -> pa.Array | None:
+    """The spans that hold one framework invocation's agent spans: a span that is no agent,
+    recorded by the same instrumentation (scope) as two or more top-level agent spans it is
+    the parent of (a LangGraph graph whose nodes OpenInference marks as agents, Google ADK's
+    ``invocation``). Their agents are one run, as under a workflow root; None when there are
+    none. The application's own span holding several agent runs (another scope) is none."""
+    is_top = pc.and_(is_agent, pc.is_null(nearest))
+    tops = frame.select("_scope", _p=pl.Series(parent, dtype=pl.Int64)).filter(
+        pl.Series(is_top) & pl.col("_p").is_not_null()
+    )
+    if tops.height < 2:
+        return None
+    scopes = frame.get_column("_scope")
+    holders = (
+        tops.filter(  # a scope not recorded is no instrumentation known to be the same
+            (pl.col("_scope") != "") & (pl.col("_scope") == scopes.gather(tops.get_column("_p")))
+        )
+        .group_by("_p")
+        .len()
+        .filter(pl.col("len") >= 2)
+        .get_column("_p")
+    )
+    if holders.is_empty():
+        return None
+    marked = pl.Series(values=[False] * frame.height).scatter(holders, True)
+    return marked.to_arrow()
 
 
 def _linked_agents(frame: pl.DataFrame, parent: pa.Array, is_top: pl.Series) -> pl.DataFrame:
@@ -481,8 +516,15 @@ def _steps(frame: pl.DataFrame) -> pl.DataFrame:
         on=["run_id", "span_id"],
         how="left",
     )
+    # the span's arguments, unless it recorded a bare value where the model asked with an
+    # object (OpenInference writes a one-argument tool's input as that argument's value)
+    bare = ~pl.col("arguments").str.strip_chars_start().str.starts_with("{")
+    asked = pl.col("_req_args").str.strip_chars_start().str.starts_with("{")
     executed = executed.with_columns(
-        arguments=pl.coalesce("arguments", "_req_args"), executed=pl.lit(True)
+        arguments=pl.when(bare & asked)
+        .then("_req_args")
+        .otherwise(pl.coalesce("arguments", "_req_args")),
+        executed=pl.lit(True),
     ).drop("_req_args")
 
     unmatched = requests.join(pairs.select("_r"), on="_r", how="anti")

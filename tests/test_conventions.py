@@ -2464,6 +2464,26 @@ def test_outputs_from_provider_response_shapes():
     assert ct.parse_output("[]").text is None
 
 
+def test_a_graph_state_of_messages_is_read_as_a_conversation():
+    # LangGraph under OpenInference: a graph's or node's output is its state, {"messages":
+    # [...]}, each message serialized as {"type", "data"}
+    ai = {"type": "ai", "data": {"content": "It is sunny.", "type": "ai", "tool_calls": []}}
+    tool = {"type": "tool", "data": {"content": "sunny", "tool_call_id": "c1"}}
+    asks = {
+        "type": "ai",
+        "data": {"content": "", "tool_calls": [{"name": "weather", "args": {}, "id": "c1"}]},
+    }
+    human = {"type": "human", "data": {"content": "Weather?"}}
+    state = ct.parse_output(json.dumps({"messages": [human, asks, tool, ai]}))
+    assert (state.text, state.recognized) == ("It is sunny.", True)
+    turn = ct.parse_output(json.dumps({"messages": [asks]}))
+    assert (turn.text, [c[1] for c in turn.calls]) == (None, ["weather"])
+    # near misses: a structured answer holding "messages" that are no chat messages, or
+    # holding more than the messages, stays as recorded
+    for kept in ({"messages": ["hello", "bye"]}, {"messages": [ai], "verdict": "clear"}):
+        assert ct.parse_output(json.dumps(kept)).text == json.dumps(kept)
+
+
 def test_an_output_written_as_the_python_repr_of_a_message_is_read_as_that_message():
     # BeeAI's agent span: str() of its {'role', 'text'} message
     beeai = ct.parse_output("{'role': 'assistant', 'text': \"It's sunny.\"}")

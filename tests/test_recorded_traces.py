@@ -114,3 +114,64 @@ def test_agents_first_calls_are_no_retries_of_the_answer_before(
     steps = pl.read_parquet(out / "steps.parquet")
     resent = steps.filter(pl.col("output_text") == '["owner"]').get_column("span_id")
     assert findings.get_column("span_ids").to_list() == [resent.to_list()]
+
+
+VERDICT = '{"verdict": "clear", "owner": "Jean Dupont"}'
+BOTH = ["lookup_owner", "screen_sanctions"]
+
+
+def _answers(path: Path) -> list[tuple]:
+    ingested = read_traces([path])
+    assert ingested.log.balanced() and ingested.log.spans_quarantined == 0
+    runs = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents).runs
+    columns = ["model_calls", "tool_sequence", "unexecuted_tool_calls", "failed_tool_calls"]
+    return runs.sort("case_id").select("case_id", *columns, "answer").rows()
+
+
+def test_langgraph_graphs_are_one_run_each_and_answer_the_last_message():
+    # A graph is a CHAIN span whose `agent` node OpenInference marks as an agent at every turn:
+    # one run per graph, not per turn; the answer is the state's last assistant message.
+    assert _answers(RECORDED / "langgraph_kyc.jsonl") == [
+        ("LG-1", 3, BOTH, 0, 0, VERDICT),
+        ("LG-2", 4, BOTH, 0, 0, VERDICT),
+        ("LG-3", 4, [*BOTH, "screen_sanctions"], 0, 1, VERDICT),
+        ("LG-4", 2, BOTH, 0, 0, VERDICT),
+        # known: structured output is a forced call of the `Verdict` tool that LangChain
+        # parses and never runs: read as a request with no tool span, and no answer
+        ("LG-5", 4, [*BOTH, "Verdict"], 1, 0, None),
+        ("LG-6", 3, ["lookup_owner"] * 3, 1, 0, None),  # stopped by the recursion limit
+    ]
+
+
+def test_langgraph_one_argument_tools_are_judged_on_the_model_s_arguments(tmp_path: Path):
+    # OpenInference records a one-argument tool's input as the bare value ("ACME SA"): the
+    # arguments are the model's object, and the tool-arguments rule finds nothing malformed
+    out = tmp_path / "out"
+    path = RECORDED / "langgraph_kyc.jsonl"
+    result = CliRunner().invoke(main, ["report", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    findings = pl.read_parquet(out / "findings.parquet").sort("case_id")
+    assert findings.select("case_id", "kind").rows() == [
+        ("LG-3", "retry"),
+        ("LG-5", "no_answer"),
+        ("LG-6", "no_answer"),
+    ]
+    steps = pl.read_parquet(out / "steps.parquet").filter(pl.col("tool_name") == "lookup_owner")
+    assert set(steps.get_column("arguments")) == {'{"company": "ACME SA"}'}
+
+
+def test_google_adk_runs_in_both_telemetry_schemas():
+    # schema 1 (`invocation` over the agents of one request, a transfer between them) and
+    # schema 2 (`invoke_workflow`): one run per request, each with its answer
+    expected = [
+        ("1", 3, BOTH, 0, 0, VERDICT),
+        ("2", 4, ["lookup_owner", "transfer_to_agent", "screen_sanctions"], 0, 0, VERDICT),
+        # known: ADK's ReflectAndRetryToolPlugin turns the exception into a result that only
+        # says so (`ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN`): no failure is read
+        ("3", 4, [*BOTH, "screen_sanctions"], 0, 0, VERDICT),
+        ("4", 2, BOTH, 0, 0, VERDICT),
+        ("5", 5, ["lookup_owner", "sanctions_screener", "screen_sanctions"], 0, 0, VERDICT),
+    ]
+    assert _answers(RECORDED / "adk_kyc.jsonl") == [
+        (f"{prefix}-{case}", *rest) for prefix in ("ADK", "ADK-V1") for case, *rest in expected
+    ]

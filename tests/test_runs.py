@@ -312,6 +312,43 @@ def test_requests_and_executions_join_by_name_in_order_without_ids():
     assert tools.get_column("executed").to_list() == [True, True]
 
 
+def test_agents_under_a_span_of_their_own_instrumentation_are_one_run():
+    # A LangGraph graph (a CHAIN span) whose nodes OpenInference marks as agents, one per
+    # turn; Google ADK's `invocation` over the agents of one request: one framework call.
+    def rows(root_scope, agents_scope="openinference.instrumentation.langchain", n=2):
+        out = [dict(span_id="1" * 16, role="other", start_ns=0, end_ns=100, scope=root_scope)]
+        for k in range(n):
+            agent, model = f"{2 * k + 2:016x}", f"{2 * k + 3:016x}"
+            start = 10 + 20 * k
+            out += [
+                dict(
+                    span_id=agent,
+                    parent_span_id="1" * 16,
+                    role="agent",
+                    start_ns=start,
+                    end_ns=start + 10,
+                    scope=agents_scope,
+                ),
+                dict(
+                    span_id=model,
+                    parent_span_id=agent,
+                    role="model_call",
+                    start_ns=start + 1,
+                    end_ns=start + 2,
+                    scope=agents_scope,
+                ),
+            ]
+        return out
+
+    graph = build_runs(*tables(rows("openinference.instrumentation.langchain"))).runs
+    assert graph.select("run_id", "model_calls").rows() == [(TRACE, 2)]
+    # near misses: the application's own span (another scope), or no scope recorded, holding
+    # two agent runs (a paused run and its resume) keeps one run per agent
+    for root_scope, agents_scope in (("kyc-app", "pydantic-ai"), (None, None), ("", "")):
+        runs = build_runs(*tables(rows(root_scope, agents_scope))).runs
+        assert runs.height == 2, (root_scope, agents_scope)
+
+
 def test_two_top_level_agents_in_a_trace_are_two_runs_and_nested_agents_are_not():
     rows = [
         dict(span_id="1" * 16, role="other", start_ns=0, end_ns=100),
@@ -654,3 +691,43 @@ def test_seconds_of_a_duration_do_not_depend_on_how_polars_divides():
     epoch = 1_758_026_593_449_611_237  # a run from 1970 to 2025
     assert round(epoch / 1e9, 9) != round(epoch * 1e-9, 9)  # the quotient alone would differ
     assert pl.select(_seconds(pl.lit(None, pl.Int64))).item() is None
+
+
+@pytest.mark.parametrize(
+    ("recorded", "requested", "kept"),
+    [
+        # OpenInference writes a one-argument tool's input as the bare value: the model's
+        # object is what the call was given
+        ("ACME SA", '{"company": "ACME SA"}', '{"company": "ACME SA"}'),
+        (" 7", '{"n": 7}', '{"n": 7}'),
+        # near misses: a span that recorded an object keeps it, even when the request differs;
+        # with no object on either side, the span's record stays
+        ('{"company": "ACME"}', '{"company": "ACME SA"}', '{"company": "ACME"}'),
+        ("ACME SA", "ACME SA", "ACME SA"),
+        ("ACME SA", None, "ACME SA"),
+    ],
+)
+def test_a_tool_span_s_bare_value_gives_way_to_the_model_s_arguments(recorded, requested, kept):
+    requests = [] if requested is None else [call("lookup_owner", requested)]
+    rows = [
+        dict(span_id="a" * 16, role="agent", start_ns=0, end_ns=100),
+        dict(
+            span_id="b" * 16,
+            parent_span_id="a" * 16,
+            role="model_call",
+            start_ns=1,
+            end_ns=2,
+            requested_calls=requests,
+        ),
+        dict(
+            span_id="c" * 16,
+            parent_span_id="a" * 16,
+            role="tool_call",
+            start_ns=3,
+            end_ns=4,
+            tool_name="lookup_owner",
+            arguments=recorded,
+        ),
+    ]
+    steps = build_runs(*tables(rows)).steps.filter(pl.col("kind") == "tool_call")
+    assert steps.select("arguments", "executed").rows() == [(kept, True)]

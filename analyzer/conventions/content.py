@@ -667,10 +667,22 @@ def _output_item(d: dict[str, Any], acc: Output) -> None:
     ):
         _output_message(d, acc)
         return
+    messages = d.get("messages")
+    if d.keys() == {"messages"} and isinstance(messages, list) and _all_messages(messages):
+        for message in messages:  # a graph's state of messages (LangGraph): a conversation
+            _output_message(message, acc)
+        return
     if _is_call_record(d):
         acc.calls.append(_call(d))
         acc.recognized = True
     # Anything else (an agent's structured output, LangChain's {"output": ...}) stays as recorded.
+
+
+def _all_messages(items: list[Any]) -> bool:
+    """Whether every item is a chat message (a role, or LangChain's serialized forms)."""
+    return bool(items) and all(
+        isinstance(i, dict) and ("role" in i or _lc_unwrap(i)[1] is not None) for i in items
+    )
 
 
 _RESPONSES_ITEM_TYPES = frozenset({"message", "function_call", "reasoning", "web_search_call"})
