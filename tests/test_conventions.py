@@ -313,6 +313,32 @@ def test_an_mcp_tool_whose_result_says_it_failed_failed():
     assert (succeeded["status"], nested["status"], chat["status"]) == ("ok", "unset", "unset")
 
 
+def test_an_adk_tool_whose_exception_its_retry_plugin_turned_into_a_result_failed():
+    # Google ADK's ReflectAndRetryToolPlugin hands the model a result saying the call failed
+    # (so that it calls again); the span ends unset, with no error.type
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "screen_sanctions"}
+    envelope = {
+        "response_type": "ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN",
+        "error_type": "ConnectionError",
+        "error_details": "sanctions list service unavailable",
+        "retry_count": 1,
+    }
+    failed, other, mentioned = rows(
+        span("execute_tool a", tool | {"gen_ai.tool.call.result": js(envelope)}),
+        # near misses: another response type; the marker as text inside a result that is data
+        span(
+            "execute_tool b",
+            tool | {"gen_ai.tool.call.result": js(envelope | {"response_type": "SUCCESS"})},
+        ),
+        span(
+            "execute_tool c",
+            tool | {"gen_ai.tool.call.result": js({"log": envelope["response_type"]})},
+        ),
+    )
+    assert (failed["status"], failed["error_type"]) == ("error", "ConnectionError")
+    assert (other["status"], other["error_type"], mentioned["status"]) == ("unset", None, "unset")
+
+
 # -------------------------------------------------------------------------------------------------
 # OpenTelemetry GenAI, deprecated names and events
 # -------------------------------------------------------------------------------------------------

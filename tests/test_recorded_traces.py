@@ -166,9 +166,8 @@ def test_google_adk_runs_in_both_telemetry_schemas():
     expected = [
         ("1", 3, BOTH, 0, 0, VERDICT),
         ("2", 4, ["lookup_owner", "transfer_to_agent", "screen_sanctions"], 0, 0, VERDICT),
-        # known: ADK's ReflectAndRetryToolPlugin turns the exception into a result that only
-        # says so (`ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN`): no failure is read
-        ("3", 4, [*BOTH, "screen_sanctions"], 0, 0, VERDICT),
+        # ADK's ReflectAndRetryToolPlugin turns the exception into a result saying so: failed
+        ("3", 4, [*BOTH, "screen_sanctions"], 0, 1, VERDICT),
         ("4", 2, BOTH, 0, 0, VERDICT),
         ("5", 5, ["lookup_owner", "sanctions_screener", "screen_sanctions"], 0, 0, VERDICT),
     ]

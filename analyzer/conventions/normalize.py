@@ -669,12 +669,18 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         pl.when(claude).then(c.t(sc.CLAUDE_CODE_TOOL_OUTPUT)),
         c.first(sc.RESULT_FALLBACK_KEYS),
     )
-    # an MCP tool reports its own failure in its result (a CallToolResult with isError true),
-    # the span ending ok
-    mcp_error = result.str.contains(sc.MCP_IS_ERROR, literal=True) & (
-        result.str.json_path_match("$." + sc.MCP_IS_ERROR) == "true"
+    # a tool that reports its own failure in its result, the span ending ok (MCP, ADK's retry
+    # plugin); the text test first spares parsing every result
+    result_error = pl.any_horizontal(
+        result.str.contains(key, literal=True) & (result.str.json_path_match("$." + key) == value)
+        for key, value in sc.RESULT_ERROR_MARKERS.items()
     )
-    failed = failed | (is_tool & mcp_error).fill_null(False)
+    result_error = (is_tool & result_error).fill_null(False)
+    failed = failed | result_error
+    error_type = pl.coalesce(
+        error_type,
+        pl.when(result_error).then(result.str.json_path_match("$." + sc.RESULT_ERROR_TYPE)),
+    )
     status = (
         pl.when(failed)
         .then(pl.lit("error"))

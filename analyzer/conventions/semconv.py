@@ -108,9 +108,16 @@ GENAI_OPERATION_ROLES = {
     "invoke_swarm": AGENT,
     "invoke_graph": AGENT,
 }
-#: The key of an MCP ``CallToolResult`` that says the tool failed (MCP reports a tool's errors in
-#: its result, not as a protocol error: the span of the call ends ok).
-MCP_IS_ERROR = "isError"
+#: A tool's failure that only its result reports (the span of the call ends ok): a key of the
+#: result object and the value that says so. MCP reports a tool's errors in its
+#: ``CallToolResult`` (``isError``), not as a protocol error; Google ADK's
+#: ``ReflectAndRetryToolPlugin`` turns a tool's exception into a result for the model to retry
+#: on (``error_type`` names the exception there).
+RESULT_ERROR_MARKERS = {
+    "isError": "true",
+    "response_type": "ERROR_HANDLED_BY_REFLECT_AND_RETRY_PLUGIN",
+}
+RESULT_ERROR_TYPE = "error_type"
 #: Microsoft Agent Framework workflows (microsoft/agent-framework, its workflow observability:
 #: span names of its own beside the GenAI agent spans). A `workflow.run` span is one run of a
 #: workflow and holds its agents' `invoke_agent` spans: an agent run, like `invoke_workflow`.
