@@ -3336,3 +3336,26 @@ def test_openllmetry_langchain_tool_output_is_read_as_the_tool_message_content()
     plain = json.dumps({"output": {"lc": "x", "kwargs": {"content": "y"}}})
     for text in (human, other, plain, end(None)):
         assert ct.normalize_result(text) == text
+
+
+def test_openinference_langchain_tool_output_gives_its_content_and_call_id():
+    # OpenInference's LangChain tracer records a tool's output as the serialized ToolMessage,
+    # and the span records no call id: the message names the call it answers
+    def message(content, **data) -> str:
+        fields = {"content": content, "type": "tool", "tool_call_id": "call_owner"}
+        return json.dumps({"type": "tool", "data": fields | data})
+
+    tool = {"openinference.span.kind": "TOOL", "tool.name": "lookup_owner"}
+    answered, unanswered, data = rows(
+        span("lookup_owner", tool | {"output.value": message("Jean Dupont", status="success")}),
+        # near misses: a result that only looks like one (no call id; not a tool message)
+        span("lookup_owner", tool | {"output.value": js({"type": "tool", "data": {"x": 1}})}),
+        span("lookup_owner", tool | {"output.value": js({"tool_call_id": "c", "data": {}})}),
+    )
+    assert (answered["result"], answered["tool_call_id"]) == ("Jean Dupont", "call_owner")
+    assert (unanswered["result"], unanswered["tool_call_id"]) == (
+        js({"type": "tool", "data": {"x": 1}}),
+        None,
+    )
+    assert (data["result"], data["tool_call_id"]) == (js({"tool_call_id": "c", "data": {}}), None)
+    assert ct.normalize_result(message(None)) == message(None)  # no content: kept as recorded

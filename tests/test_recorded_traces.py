@@ -158,6 +158,10 @@ def test_langgraph_one_argument_tools_are_judged_on_the_model_s_arguments(tmp_pa
     ]
     steps = pl.read_parquet(out / "steps.parquet").filter(pl.col("tool_name") == "lookup_owner")
     assert set(steps.get_column("arguments")) == {'{"company": "ACME SA"}'}
+    # its output, the serialized ToolMessage, gives the result and the id of the call it answers
+    ran = steps.filter("executed")
+    assert set(ran.get_column("result")) == {"Jean Dupont"}
+    assert ran.get_column("tool_call_id").null_count() == 0
 
 
 def test_google_adk_runs_in_both_telemetry_schemas():

@@ -203,20 +203,42 @@ def normalize_result(text: str) -> str:
     - a JSON string literal holding the result is unwrapped once;
     - the LangChain ``ToolMessage`` that OpenLLMetry records as a LangChain tool's output (its
       ``on_tool_end`` call: ``{"output": {"lc": 1, "id": [..., "ToolMessage"], "kwargs":
-      {"content": ...}}, "kwargs": {...}}``) becomes the text of its content.
+      {"content": ...}}, "kwargs": {...}}``), or that OpenInference records serialized
+      (``{"type": "tool", "data": {"content": ..., "tool_call_id": ...}}``), becomes the text
+      of its content.
     """
     out = unwrap_json_string(text)
-    value = load_json(out) if '"lc"' in out else None
+    value = load_json(out) if '"lc"' in out or LANGCHAIN_TOOL_CALL_ID in out else None
+    message = None
     if (
         isinstance(value, dict)
         and {"output"} <= value.keys() <= {"output", "kwargs"}
         and isinstance(value["output"], dict)
     ):
+        message = value["output"]
+    elif langchain_tool_message(value):
+        message = value
+    if message is not None:
         messages: list[Message] = []
-        _message(value["output"], messages)
+        _message(message, messages)
         if len(messages) == 1 and messages[0][0] == "tool" and messages[0][1] is not None:
             return messages[0][1]
     return out
+
+
+#: The key of a serialized LangChain ``ToolMessage`` naming the call it answers.
+LANGCHAIN_TOOL_CALL_ID = "tool_call_id"
+
+
+def langchain_tool_message(value: Any) -> bool:
+    """Whether `value` is a serialized LangChain ``ToolMessage``, ``{"type": "tool", "data":
+    {..., "tool_call_id": ...}}``: what OpenInference records as a LangChain tool's output."""
+    return (
+        isinstance(value, dict)
+        and value.get("type") == "tool"
+        and isinstance(value.get("data"), dict)
+        and isinstance(value["data"].get(LANGCHAIN_TOOL_CALL_ID), str)
+    )
 
 
 # -------------------------------------------------------------------------------------------------

@@ -1172,9 +1172,17 @@ def _normalize_slice(table: pa.Table) -> pl.DataFrame:
 
     args = _fix_arguments(df, c)
     # a result recorded as a JSON string is read as its text, a LangChain message as its content
-    wrapped = df["result"].str.strip_chars_start().str.starts_with('"')
-    wrapped = wrapped | df["result"].str.contains('"lc"', literal=True)
-    result = _patch(df["result"], wrapped.fill_null(False), ct.normalize_result)
+    # (and, serialized by OpenInference, the id of the call it answers, which the span lacks)
+    raw = df["result"]
+    wrapped = raw.str.strip_chars_start().str.starts_with('"')
+    wrapped = wrapped | raw.str.contains('"lc"', literal=True)
+    answers = raw.str.contains(f'"{ct.LANGCHAIN_TOOL_CALL_ID}"', literal=True).fill_null(False)
+    result = _patch(raw, (wrapped | answers).fill_null(False), ct.normalize_result)
+    answered = pl.select(
+        pl.when(pl.lit(answers) & (raw.str.json_path_match("$.type") == "tool")).then(
+            raw.str.json_path_match(f"$.data.{ct.LANGCHAIN_TOOL_CALL_ID}")
+        )
+    ).to_series()
 
     found = _content(df, c, prefixed, content_events)
     event_args, event_result = _tool_events(df, content_events)
@@ -1188,6 +1196,7 @@ def _normalize_slice(table: pa.Table) -> pl.DataFrame:
     df = df.with_columns(
         args.alias("arguments"),
         result.alias("result"),
+        pl.coalesce("tool_call_id", pl.when(pl.col("role") == sc.TOOL_CALL).then(answered)),
         found["_output_text"].alias("output_text"),
         found["_output_reasoning"].alias("output_reasoning_apart"),
         pl.when(attr_finish.list.len() > 0)
