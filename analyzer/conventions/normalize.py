@@ -670,9 +670,11 @@ def _scalars(df: pl.LazyFrame, c: _Cols) -> pl.LazyFrame:
         c.first(sc.RESULT_FALLBACK_KEYS),
     )
     # a tool that reports its own failure in its result, the span ending ok (MCP, ADK's retry
-    # plugin); the text test first spares parsing every result
+    # plugin); only a result that names the key is parsed (`then` reads the rows `when` keeps)
     result_error = pl.any_horizontal(
-        result.str.contains(key, literal=True) & (result.str.json_path_match("$." + key) == value)
+        pl.when(result.str.contains(key, literal=True)).then(
+            result.str.json_path_match("$." + key) == value
+        )
         for key, value in sc.RESULT_ERROR_MARKERS.items()
     )
     result_error = (is_tool & result_error).fill_null(False)
@@ -1178,9 +1180,12 @@ def _normalize_slice(table: pa.Table) -> pl.DataFrame:
     wrapped = wrapped | raw.str.contains('"lc"', literal=True)
     answers = raw.str.contains(f'"{ct.LANGCHAIN_TOOL_CALL_ID}"', literal=True).fill_null(False)
     result = _patch(raw, (wrapped | answers).fill_null(False), ct.normalize_result)
+    lc_message = pl.lit(raw).str.json_path_match("$.type") == "tool"
     answered = pl.select(
-        pl.when(pl.lit(answers) & (raw.str.json_path_match("$.type") == "tool")).then(
-            raw.str.json_path_match(f"$.data.{ct.LANGCHAIN_TOOL_CALL_ID}")
+        pl.when(pl.lit(answers)).then(
+            pl.when(lc_message).then(
+                pl.lit(raw).str.json_path_match(f"$.data.{ct.LANGCHAIN_TOOL_CALL_ID}")
+            )
         )
     ).to_series()
 
