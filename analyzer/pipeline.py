@@ -51,7 +51,7 @@ def analyze_runs(
 ) -> Analysis:
     """`analyze` from runs already rebuilt (and their retries, when scanned already): the
     time window, prices, retries and rule packs; what a dataset's prebuilt runs go through."""
-    from analyzer.checks.retries import scan_retries
+    from analyzer.checks.retries import all_retries
     from analyzer.pricing import apply_prices, load_prices
 
     if since_ns is not None or until_ns is not None:
@@ -62,7 +62,7 @@ def analyze_runs(
     prices = prices if prices is not None else load_prices()
     runset = apply_prices(runset, prices)
     if retries is None:  # once: for retry costs here and the retries rules
-        retries = scan_retries(runset.steps, runset.messages)
+        retries = all_retries(runset)
     runset = _with_retries(runset, retries.found)
     evaluation = None
     if packs:

@@ -27,7 +27,7 @@ import polars as pl
 import pyarrow as pa
 
 from analyzer import __version__
-from analyzer.checks.retries import RetryScan, scan_retries
+from analyzer.checks.retries import RetryScan, all_retries
 from analyzer.errors import InputError
 from analyzer.ingest.accounting import IngestLog
 from analyzer.resources import code_digest
@@ -89,7 +89,7 @@ def build_prebuilt(spans: pa.Table, log: IngestLog | None = None) -> tuple[RunSe
     from analyzer.conventions import normalize
 
     runset = build_runs(spans, normalize(spans), log=log)
-    return runset, scan_retries(runset.steps, runset.messages)
+    return runset, all_retries(runset)
 
 
 def write_prebuilt(
