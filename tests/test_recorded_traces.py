@@ -27,14 +27,14 @@ STRANDS = RECORDED / "strands_interrupt.jsonl"
 PAUSED = ["screen_sanctions", "lookup_owner"]  # the request that never ran comes at its end
 
 
-def _runs(path: Path, run_key: str | None = None) -> list[tuple]:
+def _runs(path: Path, run_key: str | None = None, last: str = "has_answer") -> list[tuple]:
     ingested = read_traces([path])
     assert ingested.log.balanced() and ingested.log.spans_quarantined == 0
     runs = build_runs(
         ingested.spans, normalize(ingested.spans), parents=ingested.parents, run_key=run_key
     ).runs
     columns = ["model_calls", "tool_sequence", "unexecuted_tool_calls", "failed_tool_calls"]
-    return runs.sort("case_id", "started_ns").select("case_id", *columns, "has_answer").rows()
+    return runs.sort("case_id", "started_ns").select("case_id", *columns, last).rows()
 
 
 def test_pydantic_ai_paused_calls_never_ran_and_each_agent_run_keeps_the_case():
@@ -120,18 +120,10 @@ VERDICT = '{"verdict": "clear", "owner": "Jean Dupont"}'
 BOTH = ["lookup_owner", "screen_sanctions"]
 
 
-def _answers(path: Path) -> list[tuple]:
-    ingested = read_traces([path])
-    assert ingested.log.balanced() and ingested.log.spans_quarantined == 0
-    runs = build_runs(ingested.spans, normalize(ingested.spans), parents=ingested.parents).runs
-    columns = ["model_calls", "tool_sequence", "unexecuted_tool_calls", "failed_tool_calls"]
-    return runs.sort("case_id").select("case_id", *columns, "answer").rows()
-
-
 def test_langgraph_graphs_are_one_run_each_and_answer_the_last_message():
     # A graph is a CHAIN span whose `agent` node OpenInference marks as an agent at every turn:
     # one run per graph, not per turn; the answer is the state's last assistant message.
-    assert _answers(RECORDED / "langgraph_kyc.jsonl") == [
+    assert _runs(RECORDED / "langgraph_kyc.jsonl", last="answer") == [
         ("LG-1", 3, BOTH, 0, 0, VERDICT),
         ("LG-2", 4, BOTH, 0, 0, VERDICT),
         ("LG-3", 4, [*BOTH, "screen_sanctions"], 0, 1, VERDICT),
@@ -175,6 +167,6 @@ def test_google_adk_runs_in_both_telemetry_schemas():
         ("4", 2, BOTH, 0, 0, VERDICT),
         ("5", 5, ["lookup_owner", "sanctions_screener", "screen_sanctions"], 0, 0, VERDICT),
     ]
-    assert _answers(RECORDED / "adk_kyc.jsonl") == [
+    assert _runs(RECORDED / "adk_kyc.jsonl", last="answer") == [
         (f"{prefix}-{case}", *rest) for prefix in ("ADK", "ADK-V1") for case, *rest in expected
     ]

@@ -67,7 +67,9 @@ def planner(answers: list[str]) -> MockFunctionCallingLLM:
     )
 
 
-async def review(tracer: Any, case: str, plans: list[str], agents: list[FunctionAgent]) -> None:
+async def review(
+    tracer: Any, case: str, plans: list[str], agents: list[tuple[FunctionAgent, str]]
+) -> None:
     llm = planner(plans)
     with tracer.start_as_current_span("kyc review", attributes={"app.case_id": case}):
         first = [ChatMessage(role=MessageRole.USER, content=PLAN)]
